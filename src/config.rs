@@ -1,0 +1,467 @@
+//! Typed configuration: one YAML file, every key with a default, validated once at start.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::metrics_source::prometheus::PrometheusConfig;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address the HTTPS server binds.
+    pub listen: SocketAddr,
+    /// Serving certificate and key (PEM). Without them `serve` makes a self-signed one for localhost.
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    /// When set, clients must present a certificate signed by this CA (apiserver client auth).
+    pub client_ca: Option<PathBuf>,
+    /// Static snapshot file; used when no Prometheus is configured.
+    pub metrics_file: Option<PathBuf>,
+    pub mode: Mode,
+    /// Profile set in `spec.schedulerName` by the `scheduler_name` and `both` modes.
+    pub scheduler_name: String,
+    /// Older snapshots are not used: the webhook fails open instead.
+    #[serde(with = "humantime_serde")]
+    pub max_staleness: Duration,
+    pub targets: Targets,
+    pub placement: PlacementConfig,
+    pub inflight: InflightConfig,
+    pub prometheus: Option<PrometheusConfig>,
+    pub limits: Limits,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
+            tls_cert: None,
+            tls_key: None,
+            client_ca: None,
+            metrics_file: None,
+            mode: Mode::Affinity,
+            scheduler_name: "placement-scheduler".into(),
+            max_staleness: Duration::from_secs(120),
+            targets: Targets::default(),
+            placement: PlacementConfig::default(),
+            inflight: InflightConfig::default(),
+            prometheus: None,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// What the webhook writes into a targeted pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Mode {
+    /// Weighted preferred node affinity.
+    Affinity,
+    /// `spec.schedulerName` set to the configured profile.
+    SchedulerName,
+    Both,
+}
+
+impl Mode {
+    pub fn writes_affinity(self) -> bool {
+        matches!(self, Mode::Affinity | Mode::Both)
+    }
+    pub fn writes_scheduler_name(self) -> bool {
+        matches!(self, Mode::SchedulerName | Mode::Both)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Affinity => "affinity",
+            Mode::SchedulerName => "schedulerName",
+            Mode::Both => "both",
+        }
+    }
+}
+
+/// Which pods are steered: a label selector in the Kubernetes shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Targets {
+    pub match_labels: BTreeMap<String, String>,
+    pub match_expressions: Vec<LabelRequirement>,
+}
+
+impl Default for Targets {
+    fn default() -> Self {
+        Targets {
+            match_labels: BTreeMap::from([("component".into(), "taskmanager".into())]),
+            match_expressions: vec![LabelRequirement {
+                key: "type".into(),
+                operator: SelectorOperator::In,
+                values: vec![
+                    "flink-native-kubernetes".into(),
+                    "flink-standalone-kubernetes".into(),
+                ],
+            }],
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LabelRequirement {
+    pub key: String,
+    pub operator: SelectorOperator,
+    #[serde(default)]
+    pub values: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SelectorOperator {
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+}
+
+/// Everything `placement::decide` reads besides the pod and the view.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PlacementConfig {
+    pub weights: HeatWeights,
+    pub hot: HotThresholds,
+    /// Preferred tiers, coolest first. Large weight gaps survive resource scoring (SCHEDULER.md).
+    pub tiers: Vec<Tier>,
+    pub avoid_hot: AvoidHot,
+    pub node_match: NodeMatch,
+    /// Node-group pinning rules, written as required node affinity.
+    pub pinning: Vec<PinningRule>,
+    /// Assumed allocatable cores of a node whose capacity is unknown (ledger arithmetic only).
+    pub default_node_cpu_cores: f64,
+}
+
+impl Default for PlacementConfig {
+    fn default() -> Self {
+        PlacementConfig {
+            weights: HeatWeights::default(),
+            hot: HotThresholds::default(),
+            tiers: vec![
+                Tier {
+                    nodes: 3,
+                    weight: 100,
+                },
+                Tier {
+                    nodes: 6,
+                    weight: 40,
+                },
+            ],
+            avoid_hot: AvoidHot::default(),
+            node_match: NodeMatch::default(),
+            pinning: Vec::new(),
+            default_node_cpu_cores: 16.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HeatWeights {
+    pub cpu: f64,
+    pub network: f64,
+    pub memory: f64,
+}
+
+impl Default for HeatWeights {
+    fn default() -> Self {
+        HeatWeights {
+            cpu: 0.6,
+            network: 0.4,
+            memory: 0.0,
+        }
+    }
+}
+
+/// A node at or above any of these fractions is hot: never preferred, and named in the avoid term.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HotThresholds {
+    pub cpu: f64,
+    pub network: f64,
+    pub memory: f64,
+}
+
+impl Default for HotThresholds {
+    fn default() -> Self {
+        HotThresholds {
+            cpu: 0.85,
+            network: 0.85,
+            memory: 0.95,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tier {
+    /// How many nodes this tier names.
+    pub nodes: usize,
+    /// Preferred term weight, 1..100.
+    pub weight: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AvoidHot {
+    /// Weight of the "any node but these hot ones" term; 0 turns it off.
+    pub weight: i32,
+    /// The hottest nodes named at most, so the patch stays small on large clusters.
+    pub max_nodes: usize,
+}
+
+impl Default for AvoidHot {
+    fn default() -> Self {
+        AvoidHot {
+            weight: 20,
+            max_nodes: 32,
+        }
+    }
+}
+
+/// How a preferred term names a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "by", rename_all = "snake_case", deny_unknown_fields)]
+pub enum NodeMatch {
+    /// `matchFields metadata.name`, one term per node (the apiserver allows one value each).
+    Name,
+    /// `matchExpressions <key> In [...]`, one term per tier; the label must hold the node name.
+    Label { key: String },
+}
+
+impl Default for NodeMatch {
+    fn default() -> Self {
+        NodeMatch::Name
+    }
+}
+
+/// Pods labelled `pod_label=V` may only run on nodes labelled `node_label=V`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PinningRule {
+    pub pod_label: String,
+    pub node_label: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InflightConfig {
+    /// How long a steered pod's estimated load is added to its nodes: until the metrics window
+    /// (scrape interval + rate window) has absorbed it.
+    #[serde(with = "humantime_serde")]
+    pub ttl: Duration,
+    /// Estimated network load of one pod.
+    pub network_bytes_per_second: f64,
+    /// CPU assumed for a pod that declares no request or limit.
+    pub default_cpu_cores: f64,
+}
+
+impl Default for InflightConfig {
+    fn default() -> Self {
+        InflightConfig {
+            ttl: Duration::from_secs(90),
+            network_bytes_per_second: 0.0,
+            default_cpu_cores: 1.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Reviews processed at once; more are answered at once with `allowed:true` and no patch.
+    pub max_concurrent_reviews: usize,
+    /// Time allowed for a client to send request headers (slowloris guard).
+    #[serde(with = "humantime_serde")]
+    pub header_read_timeout: Duration,
+    /// Upper bound on one review when the apiserver sends no `?timeout=`.
+    #[serde(with = "humantime_serde")]
+    pub request_timeout: Duration,
+    /// Largest request body accepted (the apiserver sends at most 3 MiB).
+    pub max_body_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_concurrent_reviews: 1024,
+            header_read_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(10),
+            max_body_bytes: 3 * 1024 * 1024,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config file {path} is not valid: {source}")]
+    Parse {
+        path: String,
+        #[source]
+        source: serde_yaml::Error,
+    },
+    #[error("invalid config: {0}")]
+    Invalid(String),
+}
+
+impl Config {
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let config: Config = serde_yaml::from_str(&text).map_err(|source| ConfigError::Parse {
+            path: path.display().to_string(),
+            source,
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks what types cannot; every problem found is named.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut problems = Vec::new();
+        let p = &self.placement;
+        let w = &p.weights;
+        for (name, v) in [("cpu", w.cpu), ("network", w.network), ("memory", w.memory)] {
+            if !(v.is_finite() && v >= 0.0) {
+                problems.push(format!("placement.weights.{name} must be >= 0"));
+            }
+        }
+        if w.cpu + w.network + w.memory <= 0.0 {
+            problems.push("placement.weights must not all be 0".into());
+        }
+        let h = &p.hot;
+        for (name, v) in [("cpu", h.cpu), ("network", h.network), ("memory", h.memory)] {
+            if !(v > 0.0 && v <= 1.0) {
+                problems.push(format!("placement.hot.{name} must be in (0, 1]"));
+            }
+        }
+        if p.tiers.is_empty() {
+            problems.push("placement.tiers needs at least one tier".into());
+        }
+        for (i, t) in p.tiers.iter().enumerate() {
+            if !(1..=100).contains(&t.weight) {
+                problems.push(format!("placement.tiers[{i}].weight must be 1..100"));
+            }
+            if t.nodes == 0 {
+                problems.push(format!("placement.tiers[{i}].nodes must be >= 1"));
+            }
+        }
+        if !(0..=100).contains(&p.avoid_hot.weight) {
+            problems.push("placement.avoid_hot.weight must be 0..100".into());
+        }
+        if let NodeMatch::Label { key } = &p.node_match
+            && !crate::placement::selector::is_qualified_name(key)
+        {
+            problems.push(format!("placement.node_match.key {key:?} is not a valid label key"));
+        }
+        for (i, rule) in p.pinning.iter().enumerate() {
+            for key in [&rule.pod_label, &rule.node_label] {
+                if !crate::placement::selector::is_qualified_name(key) {
+                    problems.push(format!("placement.pinning[{i}]: {key:?} is not a valid label key"));
+                }
+            }
+        }
+        if !(p.default_node_cpu_cores.is_finite() && p.default_node_cpu_cores > 0.0) {
+            problems.push("placement.default_node_cpu_cores must be > 0".into());
+        }
+        if self.max_staleness.is_zero() {
+            problems.push("max_staleness must be > 0".into());
+        }
+        if self.tls_cert.is_some() != self.tls_key.is_some() {
+            problems.push("tls_cert and tls_key go together".into());
+        }
+        if self.scheduler_name.is_empty() && self.mode.writes_scheduler_name() {
+            problems.push("scheduler_name must be set for mode schedulerName/both".into());
+        }
+        let i = &self.inflight;
+        if !(i.network_bytes_per_second.is_finite() && i.network_bytes_per_second >= 0.0) {
+            problems.push("inflight.network_bytes_per_second must be >= 0".into());
+        }
+        if !(i.default_cpu_cores.is_finite() && i.default_cpu_cores >= 0.0) {
+            problems.push("inflight.default_cpu_cores must be >= 0".into());
+        }
+        if self.limits.max_concurrent_reviews == 0 {
+            problems.push("limits.max_concurrent_reviews must be >= 1".into());
+        }
+        if self.limits.max_body_bytes < 1024 {
+            problems.push("limits.max_body_bytes must be >= 1024".into());
+        }
+        if let Some(prom) = &self.prometheus
+            && let Err(e) = prom.validate()
+        {
+            problems.push(format!("prometheus: {e}"));
+        }
+        for (i, r) in self.targets.match_expressions.iter().enumerate() {
+            let needs_values = matches!(r.operator, SelectorOperator::In | SelectorOperator::NotIn);
+            if needs_values == r.values.is_empty() {
+                problems.push(format!(
+                    "targets.match_expressions[{i}]: In/NotIn need values, Exists/DoesNotExist none"
+                ));
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid(problems.join("; ")))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_valid_defaults() {
+        let c: Config = serde_yaml::from_str("{}").expect("parse");
+        assert_eq!(c, Config::default());
+        c.validate().expect("defaults are valid");
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        let err = serde_yaml::from_str::<Config>("mdoe: affinity").expect_err("typo accepted");
+        assert!(err.to_string().contains("mdoe"), "{err}");
+    }
+
+    #[test]
+    fn invalid_values_are_named() {
+        let c: Config = serde_yaml::from_str(
+            "placement:\n  tiers: [{nodes: 2, weight: 300}]\n  hot: {cpu: 0}\nmax_staleness: 0s\n",
+        )
+        .expect("parse");
+        let msg = c.validate().expect_err("invalid").to_string();
+        for part in ["tiers[0].weight", "hot.cpu", "max_staleness"] {
+            assert!(msg.contains(part), "{part} missing from {msg}");
+        }
+    }
+
+    #[test]
+    fn modes_and_node_match_parse() {
+        let c: Config = serde_yaml::from_str(
+            "mode: both\nplacement:\n  node_match: {by: label, key: kubernetes.io/hostname}\n",
+        )
+        .expect("parse");
+        assert_eq!(c.mode, Mode::Both);
+        assert_eq!(
+            c.placement.node_match,
+            NodeMatch::Label {
+                key: "kubernetes.io/hostname".into()
+            }
+        );
+    }
+}

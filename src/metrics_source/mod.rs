@@ -1,0 +1,3 @@
+//! Where node load comes from: a static file or a live Prometheus.
+
+pub mod prometheus;

@@ -1,0 +1,114 @@
+//! What a pod already says about where it may run, checked against one node.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Pod, Toleration};
+
+use super::selector::{expression_matches, term_matches, tolerated};
+use crate::config::PinningRule;
+use crate::view::NodeView;
+
+/// Why a node cannot take the pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ineligible {
+    NotReady,
+    Cordoned,
+    Taint,
+    NodeSelector,
+    RequiredAffinity,
+    Pinning,
+}
+
+impl Ineligible {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ineligible::NotReady => "not-ready",
+            Ineligible::Cordoned => "cordoned",
+            Ineligible::Taint => "taint",
+            Ineligible::NodeSelector => "nodeSelector",
+            Ineligible::RequiredAffinity => "required-affinity",
+            Ineligible::Pinning => "pinning",
+        }
+    }
+}
+
+/// The pod's filters, borrowed from the pod once per review.
+#[derive(Debug, Default)]
+pub struct PodConstraints<'a> {
+    node_selector: Option<&'a BTreeMap<String, String>>,
+    /// ORed terms; `None` when the pod has no required node affinity.
+    required_terms: Option<&'a [NodeSelectorTerm]>,
+    tolerations: &'a [Toleration],
+    /// Requirements the pinning rules add for this pod (ANDed).
+    pub pinning: Vec<NodeSelectorRequirement>,
+}
+
+impl<'a> PodConstraints<'a> {
+    pub fn of(pod: &'a Pod, rules: &[PinningRule]) -> Self {
+        let spec = pod.spec.as_ref();
+        let required_terms = spec
+            .and_then(|s| s.affinity.as_ref())
+            .and_then(|a| a.node_affinity.as_ref())
+            .and_then(|na| na.required_during_scheduling_ignored_during_execution.as_ref())
+            .map(|r| r.node_selector_terms.as_slice())
+            // An empty term list fails validation anyway; it constrains nothing here.
+            .filter(|terms| !terms.is_empty());
+        let labels = pod.metadata.labels.as_ref();
+        let pinning = rules
+            .iter()
+            .filter_map(|rule| {
+                let value = labels?.get(&rule.pod_label)?;
+                Some(NodeSelectorRequirement {
+                    key: rule.node_label.clone(),
+                    operator: "In".into(),
+                    values: Some(vec![value.clone()]),
+                })
+            })
+            .collect();
+        PodConstraints {
+            node_selector: spec.and_then(|s| s.node_selector.as_ref()),
+            required_terms,
+            tolerations: spec
+                .and_then(|s| s.tolerations.as_deref())
+                .unwrap_or_default(),
+            pinning,
+        }
+    }
+
+    /// The scheduler's filters that we can see, in the order it applies them.
+    pub fn check(&self, node: &NodeView) -> Result<(), Ineligible> {
+        if !node.ready {
+            return Err(Ineligible::NotReady);
+        }
+        if node.unschedulable {
+            return Err(Ineligible::Cordoned);
+        }
+        if !node
+            .filtering_taints
+            .iter()
+            .all(|t| tolerated(self.tolerations, t))
+        {
+            return Err(Ineligible::Taint);
+        }
+        if let Some(selector) = self.node_selector
+            && !selector.iter().all(|(k, v)| node.labels.get(k) == Some(v))
+        {
+            return Err(Ineligible::NodeSelector);
+        }
+        if let Some(terms) = self.required_terms
+            && !terms
+                .iter()
+                .any(|t| term_matches(t, &node.name, &node.labels))
+        {
+            return Err(Ineligible::RequiredAffinity);
+        }
+        if !self
+            .pinning
+            .iter()
+            .all(|r| expression_matches(r, &node.labels))
+        {
+            return Err(Ineligible::Pinning);
+        }
+        Ok(())
+    }
+}

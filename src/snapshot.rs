@@ -1,0 +1,209 @@
+//! The load of every node at one moment: what the placement code reads.
+//!
+//! The same struct is the documented static snapshot file format (`--metrics-file`) and what the
+//! Prometheus source builds on each refresh.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+/// One node's measured load plus, for the no-cluster case, what the scheduler would filter on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeLoad {
+    pub name: String,
+    /// CPU busy fraction, 0..1.
+    pub cpu: f64,
+    /// Receive + transmit bytes per second on the counted devices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_bytes_per_second: Option<f64>,
+    /// NIC speed in bytes per second; when missing, network is normalised by the busiest node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_capacity_bytes_per_second: Option<f64>,
+    /// Memory used fraction, 0..1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<f64>,
+    /// Allocatable CPU cores; lets the in-flight ledger turn a pod's CPU request into a busy fraction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_capacity_cores: Option<f64>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unschedulable: bool,
+    /// False when the node's Ready condition is not True (set from the inventory).
+    #[serde(default = "default_true", skip_serializing_if = "Clone::clone")]
+    pub ready: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl NodeLoad {
+    /// A node with only a CPU reading; the other fields at their defaults.
+    pub fn new(name: impl Into<String>, cpu: f64) -> Self {
+        NodeLoad {
+            name: name.into(),
+            cpu,
+            network_bytes_per_second: None,
+            network_capacity_bytes_per_second: None,
+            memory: None,
+            cpu_capacity_cores: None,
+            labels: BTreeMap::new(),
+            taints: Vec::new(),
+            unschedulable: false,
+            ready: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Taint {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    pub effect: String,
+}
+
+/// Every node's load at `taken_at`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoadSnapshot {
+    /// When the readings were taken. A file without it is treated as fresh.
+    #[serde(default, with = "rfc3339_opt", skip_serializing_if = "Option::is_none")]
+    pub taken_at: Option<SystemTime>,
+    pub nodes: Vec<NodeLoad>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("cannot read snapshot file {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("snapshot is not valid JSON of the documented format: {0}")]
+    Parse(#[from] serde_json::Error),
+    #[error("snapshot node {node:?}: {problem}")]
+    Invalid { node: String, problem: &'static str },
+}
+
+impl LoadSnapshot {
+    /// Parses and validates the documented snapshot format.
+    pub fn from_json(text: &str) -> Result<Self, SnapshotError> {
+        let snapshot: LoadSnapshot = serde_json::from_str(text)?;
+        snapshot.validate()?;
+        Ok(snapshot)
+    }
+
+    pub fn from_file(path: &std::path::Path) -> Result<Self, SnapshotError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SnapshotError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_json(&text)
+    }
+
+    /// Rejects readings no measurement can produce, so the placement code never meets them.
+    pub fn validate(&self) -> Result<(), SnapshotError> {
+        for node in &self.nodes {
+            let invalid = |problem| SnapshotError::Invalid {
+                node: node.name.clone(),
+                problem,
+            };
+            if node.name.is_empty() {
+                return Err(invalid("name is empty"));
+            }
+            if !is_fraction(node.cpu) {
+                return Err(invalid("cpu must be a busy fraction in 0..1"));
+            }
+            if node.memory.is_some_and(|m| !is_fraction(m)) {
+                return Err(invalid("memory must be a used fraction in 0..1"));
+            }
+            let non_negative = |v: Option<f64>| v.is_none_or(|v| v.is_finite() && v >= 0.0);
+            if !non_negative(node.network_bytes_per_second) {
+                return Err(invalid("network_bytes_per_second must be finite and >= 0"));
+            }
+            if !non_negative(node.network_capacity_bytes_per_second)
+                || node.network_capacity_bytes_per_second == Some(0.0)
+            {
+                return Err(invalid("network_capacity_bytes_per_second must be > 0"));
+            }
+            if !non_negative(node.cpu_capacity_cores) || node.cpu_capacity_cores == Some(0.0) {
+                return Err(invalid("cpu_capacity_cores must be > 0"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Age at `now`; a snapshot without `taken_at` has age zero.
+    pub fn age(&self, now: SystemTime) -> std::time::Duration {
+        self.taken_at
+            .and_then(|t| now.duration_since(t).ok())
+            .unwrap_or_default()
+    }
+}
+
+fn is_fraction(v: f64) -> bool {
+    v.is_finite() && (0.0..=1.0).contains(&v)
+}
+
+mod rfc3339_opt {
+    use std::time::SystemTime;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &Option<SystemTime>, s: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(t) => s.serialize_str(&humantime::format_rfc3339_millis(*t).to_string()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SystemTime>, D::Error> {
+        let text: Option<String> = Option::deserialize(d)?;
+        text.map(|t| humantime::parse_rfc3339_weak(&t).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minimal_node_needs_only_name_and_cpu() {
+        let s = LoadSnapshot::from_json(r#"{"nodes":[{"name":"n1","cpu":0.5}]}"#).expect("valid");
+        assert_eq!(s.nodes, vec![NodeLoad::new("n1", 0.5)]);
+        assert_eq!(s.taken_at, None);
+    }
+
+    #[test]
+    fn taken_at_round_trips_and_sets_age() {
+        let s = LoadSnapshot::from_json(
+            r#"{"taken_at":"2026-01-01T00:00:00Z","nodes":[{"name":"n1","cpu":0.1}]}"#,
+        )
+        .expect("valid");
+        let t = s.taken_at.expect("taken_at");
+        let later = t + std::time::Duration::from_secs(90);
+        assert_eq!(s.age(later).as_secs(), 90);
+        let again = LoadSnapshot::from_json(&serde_json::to_string(&s).expect("ser")).expect("re");
+        assert_eq!(again, s);
+    }
+
+    #[test]
+    fn rejects_out_of_range_readings() {
+        for bad in [
+            r#"{"nodes":[{"name":"n1","cpu":1.5}]}"#,
+            r#"{"nodes":[{"name":"","cpu":0.5}]}"#,
+            r#"{"nodes":[{"name":"n1","cpu":0.5,"memory":-0.1}]}"#,
+            r#"{"nodes":[{"name":"n1","cpu":0.5,"network_bytes_per_second":-1}]}"#,
+            r#"{"nodes":[{"name":"n1","cpu":0.5,"network_capacity_bytes_per_second":0}]}"#,
+            r#"{"nodes":[{"name":"n1"}]}"#,
+        ] {
+            assert!(LoadSnapshot::from_json(bad).is_err(), "accepted {bad}");
+        }
+    }
+}

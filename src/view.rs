@@ -1,0 +1,199 @@
+//! The immutable cluster view handlers read, swapped whole when a source publishes.
+//!
+//! Handlers never wait on Prometheus or the kube API: they load an `Arc<ClusterView>`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use arc_swap::ArcSwapOption;
+
+use crate::config::PlacementConfig;
+use crate::inventory::Inventory;
+use crate::placement::heat::{Load, NodeScale};
+use crate::snapshot::{LoadSnapshot, Taint};
+
+/// One candidate node: its readings and the facts eligibility is checked against.
+#[derive(Debug, Clone)]
+pub struct NodeView {
+    pub name: String,
+    /// Measured load, as fractions.
+    pub load: Load,
+    pub scale: NodeScale,
+    /// Heat of the measured load alone (no in-flight pods).
+    pub base_heat: f64,
+    /// Hot on the measured load alone.
+    pub base_hot: bool,
+    pub labels: BTreeMap<String, String>,
+    /// Only NoSchedule / NoExecute taints: the ones that filter.
+    pub filtering_taints: Vec<Taint>,
+    pub unschedulable: bool,
+    pub ready: bool,
+}
+
+/// All nodes with readings, sorted coolest first by `base_heat`.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterView {
+    pub taken_at: Option<SystemTime>,
+    pub nodes: Vec<NodeView>,
+    index: HashMap<String, usize>,
+    /// Indexes into `nodes` of the nodes hot on measured load, hottest first.
+    pub hot_nodes: Vec<usize>,
+    /// Nodes the inventory knows that have no readings: never preferred.
+    pub nodes_without_metrics: usize,
+}
+
+impl ClusterView {
+    /// Joins readings with the inventory (when there is one). Only nodes with readings are
+    /// candidates; where the inventory knows a node, its facts win over the snapshot's.
+    pub fn build(
+        snapshot: &LoadSnapshot,
+        inventory: Option<&Inventory>,
+        policy: &PlacementConfig,
+    ) -> Self {
+        let busiest_network = snapshot
+            .nodes
+            .iter()
+            .filter_map(|n| n.network_bytes_per_second)
+            .fold(0.0_f64, f64::max);
+        let mut nodes: Vec<NodeView> = snapshot
+            .nodes
+            .iter()
+            .filter_map(|n| {
+                let facts = match inventory {
+                    Some(inv) => Some(inv.nodes.get(&n.name)?),
+                    None => None,
+                };
+                let scale = NodeScale {
+                    cpu_cores: facts
+                        .and_then(|f| f.allocatable_cpu_cores)
+                        .or(n.cpu_capacity_cores)
+                        .unwrap_or(policy.default_node_cpu_cores),
+                    network_bytes_per_second: n
+                        .network_capacity_bytes_per_second
+                        .unwrap_or(busiest_network),
+                    network_is_capacity: n.network_capacity_bytes_per_second.is_some(),
+                };
+                let load = Load {
+                    cpu: n.cpu,
+                    network_bytes_per_second: n.network_bytes_per_second.unwrap_or(0.0),
+                    memory: n.memory.unwrap_or(0.0),
+                };
+                let (labels, taints, unschedulable, ready) = match facts {
+                    Some(f) => (f.labels.clone(), &f.taints, f.unschedulable, f.ready),
+                    None => (n.labels.clone(), &n.taints, n.unschedulable, n.ready),
+                };
+                Some(NodeView {
+                    name: n.name.clone(),
+                    base_hot: crate::placement::heat::is_hot(&load, &scale, &policy.hot),
+                    base_heat: crate::placement::heat::heat(&load, &scale, &policy.weights),
+                    load,
+                    scale,
+                    labels,
+                    filtering_taints: taints
+                        .iter()
+                        .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+                        .cloned()
+                        .collect(),
+                    unschedulable,
+                    ready,
+                })
+            })
+            .collect();
+        nodes.sort_by(|a, b| {
+            a.base_heat
+                .total_cmp(&b.base_heat)
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        nodes.dedup_by(|a, b| a.name == b.name);
+        let index = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i))
+            .collect();
+        let nodes_without_metrics = inventory.map_or(0, |inv| {
+            inv.nodes
+                .keys()
+                .filter(|name| !snapshot.nodes.iter().any(|n| &n.name == *name))
+                .count()
+        });
+        let hot_nodes = (0..nodes.len()).rev().filter(|&i| nodes[i].base_hot).collect();
+        ClusterView {
+            taken_at: snapshot.taken_at,
+            nodes,
+            index,
+            hot_nodes,
+            nodes_without_metrics,
+        }
+    }
+
+    pub fn node(&self, name: &str) -> Option<&NodeView> {
+        self.index.get(name).map(|&i| &self.nodes[i])
+    }
+
+    pub fn age(&self, now: SystemTime) -> std::time::Duration {
+        self.taken_at
+            .and_then(|t| now.duration_since(t).ok())
+            .unwrap_or_default()
+    }
+}
+
+/// Holds the latest snapshot and inventory and the view built from them.
+pub struct ViewStore {
+    policy: PlacementConfig,
+    view: ArcSwapOption<ClusterView>,
+    sources: Mutex<Sources>,
+}
+
+#[derive(Default)]
+struct Sources {
+    snapshot: Option<Arc<LoadSnapshot>>,
+    inventory: Option<Arc<Inventory>>,
+}
+
+impl ViewStore {
+    pub fn new(policy: PlacementConfig) -> Self {
+        ViewStore {
+            policy,
+            view: ArcSwapOption::empty(),
+            sources: Mutex::new(Sources::default()),
+        }
+    }
+
+    /// The view handlers use; `None` until the first snapshot arrives.
+    pub fn current(&self) -> Option<Arc<ClusterView>> {
+        self.view.load_full()
+    }
+
+    pub fn snapshot(&self) -> Option<Arc<LoadSnapshot>> {
+        self.lock().snapshot.clone()
+    }
+
+    pub fn inventory(&self) -> Option<Arc<Inventory>> {
+        self.lock().inventory.clone()
+    }
+
+    pub fn publish_snapshot(&self, snapshot: LoadSnapshot) {
+        let mut sources = self.lock();
+        sources.snapshot = Some(Arc::new(snapshot));
+        self.rebuild(&sources);
+    }
+
+    pub fn publish_inventory(&self, inventory: Inventory) {
+        let mut sources = self.lock();
+        sources.inventory = Some(Arc::new(inventory));
+        self.rebuild(&sources);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Sources> {
+        // A panic while holding this lock leaves plain data behind: keep using it.
+        self.sources.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn rebuild(&self, sources: &Sources) {
+        if let Some(snapshot) = &sources.snapshot {
+            let view = ClusterView::build(snapshot, sources.inventory.as_deref(), &self.policy);
+            self.view.store(Some(Arc::new(view)));
+        }
+    }
+}
