@@ -1,3 +1,4 @@
 //! Where node load comes from: a static file or a live Prometheus.
 
+pub mod file;
 pub mod prometheus;

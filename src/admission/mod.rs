@@ -1,0 +1,253 @@
+//! From request bytes to response bytes: parse, target, decide, patch; fail open on anything
+//! internal. A placement webhook never rejects a pod.
+
+pub mod review;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
+
+use k8s_openapi::api::core::v1::Pod;
+use serde::Deserialize;
+use tracing::{debug, warn};
+
+use crate::config::Config;
+use crate::patch::{self, Changes};
+use crate::placement::ledger::{Ledger, PodLoad};
+use crate::placement::note::{ANNOTATION, DecisionNote};
+use crate::placement::{self, Decision, PodConstraints, resources};
+use crate::telemetry::Outcome;
+use crate::view::{ClusterView, ViewStore};
+use review::{API_VERSION, KIND, RequestIn, ResponseOut, ReviewIn, ReviewOut};
+
+pub const SKIP_ANNOTATION: &str = "placement-webhook.io/skip";
+
+/// A request that cannot be answered as an AdmissionReview: the caller maps it to a 4xx.
+#[derive(Debug, thiserror::Error)]
+pub enum BadReview {
+    #[error("body is not JSON: {0}")]
+    NotJson(String),
+    #[error("body is not an AdmissionReview: {0}")]
+    Shape(String),
+    #[error("unsupported {0}: only admission.k8s.io/v1 AdmissionReview is served")]
+    Version(String),
+    #[error("AdmissionReview has no request")]
+    NoRequest,
+    #[error("AdmissionReview request has an empty uid")]
+    NoUid,
+}
+
+/// An answered review.
+#[derive(Debug)]
+pub struct Answer {
+    pub review: ReviewOut,
+    pub outcome: Outcome,
+    /// Set when a patch was written.
+    pub mode: Option<&'static str>,
+    pub snapshot_age_secs: Option<f64>,
+}
+
+/// Everything a review needs; shared by the server and the `review` command.
+pub struct Admission {
+    config: Arc<Config>,
+    store: Arc<ViewStore>,
+    ledger: Arc<Mutex<Ledger>>,
+}
+
+/// Why a targeted pod was left without a patch.
+#[derive(Debug, thiserror::Error)]
+enum FailOpen {
+    #[error("no node-load snapshot yet")]
+    NoSnapshot,
+    #[error("node-load snapshot is stale ({age_secs}s old, limit {limit_secs}s)")]
+    Stale { age_secs: u64, limit_secs: u64 },
+    #[error("pod object could not be read: {0}")]
+    UnreadablePod(String),
+    #[error("patch could not be built: {0}")]
+    Patch(#[from] patch::PatchError),
+    #[error("patch could not be encoded: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+impl Admission {
+    pub fn new(config: Arc<Config>, store: Arc<ViewStore>, ledger: Arc<Mutex<Ledger>>) -> Self {
+        Admission {
+            config,
+            store,
+            ledger,
+        }
+    }
+
+    pub fn ledger(&self) -> &Arc<Mutex<Ledger>> {
+        &self.ledger
+    }
+
+    /// Parses a request body and answers it.
+    pub fn review_bytes(&self, body: &[u8]) -> Result<Answer, BadReview> {
+        let request = parse(body)?;
+        Ok(self.answer(&request, SystemTime::now()))
+    }
+
+    /// Answers one request. Never fails: problems become `allowed: true` without a patch.
+    pub fn answer(&self, request: &RequestIn, now: SystemTime) -> Answer {
+        let view = self.store.current();
+        let age = view.as_ref().map(|v| v.age(now).as_secs_f64());
+        let (response, outcome, mode) = match self.steer(request, view.as_deref(), now) {
+            Ok(Some((response, mode))) => (response, Outcome::Patched, Some(mode)),
+            Ok(None) => (ResponseOut::allow(&request.uid), Outcome::Skipped, None),
+            Err(reason) => {
+                warn!(uid = %request.uid, namespace = request.namespace.as_deref().unwrap_or(""), %reason, "failing open");
+                let response = ResponseOut::allow(&request.uid)
+                    .with_warning(&format!("placement-webhook: pod not steered: {reason}"));
+                (response, Outcome::FailedOpen, None)
+            }
+        };
+        Answer {
+            review: response.into_review(),
+            outcome,
+            mode,
+            snapshot_age_secs: age,
+        }
+    }
+
+    /// `Ok(None)`: not ours to steer. `Ok(Some)`: a patched response.
+    fn steer(
+        &self,
+        request: &RequestIn,
+        view: Option<&ClusterView>,
+        now: SystemTime,
+    ) -> Result<Option<(ResponseOut, &'static str)>, FailOpen> {
+        if !is_pod_create(request) {
+            return Ok(None);
+        }
+        let Some(object) = request.object.as_ref().filter(|o| !o.is_null()) else {
+            return Ok(None);
+        };
+        let pod = Pod::deserialize(object).map_err(|e| FailOpen::UnreadablePod(e.to_string()))?;
+        if !self.is_target(&pod) {
+            debug!(uid = %request.uid, "not a target");
+            return Ok(None);
+        }
+        let view = view.ok_or(FailOpen::NoSnapshot)?;
+        let age = view.age(now);
+        if age > self.config.max_staleness {
+            return Err(FailOpen::Stale {
+                age_secs: age.as_secs(),
+                limit_secs: self.config.max_staleness.as_secs(),
+            });
+        }
+
+        let dry_run = request.dry_run.unwrap_or(false);
+        let constraints = PodConstraints::of(&pod, &self.config.placement.pinning);
+        let load = PodLoad {
+            cpu_cores: resources::pod_cpu_cores(&pod)
+                .unwrap_or(self.config.inflight.default_cpu_cores),
+            network_bytes_per_second: self.config.inflight.network_bytes_per_second,
+        };
+        let id = ledger_id(&request.uid);
+        let decision = self.decide_and_charge(&constraints, view, &id, load, !dry_run);
+
+        let mode = self.config.mode;
+        let note = DecisionNote {
+            id,
+            mode: mode.as_str().into(),
+            load,
+            nodes: decision
+                .first_tier()
+                .iter()
+                .map(|n| (n.name.clone(), n.heat))
+                .collect(),
+            avoided: decision.avoid.len(),
+            snapshot_age_secs: age.as_secs(),
+        }
+        .to_string();
+        let changes = Changes {
+            preferred: if mode.writes_affinity() {
+                decision.preferred_terms(&self.config.placement.node_match)
+            } else {
+                Vec::new()
+            },
+            required: &decision.pinning,
+            scheduler_name: mode
+                .writes_scheduler_name()
+                .then_some(self.config.scheduler_name.as_str()),
+            annotations: vec![(ANNOTATION, note.clone())],
+        };
+        let patch = patch::build(object, &changes)?;
+        let mut response = ResponseOut::allow(&request.uid).with_patch(&patch)?;
+        response.audit_annotations.insert("decision".into(), note);
+        Ok(Some((response, mode.as_str())))
+    }
+
+    /// Decides under the ledger lock so concurrent pods of a burst see each other's charges.
+    fn decide_and_charge(
+        &self,
+        constraints: &PodConstraints<'_>,
+        view: &ClusterView,
+        id: &str,
+        load: PodLoad,
+        charge: bool,
+    ) -> Decision {
+        let mut ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
+        let decision = placement::decide(constraints, view, Some(&ledger), &self.config.placement);
+        let charged: Vec<String> = decision.first_tier().iter().map(|n| n.name.clone()).collect();
+        if charge && self.config.mode.writes_affinity() {
+            ledger.charge(id, &charged, load, Instant::now());
+        }
+        decision
+    }
+
+    fn is_target(&self, pod: &Pod) -> bool {
+        let empty = Default::default();
+        let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
+        let annotations = pod.metadata.annotations.as_ref();
+        let opted_out = annotations
+            .and_then(|a| a.get(SKIP_ANNOTATION))
+            .is_some_and(|v| v == "true");
+        // Our own mark: this is a reinvocation, the pod was already steered.
+        let already_steered = annotations.is_some_and(|a| a.contains_key(ANNOTATION));
+        !opted_out
+            && !already_steered
+            && placement::selector::targets_match(&self.config.targets, labels)
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn store(&self) -> &ViewStore {
+        &self.store
+    }
+}
+
+/// Reads an AdmissionReview request, checking what must hold to answer it at all.
+pub fn parse(body: &[u8]) -> Result<RequestIn, BadReview> {
+    let review: ReviewIn = serde_json::from_slice(body).map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => BadReview::Shape(e.to_string()),
+        _ => BadReview::NotJson(e.to_string()),
+    })?;
+    if review.api_version != API_VERSION || review.kind != KIND {
+        return Err(BadReview::Version(format!(
+            "{}/{}",
+            review.api_version, review.kind
+        )));
+    }
+    let request = review.request.ok_or(BadReview::NoRequest)?;
+    if request.uid.is_empty() {
+        return Err(BadReview::NoUid);
+    }
+    Ok(request)
+}
+
+/// Only CREATE of a Pod itself: affinity and schedulerName are immutable afterwards, and
+/// subresources (ephemeralcontainers, binding) may change nothing else.
+fn is_pod_create(request: &RequestIn) -> bool {
+    request.operation == "CREATE"
+        && request.resource.group.is_empty()
+        && request.resource.resource == "pods"
+        && request.sub_resource.as_deref().is_none_or(str::is_empty)
+}
+
+/// A short token from the request uid: unique per webhook call, safe inside the annotation.
+fn ledger_id(uid: &str) -> String {
+    uid.chars().filter(char::is_ascii_alphanumeric).take(16).collect()
+}

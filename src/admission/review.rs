@@ -1,0 +1,113 @@
+//! `admission.k8s.io/v1` AdmissionReview on the wire.
+//!
+//! Own types rather than kube-core's: its `AdmissionResponse` serializes the patch as an array
+//! of numbers (kube-rs#1781) where the apiserver wants a base64 string, and a request whose
+//! object does not parse as a Pod must still be answered with its uid.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub const API_VERSION: &str = "admission.k8s.io/v1";
+pub const KIND: &str = "AdmissionReview";
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewIn {
+    pub api_version: String,
+    pub kind: String,
+    pub request: Option<RequestIn>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+pub struct GroupVersionResource {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub version: String,
+    #[serde(default)]
+    pub resource: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestIn {
+    pub uid: String,
+    #[serde(default)]
+    pub resource: GroupVersionResource,
+    #[serde(default)]
+    pub sub_resource: Option<String>,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+    pub operation: String,
+    #[serde(default)]
+    pub object: Option<Value>,
+    #[serde(default)]
+    pub dry_run: Option<bool>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewOut {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub response: ResponseOut,
+}
+
+#[derive(Debug, Serialize, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResponseOut {
+    pub uid: String,
+    pub allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch_type: Option<&'static str>,
+    /// Base64 of the RFC 6902 JSON array.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub audit_annotations: BTreeMap<String, String>,
+}
+
+impl ResponseOut {
+    /// `allowed: true`, nothing changed.
+    pub fn allow(uid: &str) -> Self {
+        ResponseOut {
+            uid: uid.to_string(),
+            allowed: true,
+            ..Default::default()
+        }
+    }
+
+    /// Attaches a JSONPatch: `patchType` and `patch` always together.
+    pub fn with_patch(mut self, patch: &json_patch::Patch) -> Result<Self, serde_json::Error> {
+        let bytes = serde_json::to_vec(patch)?;
+        self.patch_type = Some("JSONPatch");
+        self.patch = Some(base64::engine::general_purpose::STANDARD.encode(bytes));
+        Ok(self)
+    }
+
+    /// A warning the apiserver will keep: one line, bounded length.
+    pub fn with_warning(mut self, text: &str) -> Self {
+        let line: String = text
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .take(200)
+            .collect();
+        self.warnings.push(line);
+        self
+    }
+
+    pub fn into_review(self) -> ReviewOut {
+        ReviewOut {
+            api_version: API_VERSION,
+            kind: KIND,
+            response: self,
+        }
+    }
+}
