@@ -1,1 +1,123 @@
-fn main(){}
+//! decide + patch per review at 50 / 500 / 5,000 nodes, and the whole review (parse → answer).
+
+use std::hint::black_box;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use k8s_openapi::api::core::v1::Pod;
+use placement_webhook::admission::Admission;
+use placement_webhook::config::Config;
+use placement_webhook::patch::{self, Changes};
+use placement_webhook::placement::ledger::{Ledger, PodLoad};
+use placement_webhook::placement::{self, PodConstraints};
+use placement_webhook::snapshot::{LoadSnapshot, NodeLoad, Taint};
+use placement_webhook::view::{ClusterView, ViewStore};
+use serde_json::Value;
+
+const REVIEW: &str = include_str!("../examples/taskmanager-review.json");
+
+/// A cluster with realistic variety: a spread of loads, some hot, some tainted or cordoned.
+fn cluster(n: usize) -> LoadSnapshot {
+    // A fixed LCG keeps runs comparable without a dependency.
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) as f64 / (1u64 << 31) as f64
+    };
+    let nodes = (0..n)
+        .map(|i| {
+            let name = format!("worker-{i:05}");
+            let mut node = NodeLoad::new(&name, (next() * 0.95).min(1.0));
+            node.network_bytes_per_second = Some(next() * 1.2e9);
+            node.network_capacity_bytes_per_second = Some(1.25e9);
+            node.cpu_capacity_cores = Some(32.0);
+            node.labels
+                .insert("kubernetes.io/hostname".into(), name.clone());
+            node.labels.insert("node-pool".into(), "flink".into());
+            if i % 17 == 0 {
+                node.taints.push(Taint {
+                    key: "dedicated".into(),
+                    value: Some("gpu".into()),
+                    effect: "NoSchedule".into(),
+                });
+            }
+            node.unschedulable = i % 29 == 0;
+            node
+        })
+        .collect();
+    LoadSnapshot {
+        taken_at: None,
+        nodes,
+    }
+}
+
+fn bench_decide_and_patch(c: &mut Criterion) {
+    let config = Config::default();
+    let review: Value = serde_json::from_str(REVIEW).expect("example review");
+    let object = review["request"]["object"].clone();
+    let pod: Pod = serde_json::from_value(object.clone()).expect("pod");
+    let mut group = c.benchmark_group("decide_and_patch");
+    for n in [50, 500, 5000] {
+        let view = ClusterView::build(&cluster(n), None, &config.placement);
+        // A burst in progress: 100 pods in flight on the coolest nodes.
+        let mut ledger = Ledger::new(Duration::from_secs(90));
+        for i in 0..100 {
+            let node = view.nodes[i % view.nodes.len().min(30)].name.clone();
+            ledger.charge(
+                &format!("p{i}"),
+                &[node],
+                PodLoad {
+                    cpu_cores: 2.0,
+                    network_bytes_per_second: 0.0,
+                },
+                Instant::now(),
+            );
+        }
+        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+            b.iter(|| {
+                let constraints = PodConstraints::of(&pod, &config.placement.pinning);
+                let decision =
+                    placement::decide(&constraints, &view, Some(&ledger), &config.placement);
+                let changes = Changes {
+                    preferred: decision.preferred_terms(&config.placement.node_match),
+                    required: &decision.pinning,
+                    scheduler_name: None,
+                    annotations: vec![("placement-webhook.io/decision", String::from("x"))],
+                };
+                black_box(patch::build(&object, &changes).expect("patch"))
+            })
+        });
+    }
+    group.finish();
+}
+
+fn bench_whole_review(c: &mut Criterion) {
+    let mut group = c.benchmark_group("review_bytes");
+    for n in [50, 5000] {
+        let config = Arc::new(Config::default());
+        let store = Arc::new(ViewStore::new(config.placement.clone()));
+        store.publish_snapshot(cluster(n));
+        // A dry run keeps the ledger from growing across iterations.
+        let mut review: Value = serde_json::from_str(REVIEW).expect("example review");
+        review["request"]["dryRun"] = Value::Bool(true);
+        let body = serde_json::to_vec(&review).expect("json");
+        let admission = Admission::new(
+            config.clone(),
+            store,
+            Arc::new(Mutex::new(Ledger::new(config.inflight.ttl))),
+        );
+        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+            b.iter(|| {
+                let answer = admission.review_bytes(black_box(&body)).expect("answer");
+                black_box(serde_json::to_vec(&answer.review).expect("json"))
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_decide_and_patch, bench_whole_review);
+criterion_main!(benches);

@@ -226,19 +226,14 @@ impl Default for AvoidHot {
 }
 
 /// How a preferred term names a node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(tag = "by", rename_all = "snake_case", deny_unknown_fields)]
 pub enum NodeMatch {
     /// `matchFields metadata.name`, one term per node (the apiserver allows one value each).
+    #[default]
     Name,
     /// `matchExpressions <key> In [...]`, one term per tier; the label must hold the node name.
     Label { key: String },
-}
-
-impl Default for NodeMatch {
-    fn default() -> Self {
-        NodeMatch::Name
-    }
 }
 
 /// Pods labelled `pod_label=V` may only run on nodes labelled `node_label=V`.
@@ -366,12 +361,16 @@ impl Config {
         if let NodeMatch::Label { key } = &p.node_match
             && !crate::placement::selector::is_qualified_name(key)
         {
-            problems.push(format!("placement.node_match.key {key:?} is not a valid label key"));
+            problems.push(format!(
+                "placement.node_match.key {key:?} is not a valid label key"
+            ));
         }
         for (i, rule) in p.pinning.iter().enumerate() {
             for key in [&rule.pod_label, &rule.node_label] {
                 if !crate::placement::selector::is_qualified_name(key) {
-                    problems.push(format!("placement.pinning[{i}]: {key:?} is not a valid label key"));
+                    problems.push(format!(
+                        "placement.pinning[{i}]: {key:?} is not a valid label key"
+                    ));
                 }
             }
         }

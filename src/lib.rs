@@ -2,11 +2,20 @@
 //! lightly loaded nodes by writing weighted preferred node affinity.
 
 pub mod admission;
+pub mod app;
 pub mod config;
 pub mod inventory;
 pub mod metrics_source;
+pub mod patch;
 pub mod placement;
+pub mod review_cmd;
+pub mod server;
 pub mod snapshot;
 pub mod telemetry;
 pub mod view;
-pub mod patch;
+
+/// Makes ring the process-wide rustls provider, which the kube and Prometheus clients use.
+/// Idempotent: a provider installed earlier stays.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

@@ -1,1 +1,197 @@
-fn main() {}
+use std::io::Read;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use placement_webhook::config::Config;
+
+/// Steers Flink TaskManager pods onto lightly loaded nodes.
+#[derive(Parser)]
+#[command(name = "placement-webhook", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the admission webhook over HTTPS.
+    Serve {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Address to listen on [default: 0.0.0.0:8443].
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// Serving certificate (PEM); without it a self-signed localhost certificate is made.
+        #[arg(long, requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        #[arg(long, requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+        /// Require client certificates signed by this CA.
+        #[arg(long)]
+        client_ca: Option<PathBuf>,
+        /// Do not look for a kube API even when one is reachable.
+        #[arg(long)]
+        no_cluster: bool,
+    },
+    /// Answer one AdmissionReview from a file (or - for stdin) exactly as the server would.
+    Review {
+        /// AdmissionReview JSON file, or - for standard input.
+        file: PathBuf,
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Print a table of nodes and the decoded patch to standard error.
+        #[arg(long)]
+        explain: bool,
+    },
+    /// Make a CA and a serving certificate for the webhook Service.
+    Certs {
+        #[arg(long)]
+        service: String,
+        #[arg(long)]
+        namespace: String,
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value_t = 365)]
+        days: u32,
+    },
+}
+
+#[derive(Args)]
+struct CommonArgs {
+    /// YAML config file; flags override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Static node-load snapshot (JSON, see README).
+    #[arg(long)]
+    metrics_file: Option<PathBuf>,
+    /// Prometheus base URL for live node load.
+    #[arg(long)]
+    prometheus_url: Option<String>,
+}
+
+impl CommonArgs {
+    fn load(&self) -> anyhow::Result<Config> {
+        let mut config = match &self.config {
+            Some(path) => Config::from_file(path)?,
+            None => Config::default(),
+        };
+        if let Some(path) = &self.metrics_file {
+            config.metrics_file = Some(path.clone());
+        }
+        if let Some(url) = &self.prometheus_url {
+            config.prometheus = Some(serde_yaml::from_str(&format!("url: {url:?}"))?); // PENDING-PROM
+        }
+        Ok(config)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("placement-webhook: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    match cli.command {
+        Command::Serve {
+            common,
+            listen,
+            tls_cert,
+            tls_key,
+            client_ca,
+            no_cluster,
+        } => {
+            let mut config = common.load()?;
+            if let Some(listen) = listen {
+                config.listen = listen;
+            }
+            if tls_cert.is_some() {
+                config.tls_cert = tls_cert;
+                config.tls_key = tls_key;
+            }
+            if client_ca.is_some() {
+                config.client_ca = client_ca;
+            }
+            config.validate()?;
+            runtime.block_on(serve(config, !no_cluster))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Review {
+            file,
+            common,
+            explain,
+        } => {
+            let config = common.load()?;
+            config.validate()?;
+            let body = read_input(&file)?;
+            let out = runtime.block_on(placement_webhook::review_cmd::review(
+                config, &body, explain,
+            ))?;
+            println!("{out}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Certs {
+            service,
+            namespace,
+            out,
+            days,
+        } => {
+            let _ = (service, namespace, out, days);
+            anyhow::bail!("PENDING-CERTS");
+        }
+    }
+}
+
+fn read_input(file: &PathBuf) -> anyhow::Result<Vec<u8>> {
+    if file.as_os_str() == "-" {
+        let mut body = Vec::new();
+        std::io::stdin().read_to_end(&mut body)?;
+        Ok(body)
+    } else {
+        std::fs::read(file).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", file.display()))
+    }
+}
+
+async fn serve(config: Config, use_cluster: bool) -> anyhow::Result<()> {
+    let mut running =
+        placement_webhook::app::start(config, placement_webhook::app::StartOptions { use_cluster })
+            .await?;
+    shutdown_signal().await;
+    running.shutdown();
+    running.wait().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {},
+                _ = tokio::signal::ctrl_c() => {},
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+    tracing::info!("shutdown signal received");
+}

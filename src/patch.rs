@@ -63,7 +63,10 @@ pub fn build(pod: &Value, changes: &Changes<'_>) -> Result<Patch, PatchError> {
                     .iter()
                     .map(|(k, v)| (k.to_string(), json!(v)))
                     .collect();
-                ops.push(add(&["metadata", "annotations"], Value::Object(annotations)));
+                ops.push(add(
+                    &["metadata", "annotations"],
+                    Value::Object(annotations),
+                ));
             }
             Some(_) => {
                 for (key, value) in &changes.annotations {
@@ -84,7 +87,8 @@ fn node_affinity_ops(
         .map_err(|_| PatchError::UnexpectedType("preferred terms"))?;
     let required = serde_json::to_value(changes.required)
         .map_err(|_| PatchError::UnexpectedType("required terms"))?;
-    let fresh_required = || json!({ "nodeSelectorTerms": [{ "matchExpressions": required.clone() }] });
+    let fresh_required =
+        || json!({ "nodeSelectorTerms": [{ "matchExpressions": required.clone() }] });
     let fresh_node_affinity = || {
         let mut na = serde_json::Map::new();
         if !changes.preferred.is_empty() {
@@ -104,7 +108,10 @@ fn node_affinity_ops(
         return Ok(());
     }
     let Some(node_affinity) = object_at(pod, &["spec", "affinity", "nodeAffinity"]) else {
-        ops.push(add(&["spec", "affinity", "nodeAffinity"], fresh_node_affinity()));
+        ops.push(add(
+            &["spec", "affinity", "nodeAffinity"],
+            fresh_node_affinity(),
+        ));
         return Ok(());
     };
     let base = ["spec", "affinity", "nodeAffinity"];

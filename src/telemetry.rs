@@ -60,7 +60,11 @@ impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("placement_webhook");
         let reviews = Family::<OutcomeLabels, Counter>::default();
-        registry.register("reviews", "Admission reviews answered, by outcome", reviews.clone());
+        registry.register(
+            "reviews",
+            "Admission reviews answered, by outcome",
+            reviews.clone(),
+        );
         // 50 µs .. ~1.6 s: the interesting part is well under a millisecond.
         let review_duration = Histogram::new(
             prometheus_client::metrics::histogram::exponential_buckets(0.00005, 2.0, 16),

@@ -117,7 +117,10 @@ impl ClusterView {
                 .filter(|name| !snapshot.nodes.iter().any(|n| &n.name == *name))
                 .count()
         });
-        let hot_nodes = (0..nodes.len()).rev().filter(|&i| nodes[i].base_hot).collect();
+        let hot_nodes = (0..nodes.len())
+            .rev()
+            .filter(|&i| nodes[i].base_hot)
+            .collect();
         ClusterView {
             taken_at: snapshot.taken_at,
             nodes,

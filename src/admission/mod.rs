@@ -189,7 +189,11 @@ impl Admission {
     ) -> Decision {
         let mut ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
         let decision = placement::decide(constraints, view, Some(&ledger), &self.config.placement);
-        let charged: Vec<String> = decision.first_tier().iter().map(|n| n.name.clone()).collect();
+        let charged: Vec<String> = decision
+            .first_tier()
+            .iter()
+            .map(|n| n.name.clone())
+            .collect();
         if charge && self.config.mode.writes_affinity() {
             ledger.charge(id, &charged, load, Instant::now());
         }
@@ -249,5 +253,8 @@ fn is_pod_create(request: &RequestIn) -> bool {
 
 /// A short token from the request uid: unique per webhook call, safe inside the annotation.
 fn ledger_id(uid: &str) -> String {
-    uid.chars().filter(char::is_ascii_alphanumeric).take(16).collect()
+    uid.chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(16)
+        .collect()
 }

@@ -32,3 +32,7 @@ impl Inventory {
             .collect()
     }
 }
+
+pub mod client;
+pub mod nodes;
+pub mod pods;

@@ -46,7 +46,9 @@ pub fn spawn_file_source(
                     info!(path = %path.display(), nodes = snapshot.nodes.len(), "snapshot file reloaded");
                     store.publish_snapshot(snapshot);
                 }
-                Err(e) => warn!(path = %path.display(), error = %e, "snapshot file changed but is invalid: keeping the last one"),
+                Err(e) => {
+                    warn!(path = %path.display(), error = %e, "snapshot file changed but is invalid: keeping the last one")
+                }
             }
             last = bytes;
         }

@@ -49,7 +49,10 @@ impl<'a> PodConstraints<'a> {
         let required_terms = spec
             .and_then(|s| s.affinity.as_ref())
             .and_then(|a| a.node_affinity.as_ref())
-            .and_then(|na| na.required_during_scheduling_ignored_during_execution.as_ref())
+            .and_then(|na| {
+                na.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
             .map(|r| r.node_selector_terms.as_slice())
             // An empty term list fails validation anyway; it constrains nothing here.
             .filter(|terms| !terms.is_empty());

@@ -55,20 +55,24 @@ impl Decision {
         for tier in &self.tiers {
             match node_match {
                 // matchFields takes exactly one value: one term per node.
-                NodeMatch::Name => terms.extend(tier.nodes.iter().map(|n| PreferredSchedulingTerm {
-                    weight: tier.weight,
-                    preference: NodeSelectorTerm {
-                        match_fields: Some(vec![name_requirement("In", &n.name)]),
-                        match_expressions: None,
-                    },
-                })),
+                NodeMatch::Name => {
+                    terms.extend(tier.nodes.iter().map(|n| PreferredSchedulingTerm {
+                        weight: tier.weight,
+                        preference: NodeSelectorTerm {
+                            match_fields: Some(vec![name_requirement("In", &n.name)]),
+                            match_expressions: None,
+                        },
+                    }))
+                }
                 NodeMatch::Label { key } => terms.push(PreferredSchedulingTerm {
                     weight: tier.weight,
                     preference: NodeSelectorTerm {
                         match_expressions: Some(vec![NodeSelectorRequirement {
                             key: key.clone(),
                             operator: "In".into(),
-                            values: Some(tier.nodes.iter().map(|n| n.match_value.clone()).collect()),
+                            values: Some(
+                                tier.nodes.iter().map(|n| n.match_value.clone()).collect(),
+                            ),
                         }]),
                         match_fields: None,
                     },
@@ -159,9 +163,8 @@ pub fn decide(
             continue;
         }
         let h = heat(&load, &node.scale, &policy.weights);
-        let at = best.partition_point(|&(bh, bi)| {
-            bh < h || (bh == h && view.nodes[bi].name < node.name)
-        });
+        let at = best
+            .partition_point(|&(bh, bi)| bh < h || (bh == h && view.nodes[bi].name < node.name));
         if at < wanted {
             best.insert(at, (h, i));
             best.truncate(wanted);
@@ -193,37 +196,48 @@ pub fn decide(
 
 /// Hot nodes the pod could land on, hottest first: measured-hot ones plus those that in-flight
 /// pods made hot.
+///
+/// Nodes without in-flight load keep their measured heat, so the view's hottest-first list
+/// gives them in order: only the first `max_nodes` eligible ones can make the cut. Nodes with
+/// in-flight load are few and are checked one by one.
 fn avoid_list(
     pod: &PodConstraints<'_>,
     view: &ClusterView,
     ledger: Option<&Ledger>,
     policy: &PlacementConfig,
 ) -> Vec<RankedNode> {
-    if policy.avoid_hot.weight == 0 || policy.avoid_hot.max_nodes == 0 {
+    let max = policy.avoid_hot.max_nodes;
+    if policy.avoid_hot.weight == 0 || max == 0 {
         return Vec::new();
     }
-    let made_hot = ledger.into_iter().flat_map(|l| l.nodes()).filter_map(|(name, _)| {
-        let node = view.node(name)?;
-        (!node.base_hot).then_some(node)
-    });
-    let mut hot: Vec<RankedNode> = view
+    let has_inflight = |node: &NodeView| ledger.is_some_and(|l| l.extra(&node.name).is_some());
+    let measured = view
         .hot_nodes
         .iter()
         .map(|&i| &view.nodes[i])
-        .chain(made_hot)
+        .filter(|node| !has_inflight(node) && pod.check(node).is_ok())
+        .take(max)
+        .map(|node| (node.base_heat, node));
+    let inflight = ledger
+        .into_iter()
+        .flat_map(|l| l.nodes())
+        .filter_map(|(name, _)| view.node(name))
         .filter(|node| pod.check(node).is_ok())
         .filter_map(|node| {
             let load = effective_load(node, ledger);
-            is_hot(&load, &node.scale, &policy.hot).then(|| RankedNode {
-                name: node.name.clone(),
-                heat: heat(&load, &node.scale, &policy.weights),
-                match_value: match_value(node, &policy.node_match),
-            })
+            is_hot(&load, &node.scale, &policy.hot)
+                .then(|| (heat(&load, &node.scale, &policy.weights), node))
+        });
+    let mut hot: Vec<(f64, &NodeView)> = measured.chain(inflight).collect();
+    hot.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.name.cmp(&b.1.name)));
+    hot.truncate(max);
+    hot.into_iter()
+        .map(|(h, node)| RankedNode {
+            name: node.name.clone(),
+            heat: h,
+            match_value: match_value(node, &policy.node_match),
         })
-        .collect();
-    hot.sort_by(|a, b| b.heat.total_cmp(&a.heat).then_with(|| a.name.cmp(&b.name)));
-    hot.truncate(policy.avoid_hot.max_nodes);
-    hot
+        .collect()
 }
 
 /// One row of `review --explain`: every node, with why it was or was not chosen.

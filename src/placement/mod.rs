@@ -1,12 +1,12 @@
 //! Pure placement decisions: from a pod, the cluster view and the policy to ranked nodes and terms.
 
+pub mod constraints;
+pub mod decide;
 pub mod heat;
 pub mod ledger;
 pub mod note;
-pub mod selector;
-pub mod constraints;
-pub mod decide;
 pub mod resources;
+pub mod selector;
 
 pub use constraints::{Ineligible, PodConstraints};
 pub use decide::{Decision, RankedNode, TierChoice, assess_all, decide};

@@ -39,11 +39,7 @@ impl fmt::Display for DecisionNote {
             }
             write!(f, "{node}:{heat:.2}")?;
         }
-        write!(
-            f,
-            " avoid={} age={}s",
-            self.avoided, self.snapshot_age_secs
-        )
+        write!(f, " avoid={} age={}s", self.avoided, self.snapshot_age_secs)
     }
 }
 
@@ -121,7 +117,13 @@ mod tests {
 
     #[test]
     fn foreign_text_is_not_a_note() {
-        for text in ["", "hello", "mode=affinity", "id=x cpu=NaN", "id=x nodes=a:b"] {
+        for text in [
+            "",
+            "hello",
+            "mode=affinity",
+            "id=x cpu=NaN",
+            "id=x nodes=a:b",
+        ] {
             assert_eq!(DecisionNote::parse(text), None, "{text}");
         }
     }

@@ -46,7 +46,9 @@ pub fn pod_cpu_cores(pod: &Pod) -> Option<f64> {
         .iter()
         .flatten()
         .filter_map(container_cpu)
-        .fold(None, |acc: Option<f64>, v| Some(acc.map_or(v, |a| a.max(v))));
+        .fold(None, |acc: Option<f64>, v| {
+            Some(acc.map_or(v, |a| a.max(v)))
+        });
     let sum = (!regular.is_empty()).then(|| regular.iter().sum::<f64>());
     match (sum, init) {
         (Some(s), Some(i)) => Some(s.max(i)),

@@ -59,7 +59,10 @@ fn label_requirement_matches(r: &LabelRequirement, labels: &BTreeMap<String, Str
 }
 
 /// One `matchExpressions` requirement against node labels.
-pub fn expression_matches(req: &NodeSelectorRequirement, labels: &BTreeMap<String, String>) -> bool {
+pub fn expression_matches(
+    req: &NodeSelectorRequirement,
+    labels: &BTreeMap<String, String>,
+) -> bool {
     let value = labels.get(&req.key);
     let values = req.values.as_deref().unwrap_or_default();
     match req.operator.as_str() {
@@ -95,7 +98,11 @@ pub fn field_matches(req: &NodeSelectorRequirement, node_name: &str) -> bool {
 }
 
 /// A required-affinity term: every requirement must hold; an empty term matches nothing.
-pub fn term_matches(term: &NodeSelectorTerm, node_name: &str, labels: &BTreeMap<String, String>) -> bool {
+pub fn term_matches(
+    term: &NodeSelectorTerm,
+    node_name: &str,
+    labels: &BTreeMap<String, String>,
+) -> bool {
     let expressions = term.match_expressions.as_deref().unwrap_or_default();
     let fields = term.match_fields.as_deref().unwrap_or_default();
     if expressions.is_empty() && fields.is_empty() {
@@ -108,7 +115,10 @@ pub fn term_matches(term: &NodeSelectorTerm, node_name: &str, labels: &BTreeMap<
 /// Whether any toleration tolerates the taint (v1 `Toleration.ToleratesTaint`).
 pub fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
     tolerations.iter().any(|t| {
-        let effect_ok = t.effect.as_deref().is_none_or(|e| e.is_empty() || e == taint.effect);
+        let effect_ok = t
+            .effect
+            .as_deref()
+            .is_none_or(|e| e.is_empty() || e == taint.effect);
         let key = t.key.as_deref().unwrap_or_default();
         let operator = t.operator.as_deref().unwrap_or("Equal");
         let key_ok = key == taint.key || (key.is_empty() && operator == "Exists");
@@ -128,7 +138,10 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     fn req(key: &str, op: &str, values: &[&str]) -> NodeSelectorRequirement {
@@ -141,10 +154,24 @@ mod tests {
 
     #[test]
     fn qualified_names() {
-        for ok in ["a", "kubernetes.io/hostname", "placement-webhook.io/inject", "a_b.c-d"] {
+        for ok in [
+            "a",
+            "kubernetes.io/hostname",
+            "placement-webhook.io/inject",
+            "a_b.c-d",
+        ] {
             assert!(is_qualified_name(ok), "{ok}");
         }
-        for bad in ["", "/a", "a/", "-a", "a-", "Upper.IO/x", "a b", &"x".repeat(64)] {
+        for bad in [
+            "",
+            "/a",
+            "a/",
+            "-a",
+            "a-",
+            "Upper.IO/x",
+            "a b",
+            &"x".repeat(64),
+        ] {
             assert!(!is_qualified_name(bad), "{bad}");
         }
     }
@@ -179,7 +206,10 @@ mod tests {
     #[test]
     fn fields_match_node_name_only() {
         assert!(field_matches(&req("metadata.name", "In", &["n1"]), "n1"));
-        assert!(!field_matches(&req("metadata.name", "NotIn", &["n1"]), "n1"));
+        assert!(!field_matches(
+            &req("metadata.name", "NotIn", &["n1"]),
+            "n1"
+        ));
         assert!(!field_matches(&req("metadata.uid", "In", &["n1"]), "n1"));
     }
 

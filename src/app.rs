@@ -1,0 +1,144 @@
+//! Wiring: sources → view store → admission → HTTPS server. Used by `serve` and by tests.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::info;
+
+use crate::admission::Admission;
+use crate::config::Config;
+use crate::metrics_source::file::spawn_file_source;
+use crate::placement::ledger::Ledger;
+use crate::server::tls::{CertSource, ServerTls};
+use crate::server::{self, AppState};
+use crate::telemetry::Metrics;
+use crate::view::ViewStore;
+
+/// How often the TLS files and the snapshot file are re-read.
+const FILE_POLL: Duration = Duration::from_secs(2);
+
+/// A running webhook.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub store: Arc<ViewStore>,
+    pub ledger: Arc<Mutex<Ledger>>,
+    pub metrics: Arc<Metrics>,
+    pub tls: Arc<ServerTls>,
+    stop: watch::Sender<bool>,
+    server: JoinHandle<()>,
+    background: Vec<JoinHandle<()>>,
+}
+
+/// Which optional parts to start.
+#[derive(Debug, Clone, Copy)]
+pub struct StartOptions {
+    /// Look for a kube API (in-cluster or kubeconfig) for the node inventory and pod watch.
+    pub use_cluster: bool,
+}
+
+impl Running {
+    /// Stops accepting, lets in-flight reviews finish, stops the background tasks.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.server.await;
+        for task in self.background {
+            task.abort();
+        }
+    }
+
+    /// Resolves when the server has finished (after a shutdown signal).
+    pub async fn wait(&mut self) {
+        let _ = (&mut self.server).await;
+    }
+
+    /// Asks the server to shut down gracefully.
+    pub fn shutdown(&self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Running> {
+    crate::install_crypto_provider();
+    let config = Arc::new(config);
+    let metrics = Arc::new(Metrics::new());
+    let store = Arc::new(ViewStore::new(config.placement.clone()));
+    let ledger = Arc::new(Mutex::new(Ledger::new(config.inflight.ttl)));
+    let (stop, stopped) = watch::channel(false);
+    let mut background = Vec::new();
+
+    let source = match (&config.prometheus, &config.metrics_file) {
+        (Some(_), _) => "prometheus",
+        (None, Some(path)) => {
+            background.push(spawn_file_source(path.clone(), store.clone(), FILE_POLL)?);
+            "file"
+        }
+        (None, None) => {
+            tracing::warn!(
+                "no metrics source configured: every target pod is answered without a patch"
+            );
+            "none"
+        }
+    };
+    let _ = options;
+
+    background.push(spawn_ledger_expiry(ledger.clone()));
+
+    let cert_source = match (&config.tls_cert, &config.tls_key) {
+        (Some(cert), Some(key)) => CertSource::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+        },
+        _ => CertSource::SelfSigned,
+    };
+    let tls = Arc::new(ServerTls::new(cert_source, config.client_ca.as_deref())?);
+    background.push(
+        tls.clone()
+            .spawn_reloader(FILE_POLL, wait_for(stopped.clone())),
+    );
+
+    let listener = TcpListener::bind(config.listen).await?;
+    let addr = listener.local_addr()?;
+    let admission = Admission::new(config.clone(), store.clone(), ledger.clone());
+    let state = Arc::new(AppState::new(
+        admission,
+        metrics.clone(),
+        config.limits.clone(),
+    ));
+    info!(%addr, mode = config.mode.as_str(), source, "serving");
+    let server = tokio::spawn(server::serve(
+        listener,
+        tls.clone(),
+        state,
+        wait_for(stopped),
+    ));
+    Ok(Running {
+        addr,
+        store,
+        ledger,
+        metrics,
+        tls,
+        stop,
+        server,
+        background,
+    })
+}
+
+async fn wait_for(mut stopped: watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|s| *s).await;
+}
+
+fn spawn_ledger_expiry(ledger: Arc<Mutex<Ledger>>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            if let Ok(mut l) = ledger.lock() {
+                l.expire(Instant::now());
+            }
+        }
+    })
+}

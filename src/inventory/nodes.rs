@@ -1,0 +1,353 @@
+//! The Node watch: turns kube Nodes into [`NodeFacts`] and publishes the [`Inventory`].
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client};
+use tokio::time::Instant;
+use tracing::{debug, info};
+
+use super::client::WatchHealth;
+use super::{Inventory, NodeFacts};
+use crate::snapshot::Taint;
+use crate::view::ViewStore;
+
+/// Node status heartbeats change objects often; the view is rebuilt at most this often.
+pub const PUBLISH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The facts the placement code needs from one Node, keyed by its name.
+pub fn node_facts(node: &Node) -> (String, NodeFacts) {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let spec = node.spec.as_ref();
+    let taints = spec
+        .and_then(|s| s.taints.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .map(|t| Taint {
+            key: t.key.clone(),
+            value: t.value.clone().filter(|v| !v.is_empty()),
+            effect: t.effect.clone(),
+        })
+        .collect();
+    let unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
+    let status = node.status.as_ref();
+    // No Ready condition (a node still registering) counts as not ready, like the scheduler does.
+    let ready = status
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    let allocatable_cpu_cores = status
+        .and_then(|s| s.allocatable.as_ref())
+        .and_then(|a| a.get("cpu"))
+        .and_then(|q| parse_cpu_cores(&q.0));
+    let internal_ip = status
+        .and_then(|s| s.addresses.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .find(|a| a.type_ == "InternalIP")
+        .map(|a| a.address.clone());
+    (
+        name,
+        NodeFacts {
+            labels,
+            taints,
+            unschedulable,
+            ready,
+            allocatable_cpu_cores,
+            internal_ip,
+        },
+    )
+}
+
+/// A Kubernetes quantity as a number of cores: "4", "3500m", "1.5", "2k", "1e3", "1Ki".
+/// `None` for anything malformed, negative or not finite.
+pub fn parse_cpu_cores(quantity: &str) -> Option<f64> {
+    let q = quantity.trim();
+    let split = q
+        .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '+' | '-')))
+        .unwrap_or(q.len());
+    let (number, suffix) = q.split_at(split);
+    let number: f64 = number.parse().ok()?;
+    let scale = match suffix {
+        "" => 1.0,
+        "n" => 1e-9,
+        "u" => 1e-6,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Ki" => 1024.0,
+        "Mi" => 1024.0_f64.powi(2),
+        "Gi" => 1024.0_f64.powi(3),
+        "Ti" => 1024.0_f64.powi(4),
+        "Pi" => 1024.0_f64.powi(5),
+        "Ei" => 1024.0_f64.powi(6),
+        // Decimal exponent form, e.g. "1e3" / "5E-1".
+        s if s.starts_with(['e', 'E']) => 10f64.powi(s[1..].parse().ok()?),
+        _ => return None,
+    };
+    let cores = number * scale;
+    (cores.is_finite() && cores >= 0.0).then_some(cores)
+}
+
+/// Every node in the reflector's store.
+pub fn inventory_from(nodes: &[Arc<Node>]) -> Inventory {
+    Inventory {
+        nodes: nodes.iter().map(|n| node_facts(n)).collect(),
+    }
+}
+
+/// Watches all Nodes and publishes the inventory to `store` until `shutdown` completes.
+///
+/// Watch errors are retried with backoff; meanwhile the last published inventory keeps
+/// serving. Publishing is throttled to one per [`PUBLISH_INTERVAL`] and skipped when nothing
+/// the placement code reads has changed (most node updates are status heartbeats).
+#[tracing::instrument(name = "node_watch", skip_all, fields(resource = "nodes"))]
+pub async fn watch_nodes(
+    client: Client,
+    store: Arc<ViewStore>,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    let (reader, writer) = reflector::store::<Node>();
+    let events = watcher::watcher(Api::<Node>::all(client), watcher::Config::default())
+        .default_backoff()
+        .reflect(writer);
+    let mut events = std::pin::pin!(events);
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut health = WatchHealth::default();
+    let mut publisher = Publisher::default();
+
+    loop {
+        let deadline = publisher.due();
+        tokio::select! {
+            () = &mut shutdown => {
+                debug!("node watch stopped");
+                return;
+            }
+            () = sleep_until_opt(deadline) => publisher.publish(&reader, &store),
+            event = events.next() => match event {
+                Some(Ok(event)) => {
+                    health.ok("node");
+                    // Marks the store dirty; the deadline branch publishes, now or when the
+                    // interval since the last publication has passed.
+                    publisher.note(&event);
+                }
+                Some(Err(error)) => health.failed("node", &error),
+                None => {
+                    // The watcher stream never ends on its own; keep serving what we have.
+                    info!("node watch ended");
+                    return;
+                }
+            },
+        }
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Leading- and trailing-edge throttle for inventory publication.
+#[derive(Default)]
+struct Publisher {
+    /// The store has been filled by a complete list at least once.
+    ready: bool,
+    /// The store changed since the last publication.
+    dirty: bool,
+    last_publish: Option<Instant>,
+    last: Option<Inventory>,
+}
+
+impl Publisher {
+    /// Records an event that the reflector has already applied to its store.
+    fn note(&mut self, event: &Event<Node>) {
+        match event {
+            // The reflector swaps its buffer in only at InitDone: the store is untouched before.
+            Event::Init | Event::InitApply(_) => {}
+            Event::InitDone => {
+                self.ready = true;
+                self.dirty = true;
+            }
+            Event::Apply(_) | Event::Delete(_) => self.dirty = true,
+        }
+    }
+
+    /// The earliest moment the next publication may happen.
+    fn earliest(&self) -> Instant {
+        self.last_publish
+            .map_or_else(Instant::now, |t| t + PUBLISH_INTERVAL)
+    }
+
+    /// When to publish next, if there is anything to publish.
+    fn due(&self) -> Option<Instant> {
+        (self.ready && self.dirty).then(|| self.earliest())
+    }
+
+    fn publish(&mut self, reader: &Store<Node>, store: &ViewStore) {
+        self.dirty = false;
+        self.last_publish = Some(Instant::now());
+        let inventory = inventory_from(&reader.state());
+        if self.last.as_ref() == Some(&inventory) {
+            return;
+        }
+        info!(nodes = inventory.nodes.len(), "publishing node inventory");
+        store.publish_inventory(inventory.clone());
+        self.last = Some(inventory);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture() -> Vec<Node> {
+        let text = include_str!("../../tests/fixtures/apiserver/nodes-list.json");
+        let list: serde_json::Value = serde_json::from_str(text).unwrap();
+        serde_json::from_value(list["items"].clone()).unwrap()
+    }
+
+    fn facts(name: &str) -> NodeFacts {
+        let nodes = fixture();
+        let node = nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name))
+            .unwrap();
+        let (n, f) = node_facts(node);
+        assert_eq!(n, name);
+        f
+    }
+
+    #[test]
+    fn ready_node() {
+        let f = facts("worker-1");
+        assert!(f.ready);
+        assert!(!f.unschedulable);
+        assert!(f.taints.is_empty());
+        assert_eq!(f.allocatable_cpu_cores, Some(3.5));
+        assert_eq!(f.internal_ip.as_deref(), Some("10.0.1.11"));
+        assert_eq!(
+            f.labels.get("kubernetes.io/hostname").map(String::as_str),
+            Some("worker-1")
+        );
+        assert_eq!(f.labels.get("pool").map(String::as_str), Some("flink"));
+    }
+
+    #[test]
+    fn cordoned_node() {
+        let f = facts("worker-2");
+        assert!(f.ready);
+        assert!(f.unschedulable);
+        assert_eq!(
+            f.taints,
+            vec![Taint {
+                key: "node.kubernetes.io/unschedulable".into(),
+                value: None,
+                effect: "NoSchedule".into(),
+            }]
+        );
+        assert_eq!(f.allocatable_cpu_cores, Some(4.0));
+    }
+
+    #[test]
+    fn not_ready_node() {
+        let f = facts("worker-3");
+        assert!(!f.ready);
+        assert!(!f.unschedulable);
+        let effects: Vec<&str> = f.taints.iter().map(|t| t.effect.as_str()).collect();
+        assert_eq!(effects, ["NoSchedule", "NoExecute"]);
+        assert_eq!(f.allocatable_cpu_cores, Some(1.5));
+    }
+
+    #[test]
+    fn tainted_node() {
+        let f = facts("gpu-1");
+        assert!(f.ready);
+        assert_eq!(
+            f.taints,
+            vec![Taint {
+                key: "dedicated".into(),
+                value: Some("gpu".into()),
+                effect: "NoSchedule".into(),
+            }]
+        );
+        assert_eq!(f.internal_ip.as_deref(), Some("10.0.2.21"));
+    }
+
+    #[test]
+    fn bare_node_has_safe_defaults() {
+        let node: Node =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "new"}})).unwrap();
+        let (name, f) = node_facts(&node);
+        assert_eq!(name, "new");
+        assert!(!f.ready, "no Ready condition yet: not ready");
+        assert_eq!(f.allocatable_cpu_cores, None);
+        assert_eq!(f.internal_ip, None);
+    }
+
+    #[test]
+    fn cpu_quantities() {
+        for (q, want) in [
+            ("4", Some(4.0)),
+            ("3500m", Some(3.5)),
+            ("1.5", Some(1.5)),
+            ("250m", Some(0.25)),
+            ("2k", Some(2000.0)),
+            ("1e3", Some(1000.0)),
+            ("5E-1", Some(0.5)),
+            ("1Ki", Some(1024.0)),
+            ("500000u", Some(0.5)),
+            ("", None),
+            ("m", None),
+            ("-1", None),
+            ("4 cores", None),
+            ("1.2.3", None),
+        ] {
+            assert_eq!(parse_cpu_cores(q), want, "{q:?}");
+        }
+    }
+
+    #[test]
+    fn publication_waits_for_a_full_list_then_is_throttled() {
+        let node = fixture().remove(0);
+        let mut p = Publisher::default();
+        p.note(&Event::Init);
+        p.note(&Event::InitApply(node.clone()));
+        assert_eq!(p.due(), None, "store not filled yet");
+        p.note(&Event::InitDone);
+        let due = p.due().unwrap();
+        assert!(due <= Instant::now(), "first publication is immediate");
+        let published = Instant::now();
+        p.dirty = false;
+        p.last_publish = Some(published);
+        assert_eq!(p.due(), None, "nothing new");
+        p.note(&Event::Apply(node));
+        assert_eq!(p.due(), Some(published + PUBLISH_INTERVAL));
+    }
+
+    #[test]
+    fn inventory_holds_every_node() {
+        let nodes: Vec<Arc<Node>> = fixture().into_iter().map(Arc::new).collect();
+        let inv = inventory_from(&nodes);
+        assert_eq!(inv.nodes.len(), nodes.len());
+        assert_eq!(
+            inv.node_by_internal_ip()
+                .get("10.0.1.11")
+                .map(String::as_str),
+            Some("worker-1")
+        );
+    }
+}

@@ -1,0 +1,416 @@
+//! The Pod watch: the in-flight ledger's eyes on pods steered by any replica.
+//!
+//! **Running two or more replicas.** The apiserver spreads a burst of pod creations over all
+//! webhook replicas, so at admission each replica sees only its own part of the burst and would
+//! on its own keep steering pods to nodes another replica has just filled. Every replica
+//! therefore also watches all target pods cluster-wide (a server-side label selector built from
+//! `targets`). Each steered pod carries the `placement-webhook.io/decision` annotation with its
+//! ledger id, its estimated load and its first-tier nodes:
+//!
+//! - a pod another replica steered shows up pending with that annotation: its load is charged to
+//!   its first-tier nodes, split evenly, exactly as the steering replica charged it;
+//! - once the scheduler binds it (`spec.nodeName` set), its whole load moves to that node;
+//! - when it is deleted, or has Succeeded or Failed, its load is dropped; otherwise it ages out
+//!   after `inflight.ttl` like any ledger entry, when the metrics have caught up with it.
+//!
+//! A pod's age comes from its `creationTimestamp`, so a replica that starts late, or re-lists,
+//! does not count pods the metrics already show. The cost is one pod watch per replica, and the
+//! replicas agree with a lag of the watch latency, typically well under a second. Pods that
+//! vanish while a watch is down are not forgotten explicitly; the ttl bounds their effect.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client};
+use tracing::{debug, trace};
+
+use super::client::WatchHealth;
+use crate::config::{SelectorOperator, Targets};
+use crate::placement::ledger::Ledger;
+use crate::placement::note::{ANNOTATION, DecisionNote};
+
+/// The target selector as a `labelSelector` query string, e.g.
+/// `component=taskmanager,type in (flink-native-kubernetes,flink-standalone-kubernetes)`.
+pub fn label_selector(targets: &Targets) -> String {
+    let labels = targets.match_labels.iter().map(|(k, v)| format!("{k}={v}"));
+    let expressions = targets.match_expressions.iter().filter_map(|r| {
+        let values = r.values.join(",");
+        match r.operator {
+            SelectorOperator::In => Some(format!("{} in ({values})", r.key)),
+            // NotIn of nothing excludes nothing; the apiserver would reject the empty set.
+            SelectorOperator::NotIn if r.values.is_empty() => None,
+            SelectorOperator::NotIn => Some(format!("{} notin ({values})", r.key)),
+            SelectorOperator::Exists => Some(r.key.clone()),
+            SelectorOperator::DoesNotExist => Some(format!("!{}", r.key)),
+        }
+    });
+    labels.chain(expressions).collect::<Vec<_>>().join(",")
+}
+
+/// What one pod event did to the ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodEffect {
+    /// Not a steered pod, or too old to matter: the ledger is untouched.
+    Ignored,
+    /// Charged to its first-tier nodes (a pending pod another replica steered).
+    Charged,
+    /// Its load now counts on the node it was bound to.
+    Bound,
+    /// Known already and still pending: nothing to do.
+    Unchanged,
+    /// Removed from the ledger (deleted, Succeeded or Failed).
+    Forgotten,
+}
+
+/// Applies one watched pod to the ledger.
+///
+/// `now_instant` and `now_wall` are the same moment on the monotonic and the wall clock: the
+/// pod's age on the wall clock places its steering time on the ledger's monotonic clock.
+pub fn apply_pod_event(
+    ledger: &mut Ledger,
+    pod: &Pod,
+    deleted: bool,
+    now_instant: Instant,
+    now_wall: SystemTime,
+) -> PodEffect {
+    let Some(note) = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION))
+        .and_then(|text| DecisionNote::parse(text))
+    else {
+        return PodEffect::Ignored;
+    };
+    let finished = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .is_some_and(|p| p == "Succeeded" || p == "Failed");
+    if deleted || finished {
+        if ledger.contains(&note.id) {
+            ledger.forget(&note.id);
+            return PodEffect::Forgotten;
+        }
+        return PodEffect::Ignored;
+    }
+    let node = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty());
+    if let Some(node) = node {
+        if !ledger.contains(&note.id) {
+            let Some(steered_at) = steered_at(pod, now_instant, now_wall) else {
+                return PodEffect::Ignored;
+            };
+            ledger.charge(&note.id, &[node.to_string()], note.load, steered_at);
+        }
+        // Absent after charge: older than the ttl, the metrics show it already.
+        return if ledger.bind(&note.id, node) {
+            PodEffect::Bound
+        } else {
+            PodEffect::Ignored
+        };
+    }
+    if ledger.contains(&note.id) {
+        return PodEffect::Unchanged;
+    }
+    let Some(steered_at) = steered_at(pod, now_instant, now_wall) else {
+        return PodEffect::Ignored;
+    };
+    let nodes: Vec<String> = note.nodes.into_iter().map(|(name, _heat)| name).collect();
+    ledger.charge(&note.id, &nodes, note.load, steered_at);
+    if ledger.contains(&note.id) {
+        PodEffect::Charged
+    } else {
+        PodEffect::Ignored
+    }
+}
+
+/// When the pod was steered, on the monotonic clock: its creation (admission happens just
+/// before). A creation time ahead of our clock (skew) counts as now; a pod without one (never
+/// so from the apiserver) as well. `None` when the moment predates what `Instant` can express.
+fn steered_at(pod: &Pod, now_instant: Instant, now_wall: SystemTime) -> Option<Instant> {
+    let age = pod
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .and_then(|t| now_wall.duration_since(SystemTime::from(t.0)).ok())
+        .unwrap_or(Duration::ZERO);
+    now_instant.checked_sub(age)
+}
+
+/// Watches target pods cluster-wide and keeps `ledger` in step until `shutdown` completes.
+///
+/// The ledger lock is held only for one [`apply_pod_event`] call, never across an await.
+#[tracing::instrument(name = "pod_watch", skip_all, fields(selector = %label_selector(&targets)))]
+pub async fn watch_pods(
+    client: Client,
+    targets: Targets,
+    ledger: Arc<Mutex<Ledger>>,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    let selector = label_selector(&targets);
+    let config = watcher::Config::default().labels(&selector);
+    let events = watcher::watcher(Api::<Pod>::all(client), config).default_backoff();
+    let mut events = std::pin::pin!(events);
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut health = WatchHealth::default();
+    loop {
+        let event = tokio::select! {
+            () = &mut shutdown => {
+                debug!("pod watch stopped");
+                return;
+            }
+            event = events.next() => event,
+        };
+        let (pod, deleted) = match event {
+            Some(Ok(Event::Apply(pod) | Event::InitApply(pod))) => (pod, false),
+            Some(Ok(Event::Delete(pod))) => (pod, true),
+            Some(Ok(Event::Init | Event::InitDone)) => {
+                health.ok("pod");
+                continue;
+            }
+            Some(Err(error)) => {
+                health.failed("pod", &error);
+                continue;
+            }
+            None => {
+                debug!("pod watch ended");
+                return;
+            }
+        };
+        health.ok("pod");
+        let effect = {
+            // A panic elsewhere while holding the lock leaves plain data behind: keep using it.
+            let mut ledger = ledger.lock().unwrap_or_else(|e| e.into_inner());
+            apply_pod_event(
+                &mut ledger,
+                &pod,
+                deleted,
+                Instant::now(),
+                SystemTime::now(),
+            )
+        };
+        if effect != PodEffect::Ignored {
+            debug!(
+                pod = pod.metadata.name.as_deref().unwrap_or_default(),
+                namespace = pod.metadata.namespace.as_deref().unwrap_or_default(),
+                ?effect,
+                "ledger updated from pod watch"
+            );
+        } else {
+            trace!(
+                pod = pod.metadata.name.as_deref().unwrap_or_default(),
+                "pod event ignored"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::config::LabelRequirement;
+    use crate::placement::ledger::PodLoad;
+
+    const TTL: Duration = Duration::from_secs(90);
+    const NOTE: &str =
+        "id=abc123 mode=affinity cpu=2 net=1000 nodes=worker-1:0.10,worker-4:0.20 avoid=0 age=3s";
+
+    fn pod(
+        note: Option<&str>,
+        node: Option<&str>,
+        phase: &str,
+        age_secs: u64,
+    ) -> (Pod, SystemTime) {
+        let now_wall = SystemTime::now();
+        let created = now_wall - Duration::from_secs(age_secs);
+        let created = k8s_openapi::jiff::Timestamp::try_from(created).unwrap();
+        let mut meta = serde_json::json!({
+            "name": "job-taskmanager-1-1",
+            "namespace": "flink",
+            "labels": {"component": "taskmanager", "type": "flink-native-kubernetes"},
+            "creationTimestamp": created.to_string(),
+        });
+        if let Some(note) = note {
+            meta["annotations"] = serde_json::json!({ ANNOTATION: note });
+        }
+        let mut spec = serde_json::json!({"containers": [{"name": "flink-main-container"}]});
+        if let Some(node) = node {
+            spec["nodeName"] = node.into();
+        }
+        let pod = serde_json::from_value(serde_json::json!({
+            "metadata": meta, "spec": spec, "status": {"phase": phase},
+        }))
+        .unwrap();
+        (pod, now_wall)
+    }
+
+    fn apply(ledger: &mut Ledger, pod: &(Pod, SystemTime), deleted: bool) -> PodEffect {
+        apply_pod_event(ledger, &pod.0, deleted, Instant::now(), pod.1)
+    }
+
+    fn cpu(ledger: &Ledger, node: &str) -> f64 {
+        ledger.extra(node).map_or(0.0, |l| l.cpu_cores)
+    }
+
+    #[test]
+    fn pods_without_a_note_are_ignored() {
+        let mut l = Ledger::new(TTL);
+        for note in [None, Some("not a decision")] {
+            let p = pod(note, None, "Pending", 1);
+            assert_eq!(apply(&mut l, &p, false), PodEffect::Ignored);
+            let p = pod(note, Some("worker-1"), "Running", 1);
+            assert_eq!(apply(&mut l, &p, false), PodEffect::Ignored);
+        }
+        assert!(l.is_empty());
+    }
+
+    #[test]
+    fn pending_pod_from_another_replica_is_charged_to_its_first_tier() {
+        let mut l = Ledger::new(TTL);
+        let p = pod(Some(NOTE), None, "Pending", 2);
+        assert_eq!(apply(&mut l, &p, false), PodEffect::Charged);
+        assert_eq!(cpu(&l, "worker-1"), 1.0);
+        assert_eq!(cpu(&l, "worker-4"), 1.0);
+        // The same pod seen again (a status update) changes nothing.
+        assert_eq!(apply(&mut l, &p, false), PodEffect::Unchanged);
+        assert_eq!(cpu(&l, "worker-1"), 1.0);
+        assert_eq!(l.len(), 1);
+    }
+
+    #[test]
+    fn own_pod_is_not_charged_twice() {
+        let mut l = Ledger::new(TTL);
+        let first_tier = vec!["worker-1".to_string(), "worker-4".to_string()];
+        let load = PodLoad {
+            cpu_cores: 2.0,
+            network_bytes_per_second: 1000.0,
+        };
+        l.charge("abc123", &first_tier, load, Instant::now());
+        let p = pod(Some(NOTE), None, "Pending", 0);
+        assert_eq!(apply(&mut l, &p, false), PodEffect::Unchanged);
+        assert_eq!(cpu(&l, "worker-1"), 1.0);
+    }
+
+    #[test]
+    fn bound_pod_moves_to_its_node() {
+        let mut l = Ledger::new(TTL);
+        apply(&mut l, &pod(Some(NOTE), None, "Pending", 2), false);
+        let bound = pod(Some(NOTE), Some("worker-4"), "Pending", 3);
+        assert_eq!(apply(&mut l, &bound, false), PodEffect::Bound);
+        assert_eq!(cpu(&l, "worker-1"), 0.0);
+        assert_eq!(cpu(&l, "worker-4"), 2.0);
+        // Running on the same node: still counted once.
+        let running = pod(Some(NOTE), Some("worker-4"), "Running", 5);
+        assert_eq!(apply(&mut l, &running, false), PodEffect::Bound);
+        assert_eq!(cpu(&l, "worker-4"), 2.0);
+    }
+
+    #[test]
+    fn bound_pod_first_seen_is_charged_to_its_node() {
+        let mut l = Ledger::new(TTL);
+        let p = pod(Some(NOTE), Some("worker-7"), "Running", 5);
+        assert_eq!(apply(&mut l, &p, false), PodEffect::Bound);
+        assert_eq!(cpu(&l, "worker-7"), 2.0);
+        assert_eq!(cpu(&l, "worker-1"), 0.0);
+        assert_eq!(
+            l.extra("worker-7").map(|x| x.network_bytes_per_second),
+            Some(1000.0)
+        );
+    }
+
+    #[test]
+    fn deleted_or_finished_pods_are_forgotten() {
+        for (phase, deleted) in [("Running", true), ("Succeeded", false), ("Failed", false)] {
+            let mut l = Ledger::new(TTL);
+            apply(
+                &mut l,
+                &pod(Some(NOTE), Some("worker-1"), "Running", 2),
+                false,
+            );
+            let gone = pod(Some(NOTE), Some("worker-1"), phase, 4);
+            assert_eq!(
+                apply(&mut l, &gone, deleted),
+                PodEffect::Forgotten,
+                "{phase}"
+            );
+            assert!(l.is_empty());
+            assert_eq!(cpu(&l, "worker-1"), 0.0);
+            // A second delete of an unknown pod is harmless.
+            assert_eq!(apply(&mut l, &gone, deleted), PodEffect::Ignored);
+        }
+    }
+
+    #[test]
+    fn pods_older_than_the_ttl_are_not_charged() {
+        let mut l = Ledger::new(TTL);
+        let pending = pod(Some(NOTE), None, "Pending", 600);
+        assert_eq!(apply(&mut l, &pending, false), PodEffect::Ignored);
+        let bound = pod(Some(NOTE), Some("worker-1"), "Running", 600);
+        assert_eq!(apply(&mut l, &bound, false), PodEffect::Ignored);
+        assert!(l.is_empty());
+    }
+
+    #[test]
+    fn creation_time_ahead_of_our_clock_counts_as_now() {
+        let mut l = Ledger::new(TTL);
+        let (p, now_wall) = pod(Some(NOTE), None, "Pending", 0);
+        let behind = now_wall - Duration::from_secs(30);
+        assert_eq!(
+            apply_pod_event(&mut l, &p, false, Instant::now(), behind),
+            PodEffect::Charged
+        );
+    }
+
+    #[test]
+    fn default_targets_selector() {
+        assert_eq!(
+            label_selector(&Targets::default()),
+            "component=taskmanager,type in (flink-native-kubernetes,flink-standalone-kubernetes)"
+        );
+    }
+
+    #[test]
+    fn every_operator_in_a_selector() {
+        let req = |key: &str, operator, values: &[&str]| LabelRequirement {
+            key: key.into(),
+            operator,
+            values: values.iter().map(|v| v.to_string()).collect(),
+        };
+        let targets = Targets {
+            match_labels: BTreeMap::from([
+                ("app.kubernetes.io/name".into(), "flink".into()),
+                ("component".into(), "taskmanager".into()),
+            ]),
+            match_expressions: vec![
+                req("type", SelectorOperator::In, &["a", "b"]),
+                req("tier", SelectorOperator::NotIn, &["batch"]),
+                req("team", SelectorOperator::Exists, &[]),
+                req("example.com/skip", SelectorOperator::DoesNotExist, &[]),
+                req("unused", SelectorOperator::NotIn, &[]),
+            ],
+        };
+        assert_eq!(
+            label_selector(&targets),
+            "app.kubernetes.io/name=flink,component=taskmanager,type in (a,b),\
+             tier notin (batch),team,!example.com/skip"
+        );
+        assert_eq!(
+            label_selector(&Targets {
+                match_labels: BTreeMap::new(),
+                match_expressions: Vec::new(),
+            }),
+            ""
+        );
+    }
+}

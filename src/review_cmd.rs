@@ -1,0 +1,121 @@
+//! `placement-webhook review`: one AdmissionReview answered exactly as the server would.
+
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+
+use base64::Engine;
+use k8s_openapi::api::core::v1::Pod;
+use serde::Deserialize;
+
+use crate::admission::{self, Admission, BadReview};
+use crate::config::Config;
+use crate::placement::ledger::Ledger;
+use crate::placement::{self, PodConstraints};
+use crate::snapshot::LoadSnapshot;
+use crate::view::ViewStore;
+
+/// The response JSON the server would send, and with `explain`, a node table and the decoded
+/// patch on standard error.
+pub async fn review(config: Config, body: &[u8], explain: bool) -> anyhow::Result<String> {
+    let snapshot = load_snapshot(&config).await?;
+    let store = Arc::new(ViewStore::new(config.placement.clone()));
+    store.publish_snapshot(snapshot);
+    let ledger = Arc::new(Mutex::new(Ledger::new(config.inflight.ttl)));
+    let config = Arc::new(config);
+    let admission = Admission::new(config.clone(), store.clone(), ledger);
+    let answer = match admission.review_bytes(body) {
+        Ok(answer) => answer,
+        Err(e) => anyhow::bail!("the server would answer HTTP {}: {e}", status_of(&e)),
+    };
+    if explain {
+        eprint!(
+            "{}",
+            explanation(&config, &store, body, &answer.review.response)
+        );
+    }
+    Ok(serde_json::to_string_pretty(&answer.review)?)
+}
+
+fn status_of(e: &BadReview) -> u16 {
+    match e {
+        BadReview::Shape(_) => 422,
+        _ => 400,
+    }
+}
+
+async fn load_snapshot(config: &Config) -> anyhow::Result<LoadSnapshot> {
+    if let Some(prom) = &config.prometheus {
+        anyhow::bail!("PENDING-PROM {}", prom.url);
+    }
+    match &config.metrics_file {
+        Some(path) => Ok(LoadSnapshot::from_file(path)?),
+        None => {
+            eprintln!(
+                "note: no --metrics-file or --prometheus-url: using the embedded example cluster"
+            );
+            Ok(crate::metrics_source::file::embedded_example()?)
+        }
+    }
+}
+
+/// The node table and decoded patch. The decision is recomputed without the ledger, which is
+/// what the answer used too (a one-shot review has nothing in flight).
+fn explanation(
+    config: &Config,
+    store: &ViewStore,
+    body: &[u8],
+    response: &admission::review::ResponseOut,
+) -> String {
+    let mut out = String::new();
+    let pod = admission::parse(body)
+        .ok()
+        .and_then(|r| r.object)
+        .and_then(|o| Pod::deserialize(&o).ok());
+    match (pod, store.current()) {
+        (Some(pod), Some(view)) => {
+            let constraints = PodConstraints::of(&pod, &config.placement.pinning);
+            let decision = placement::decide(&constraints, &view, None, &config.placement);
+            let rows =
+                placement::assess_all(&constraints, &view, None, &config.placement, &decision);
+            let _ = writeln!(
+                out,
+                "{:<24} {:>6} {:>6} {:>7} {:<22} {:>5}",
+                "NODE", "HEAT", "CPU", "NET", "ELIGIBLE", "TIER"
+            );
+            for r in rows {
+                let eligible = match (r.eligibility, r.hot) {
+                    (Err(why), _) => format!("no ({})", why.as_str()),
+                    (Ok(()), true) => "hot".to_string(),
+                    (Ok(()), false) => "yes".to_string(),
+                };
+                let tier = match (r.tier, r.avoided) {
+                    (Some(t), _) => t.to_string(),
+                    (None, true) => "avoid".to_string(),
+                    (None, false) => "-".to_string(),
+                };
+                let _ = writeln!(
+                    out,
+                    "{:<24} {:>6.3} {:>6.3} {:>7.3} {:<22} {:>5}",
+                    r.name, r.heat, r.load.cpu, r.network_fraction, eligible, tier
+                );
+            }
+        }
+        _ => out.push_str("(no pod object or no snapshot: no node table)\n"),
+    }
+    match &response.patch {
+        Some(b64) => {
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .ok()
+                .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+                .and_then(|v| serde_json::to_string_pretty(&v).ok())
+                .unwrap_or_else(|| "(undecodable)".into());
+            let _ = writeln!(out, "\npatch:\n{decoded}");
+        }
+        None => out.push_str("\nno patch\n"),
+    }
+    for w in &response.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    out
+}

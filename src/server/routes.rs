@@ -1,0 +1,224 @@
+//! HTTP routes. Handlers stay thin: the work is in `admission`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use tokio::sync::Semaphore;
+use tracing::{Instrument, info_span, warn};
+
+use crate::admission::{self, Admission, BadReview, review::ResponseOut};
+use crate::config::Limits;
+use crate::telemetry::{Metrics, ModeLabels, Outcome};
+
+pub struct AppState {
+    pub admission: Admission,
+    pub metrics: Arc<Metrics>,
+    pub limits: Limits,
+    /// Reviews allowed in progress at once.
+    pub permits: Semaphore,
+}
+
+impl AppState {
+    pub fn new(admission: Admission, metrics: Arc<Metrics>, limits: Limits) -> Self {
+        AppState {
+            permits: Semaphore::new(limits.max_concurrent_reviews),
+            admission,
+            metrics,
+            limits,
+        }
+    }
+}
+
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/mutate", post(mutate))
+        .route("/healthz", get(|| async { "ok" }))
+        // Ready even without metrics: failing open keeps pods flowing, and an unready webhook
+        // would only turn into apiserver call errors.
+        .route("/readyz", get(|| async { "ok" }))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+#[derive(Debug, Deserialize)]
+struct MutateQuery {
+    /// The apiserver's remaining budget, e.g. `10s`.
+    timeout: Option<String>,
+}
+
+async fn mutate(
+    State(state): State<Arc<AppState>>,
+    Query(query): Query<MutateQuery>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let deadline = deadline(query.timeout.as_deref(), state.limits.request_timeout);
+    if let Some(ct) = headers.get(header::CONTENT_TYPE)
+        && !ct
+            .to_str()
+            .is_ok_and(|v| v.trim_start().starts_with("application/json"))
+    {
+        return reject(
+            &state,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "content-type must be application/json",
+        );
+    }
+    let span = info_span!(
+        "review",
+        uid = tracing::field::Empty,
+        outcome = tracing::field::Empty
+    );
+    let work = async {
+        let bytes = match axum::body::to_bytes(body, state.limits.max_body_bytes).await {
+            Ok(b) => b,
+            Err(e) => return body_error(&state, e),
+        };
+        answer(&state, &bytes)
+    };
+    match tokio::time::timeout(deadline, work.instrument(span)).await {
+        Ok(response) => response,
+        Err(_) => reject(
+            &state,
+            StatusCode::REQUEST_TIMEOUT,
+            "request body not received within the deadline",
+        ),
+    }
+}
+
+fn answer(state: &AppState, body: &Bytes) -> Response {
+    let started = Instant::now();
+    let span = tracing::Span::current();
+    // Over the limit: answer at once rather than queue past the apiserver's timeout.
+    let Ok(_permit) = state.permits.try_acquire() else {
+        return match admission::parse(body) {
+            Ok(request) => {
+                span.record("uid", request.uid.as_str());
+                state.metrics.count_review(Outcome::Overloaded);
+                let response = ResponseOut::allow(&request.uid)
+                    .with_warning("placement-webhook: pod not steered: webhook overloaded");
+                json_response(&response.into_review())
+            }
+            Err(e) => bad_review(state, e),
+        };
+    };
+    match state.admission.review_bytes(body) {
+        Ok(answer) => {
+            span.record("uid", answer.review.response.uid.as_str());
+            span.record("outcome", format!("{:?}", answer.outcome));
+            let m = &state.metrics;
+            m.count_review(answer.outcome);
+            if let Some(mode) = answer.mode {
+                m.patches.get_or_create(&ModeLabels { mode }).inc();
+            }
+            m.review_duration.observe(started.elapsed().as_secs_f64());
+            json_response(&answer.review)
+        }
+        Err(e) => bad_review(state, e),
+    }
+}
+
+fn bad_review(state: &AppState, e: BadReview) -> Response {
+    let status = match e {
+        BadReview::Shape(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    reject(state, status, &e.to_string())
+}
+
+fn body_error(state: &AppState, e: axum::Error) -> Response {
+    // `to_bytes` reports an exceeded limit through its source error.
+    let too_large =
+        std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+    if too_large {
+        reject(
+            state,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("body larger than {} bytes", state.limits.max_body_bytes),
+        )
+    } else {
+        reject(
+            state,
+            StatusCode::BAD_REQUEST,
+            &format!("body could not be read: {e}"),
+        )
+    }
+}
+
+fn reject(state: &AppState, status: StatusCode, message: &str) -> Response {
+    state.metrics.count_review(Outcome::Rejected);
+    warn!(status = status.as_u16(), message, "review rejected");
+    (status, format!("{message}\n")).into_response()
+}
+
+fn json_response<T: serde::Serialize>(value: &T) -> Response {
+    match serde_json::to_vec(value) {
+        Ok(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+        // Our own types always serialize; this arm only keeps the server from panicking.
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+/// The apiserver's `?timeout=` (rounded up to whole seconds), capped by our own limit, minus a
+/// margin so the answer still reaches it in time.
+fn deadline(timeout: Option<&str>, limit: Duration) -> Duration {
+    let asked = timeout
+        .and_then(|t| humantime::parse_duration(t).ok())
+        .unwrap_or(limit)
+        .min(limit);
+    asked
+        .saturating_sub(asked / 10)
+        .max(Duration::from_millis(100))
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    let m = &state.metrics;
+    match state.admission.store().current() {
+        Some(view) => {
+            m.snapshot_age_seconds
+                .set(view.age(SystemTime::now()).as_secs_f64());
+            m.nodes_in_snapshot.set(view.nodes.len() as i64);
+        }
+        None => {
+            m.snapshot_age_seconds.set(-1.0);
+            m.nodes_in_snapshot.set(0);
+        }
+    }
+    let ledger_len = state
+        .admission
+        .ledger()
+        .lock()
+        .map(|l| l.len())
+        .unwrap_or_default();
+    m.inflight_entries.set(ledger_len as i64);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        m.encode(),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadline_follows_apiserver_budget() {
+        let limit = Duration::from_secs(10);
+        assert_eq!(deadline(Some("2s"), limit), Duration::from_millis(1800));
+        assert_eq!(deadline(Some("30s"), limit), Duration::from_secs(9));
+        assert_eq!(deadline(None, limit), Duration::from_secs(9));
+        assert_eq!(deadline(Some("garbage"), limit), Duration::from_secs(9));
+        assert_eq!(deadline(Some("0s"), limit), Duration::from_millis(100));
+    }
+}

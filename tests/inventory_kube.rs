@@ -1,0 +1,449 @@
+//! The kube layer against a mocked apiserver: recorded list responses, hand-written watch events.
+//!
+//! kube's watcher first LISTs (`/api/v1/nodes?&limit=500`), then WATCHes from the list's
+//! resourceVersion (`?&watch=true&timeoutSeconds=290&allowWatchBookmarks=true&resourceVersion=…`),
+//! and re-watches when a watch response ends; each test answers those requests in order.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use http::{Request, Response, StatusCode};
+use k8s_openapi::api::core::v1::Node;
+use kube::Client;
+use kube::client::Body;
+use placement_webhook::config::{PlacementConfig, Targets};
+use placement_webhook::inventory::client::probe;
+use placement_webhook::inventory::nodes::{node_facts, watch_nodes};
+use placement_webhook::inventory::pods::{label_selector, watch_pods};
+use placement_webhook::inventory::{Inventory, NodeFacts};
+use placement_webhook::placement::ledger::Ledger;
+use placement_webhook::view::ViewStore;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::time::timeout;
+use tower_test::mock::{self, Handle, SendResponse};
+
+type MockHandle = Handle<Request<Body>, Response<Body>>;
+
+const STEP: Duration = Duration::from_secs(5);
+const WHOLE_TEST: Duration = Duration::from_secs(30);
+
+fn fixture(name: &str) -> Value {
+    let path = format!(
+        "{}/tests/fixtures/apiserver/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The next request the client makes, with its decoded path and query.
+async fn next_request(
+    handle: &mut MockHandle,
+) -> (Request<Body>, String, SendResponse<Response<Body>>) {
+    let (request, send) = timeout(STEP, handle.next_request())
+        .await
+        .expect("no request in time")
+        .expect("client gone");
+    let uri = percent_decode(&request.uri().to_string());
+    (request, uri, send)
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Body::from(serde_json::to_vec(body).unwrap()))
+        .unwrap()
+}
+
+/// A watch response: one JSON event per line, ending the stream after the last one.
+fn watch_response(events: &[Value]) -> Response<Body> {
+    let mut body = Vec::new();
+    for event in events {
+        body.extend(serde_json::to_vec(event).unwrap());
+        body.push(b'\n');
+    }
+    Response::new(Body::from(body))
+}
+
+fn status_error(code: u16, reason: &str) -> Response<Body> {
+    json_response(
+        StatusCode::from_u16(code).unwrap(),
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "etcdserver: request timed out", "reason": reason, "code": code}),
+    )
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap();
+                out.push(u8::from_str_radix(hex, 16).unwrap());
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).unwrap()
+}
+
+/// Polls `check` until it holds; panics after `STEP`.
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let waited = timeout(STEP, async {
+        while !check() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(waited.is_ok(), "timed out waiting for: {what}");
+}
+
+/// Spawns `task(shutdown)` and returns the trigger plus its join handle.
+fn spawn_with_shutdown<F, Fut>(task: F) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>)
+where
+    F: FnOnce(Pin<Box<dyn Future<Output = ()> + Send>>) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = oneshot::channel::<()>();
+    let shutdown = Box::pin(async move {
+        let _ = rx.await;
+    });
+    (tx, tokio::spawn(task(shutdown)))
+}
+
+async fn stop(tx: oneshot::Sender<()>, task: tokio::task::JoinHandle<()>) {
+    let _ = tx.send(());
+    timeout(STEP, task)
+        .await
+        .expect("watch did not stop on shutdown")
+        .unwrap();
+}
+
+fn listed_inventory() -> Inventory {
+    let nodes: Vec<Node> =
+        serde_json::from_value(fixture("nodes-list.json")["items"].clone()).unwrap();
+    Inventory {
+        nodes: nodes.iter().map(node_facts).collect(),
+    }
+}
+
+fn facts<'a>(inv: &'a Inventory, name: &str) -> &'a NodeFacts {
+    inv.nodes
+        .get(name)
+        .unwrap_or_else(|| panic!("{name} missing"))
+}
+
+#[tokio::test]
+async fn node_watch_publishes_the_list_then_watch_changes() {
+    timeout(WHOLE_TEST, async {
+        let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let mut handle = Box::pin(handle);
+        let store = Arc::new(ViewStore::new(PlacementConfig::default()));
+        let client = Client::new(service, "default");
+        let s = store.clone();
+        let (tx, task) = spawn_with_shutdown(move |shutdown| watch_nodes(client, s, shutdown));
+
+        let (request, uri, send) = next_request(&mut handle).await;
+        assert_eq!(request.method(), http::Method::GET);
+        assert!(uri.starts_with("/api/v1/nodes?"), "{uri}");
+        assert!(uri.contains("limit=500"), "{uri}");
+        assert!(!uri.contains("watch=true"), "{uri}");
+        let list = fixture("nodes-list.json");
+        send.send_response(json_response(StatusCode::OK, &list));
+
+        eventually("first inventory", || store.inventory().is_some()).await;
+        let inv = store.inventory().unwrap();
+        assert_eq!(*inv, listed_inventory());
+        assert_eq!(inv.nodes.len(), 6);
+        assert!(facts(&inv, "worker-1").ready && !facts(&inv, "worker-1").unschedulable);
+        assert!(facts(&inv, "worker-2").unschedulable, "cordoned");
+        assert!(!facts(&inv, "worker-3").ready, "NotReady");
+        let gpu = facts(&inv, "gpu-1");
+        assert_eq!(gpu.taints.len(), 1);
+        assert_eq!(
+            (
+                gpu.taints[0].key.as_str(),
+                gpu.taints[0].value.as_deref(),
+                gpu.taints[0].effect.as_str()
+            ),
+            ("dedicated", Some("gpu"), "NoSchedule")
+        );
+        let flink_pool = inv
+            .nodes
+            .values()
+            .filter(|f| f.labels.get("pool").map(String::as_str) == Some("flink"))
+            .count();
+        assert_eq!(flink_pool, 4);
+        assert_eq!(facts(&inv, "worker-4").allocatable_cpu_cores, Some(15.89));
+        assert_eq!(
+            inv.node_by_internal_ip()
+                .get("10.0.1.15")
+                .map(String::as_str),
+            Some("worker-5")
+        );
+
+        // The watch resumes from the list's resourceVersion.
+        let (_, uri, send) = next_request(&mut handle).await;
+        assert!(uri.starts_with("/api/v1/nodes?"), "{uri}");
+        assert!(uri.contains("watch=true"), "{uri}");
+        assert!(uri.contains("resourceVersion=918452"), "{uri}");
+        assert!(uri.contains("allowWatchBookmarks=true"), "{uri}");
+        let items = list["items"].as_array().unwrap();
+        let mut cordoned = items
+            .iter()
+            .find(|n| n["metadata"]["name"] == "worker-1")
+            .unwrap()
+            .clone();
+        cordoned["metadata"]["resourceVersion"] = json!("918500");
+        cordoned["spec"]["unschedulable"] = json!(true);
+        let mut gone = items
+            .iter()
+            .find(|n| n["metadata"]["name"] == "worker-5")
+            .unwrap()
+            .clone();
+        gone["metadata"]["resourceVersion"] = json!("918510");
+        send.send_response(watch_response(&[
+            json!({"type": "MODIFIED", "object": cordoned}),
+            json!({"type": "DELETED", "object": gone}),
+            json!({"type": "BOOKMARK", "object": {"kind": "Node", "apiVersion": "v1",
+                   "metadata": {"resourceVersion": "918600"}}}),
+        ]));
+
+        eventually("watch changes published", || {
+            let inv = store.inventory().unwrap();
+            inv.nodes.get("worker-1").is_some_and(|f| f.unschedulable)
+                && !inv.nodes.contains_key("worker-5")
+        })
+        .await;
+        assert_eq!(store.inventory().unwrap().nodes.len(), 5);
+
+        // The stream ended: the watcher re-watches from the bookmark. Leave it pending.
+        let (_, uri, _pending) = next_request(&mut handle).await;
+        assert!(
+            uri.contains("watch=true") && uri.contains("resourceVersion=918600"),
+            "{uri}"
+        );
+        stop(tx, task).await;
+    })
+    .await
+    .expect("test took too long");
+}
+
+#[tokio::test]
+async fn node_watch_retries_and_keeps_the_last_inventory() {
+    timeout(WHOLE_TEST, async {
+        let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let mut handle = Box::pin(handle);
+        let store = Arc::new(ViewStore::new(PlacementConfig::default()));
+        let client = Client::new(service, "default");
+        let s = store.clone();
+        let (tx, task) = spawn_with_shutdown(move |shutdown| watch_nodes(client, s, shutdown));
+
+        // A failed list publishes nothing; the watcher lists again after a backoff.
+        let (_, uri, send) = next_request(&mut handle).await;
+        assert!(!uri.contains("watch=true"), "{uri}");
+        send.send_response(status_error(500, "InternalError"));
+        let (_, uri, send) = next_request(&mut handle).await;
+        assert!(!uri.contains("watch=true"), "{uri}");
+        assert!(store.inventory().is_none());
+        send.send_response(json_response(StatusCode::OK, &fixture("nodes-list.json")));
+        eventually("inventory after retry", || store.inventory().is_some()).await;
+        let first = store.inventory().unwrap();
+
+        // A failing watch is retried; the inventory keeps serving meanwhile.
+        let (_, uri, send) = next_request(&mut handle).await;
+        assert!(uri.contains("watch=true"), "{uri}");
+        send.send_response(status_error(503, "ServiceUnavailable"));
+        let (_, uri, _pending) = next_request(&mut handle).await;
+        assert!(
+            uri.contains("watch=true") && uri.contains("resourceVersion=918452"),
+            "{uri}"
+        );
+        assert!(
+            Arc::ptr_eq(&first, &store.inventory().unwrap()),
+            "nothing republished"
+        );
+        assert_eq!(*first, listed_inventory());
+        stop(tx, task).await;
+    })
+    .await
+    .expect("test took too long");
+}
+
+/// Recorded pods with creation times moved to `age` ago, so they are within the ledger's ttl.
+fn pods_list(age: Duration) -> Value {
+    let created = k8s_openapi::jiff::Timestamp::try_from(SystemTime::now() - age).unwrap();
+    let mut list = fixture("pods-list.json");
+    for pod in list["items"].as_array_mut().unwrap() {
+        pod["metadata"]["creationTimestamp"] = json!(created.to_string());
+    }
+    list
+}
+
+fn cpu(ledger: &Mutex<Ledger>, node: &str) -> f64 {
+    ledger
+        .lock()
+        .unwrap()
+        .extra(node)
+        .map_or(0.0, |l| l.cpu_cores)
+}
+
+#[tokio::test]
+async fn pod_watch_keeps_the_ledger_in_step_with_other_replicas() {
+    timeout(WHOLE_TEST, async {
+        let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let mut handle = Box::pin(handle);
+        let ledger = Arc::new(Mutex::new(Ledger::new(Duration::from_secs(90))));
+        let client = Client::new(service, "default");
+        let l = ledger.clone();
+        let (tx, task) = spawn_with_shutdown(move |shutdown| {
+            watch_pods(client, Targets::default(), l, shutdown)
+        });
+
+        let selector = label_selector(&Targets::default());
+        let (_, uri, send) = next_request(&mut handle).await;
+        assert!(uri.starts_with("/api/v1/pods?"), "cluster-wide: {uri}");
+        assert!(uri.contains(&format!("labelSelector={selector}&")), "{uri}");
+        assert!(!uri.contains("watch=true"), "{uri}");
+        let list = pods_list(Duration::from_secs(5));
+        send.send_response(json_response(StatusCode::OK, &list));
+
+        // Pending pod → split over its first tier; bound pod → its node; the unannotated and the
+        // failed pods leave no trace.
+        eventually("listed pods charged", || ledger.lock().unwrap().len() == 2).await;
+        assert_eq!(cpu(&ledger, "worker-1"), 1.0);
+        assert_eq!(cpu(&ledger, "worker-4"), 1.0 + 2.0);
+        assert_eq!(cpu(&ledger, "worker-5"), 0.0);
+
+        let (_, uri, send) = next_request(&mut handle).await;
+        assert!(
+            uri.contains("watch=true") && uri.contains("resourceVersion=918700"),
+            "{uri}"
+        );
+        assert!(uri.contains(&format!("labelSelector={selector}&")), "{uri}");
+        let items = list["items"].as_array().unwrap();
+        let mut bound = items[0].clone();
+        bound["metadata"]["resourceVersion"] = json!("918720");
+        bound["spec"]["nodeName"] = json!("worker-1");
+        let mut deleted = items[1].clone();
+        deleted["metadata"]["resourceVersion"] = json!("918730");
+        send.send_response(watch_response(&[
+            json!({"type": "MODIFIED", "object": bound}),
+            json!({"type": "DELETED", "object": deleted}),
+        ]));
+
+        eventually("bind and delete applied", || {
+            cpu(&ledger, "worker-4") == 0.0 && cpu(&ledger, "worker-1") == 2.0
+        })
+        .await;
+        assert_eq!(ledger.lock().unwrap().len(), 1);
+
+        let (_, uri, _pending) = next_request(&mut handle).await;
+        assert!(
+            uri.contains("watch=true") && uri.contains("resourceVersion=918730"),
+            "{uri}"
+        );
+        stop(tx, task).await;
+    })
+    .await
+    .expect("test took too long");
+}
+
+#[tokio::test]
+async fn probe_gives_up_on_a_closed_port() {
+    // Bind then drop: the port is (almost certainly) closed now.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
+    let client = timeout(STEP, probe(config, Duration::from_secs(3)))
+        .await
+        .unwrap();
+    assert!(client.is_none());
+}
+
+#[tokio::test]
+async fn probe_does_not_hang_on_a_silent_apiserver() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Accepts connections and never answers.
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((conn, _)) = listener.accept().await {
+            held.push(conn);
+        }
+    });
+    let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+    let started = tokio::time::Instant::now();
+    let client = timeout(STEP, probe(config, Duration::from_millis(300)))
+        .await
+        .unwrap();
+    assert!(client.is_none());
+    assert!(started.elapsed() < Duration::from_secs(2));
+    silent.abort();
+}
+
+#[tokio::test]
+async fn probe_keeps_a_client_that_answers() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (mut conn, _) = listener.accept().await.unwrap();
+        let mut request = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = conn.read(&mut buf).await.unwrap();
+            assert!(n > 0, "client closed early");
+            request.extend_from_slice(&buf[..n]);
+        }
+        assert!(
+            request.starts_with(b"GET /version "),
+            "{}",
+            String::from_utf8_lossy(&request)
+        );
+        let body = json!({"major": "1", "minor": "33", "gitVersion": "v1.33.1",
+            "gitCommit": "8adc0f041b8e7ad1d30e29cc59c6ae7a15e19828", "gitTreeState": "clean",
+            "buildDate": "2025-05-15T08:19:08Z", "goVersion": "go1.24.2", "compiler": "gc",
+            "platform": "linux/amd64"})
+        .to_string();
+        let response = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        conn.write_all(response.as_bytes()).await.unwrap();
+    });
+    let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+    let client = timeout(STEP, probe(config, Duration::from_secs(3)))
+        .await
+        .unwrap();
+    assert!(client.is_some());
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn try_client_returns_promptly() {
+    // Whatever this machine offers (nothing, a kubeconfig, an in-cluster account), the answer
+    // comes within the probe timeout plus configuration loading.
+    let result = timeout(
+        Duration::from_secs(10),
+        placement_webhook::inventory::client::try_client(),
+    )
+    .await;
+    assert!(result.is_ok(), "try_client hung");
+}
