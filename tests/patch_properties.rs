@@ -45,17 +45,21 @@ fn maybe(v: impl Strategy<Value = Value>) -> impl Strategy<Value = Option<Value>
 
 fn node_affinity() -> impl Strategy<Value = Value> {
     (
-        maybe(prop::collection::vec(
-            (1..=100i32, selector_term()).prop_map(|(w, t)| json!({"weight": w, "preference": t})),
-            0..3,
-        )
-        .prop_map(Value::from)),
         maybe(
-            maybe(prop::collection::vec(selector_term(), 0..3).prop_map(Value::from))
-                .prop_map(|terms| match terms {
+            prop::collection::vec(
+                (1..=100i32, selector_term())
+                    .prop_map(|(w, t)| json!({"weight": w, "preference": t})),
+                0..3,
+            )
+            .prop_map(Value::from),
+        ),
+        maybe(
+            maybe(prop::collection::vec(selector_term(), 0..3).prop_map(Value::from)).prop_map(
+                |terms| match terms {
                     Some(t) => json!({ "nodeSelectorTerms": t }),
                     None => json!({}),
-                }),
+                },
+            ),
         ),
     )
         .prop_map(|(pref, req)| {
@@ -195,20 +199,33 @@ fn check(pod: &Value, decision: &Decision, node_match: &NodeMatch) -> Result<(),
     preserved(pod, &patched, "").map_err(TestCaseError::fail)?;
 
     let spec = typed.spec.as_ref().expect("spec");
-    let na = spec.affinity.as_ref().and_then(|a| a.node_affinity.as_ref());
+    let na = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref());
     for term in na
-        .and_then(|na| na.preferred_during_scheduling_ignored_during_execution.as_ref())
+        .and_then(|na| {
+            na.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
         .into_iter()
         .flatten()
     {
         prop_assert!((1..=100).contains(&term.weight), "weight {}", term.weight);
         for f in term.preference.match_fields.iter().flatten() {
-            prop_assert_eq!(f.values.as_ref().map(Vec::len), Some(1), "matchFields need one value");
+            prop_assert_eq!(
+                f.values.as_ref().map(Vec::len),
+                Some(1),
+                "matchFields need one value"
+            );
         }
     }
     if !decision.pinning.is_empty() {
         let terms = &na
-            .and_then(|na| na.required_during_scheduling_ignored_during_execution.as_ref())
+            .and_then(|na| {
+                na.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
             .expect("required affinity")
             .node_selector_terms;
         prop_assert!(!terms.is_empty());

@@ -13,7 +13,8 @@ use serde_json::json;
 
 fn node(name: &str, cpu: f64) -> NodeLoad {
     let mut n = NodeLoad::new(name, cpu);
-    n.labels.insert("kubernetes.io/hostname".into(), name.into());
+    n.labels
+        .insert("kubernetes.io/hostname".into(), name.into());
     n.labels.insert("node-pool".into(), "flink".into());
     n.cpu_capacity_cores = Some(16.0);
     n
@@ -88,7 +89,9 @@ fn ineligible_and_hot_nodes_are_never_preferred() {
         effect: "PreferNoSchedule".into(),
     });
     let mut other_pool = node("other-pool", 0.01);
-    other_pool.labels.insert("node-pool".into(), "general".into());
+    other_pool
+        .labels
+        .insert("node-pool".into(), "general".into());
     let blocked = node("blocked", 0.01);
     let hot = node("hot", 0.95);
     let mut saturated_nic = node("saturated-nic", 0.1);
@@ -121,7 +124,11 @@ fn ineligible_and_hot_nodes_are_never_preferred() {
     let d = decide(&PodConstraints::of(&p, &[]), &view, None, &policy);
     assert_eq!(all_named(&d), vec!["soft-taint", "ok"]);
     let avoided: Vec<_> = d.avoid.iter().map(|n| n.name.as_str()).collect();
-    assert_eq!(avoided, vec!["hot", "saturated-nic"], "hot eligible nodes, hottest first");
+    assert_eq!(
+        avoided,
+        vec!["hot", "saturated-nic"],
+        "hot eligible nodes, hottest first"
+    );
 }
 
 #[test]
@@ -168,7 +175,10 @@ fn pinning_rule_filters_and_is_returned() {
     assert_eq!(all_named(&d), vec!["blue-1"]);
     assert_eq!(d.pinning.len(), 1);
     assert_eq!(d.pinning[0].key, "pool");
-    assert_eq!(d.pinning[0].values.as_deref(), Some(&["blue".to_string()][..]));
+    assert_eq!(
+        d.pinning[0].values.as_deref(),
+        Some(&["blue".to_string()][..])
+    );
 }
 
 #[test]
