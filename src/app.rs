@@ -83,7 +83,22 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
             "none"
         }
     };
-    let _ = options;
+    if options.use_cluster
+        && let Some(client) = crate::inventory::client::try_client().await
+    {
+        info!("kube API reachable: watching nodes and target pods");
+        background.push(tokio::spawn(crate::inventory::nodes::watch_nodes(
+            client.clone(),
+            store.clone(),
+            wait_for(stopped.clone()),
+        )));
+        background.push(tokio::spawn(crate::inventory::pods::watch_pods(
+            client,
+            config.targets.clone(),
+            ledger.clone(),
+            wait_for(stopped.clone()),
+        )));
+    }
 
     background.push(spawn_ledger_expiry(ledger.clone()));
 

@@ -15,6 +15,7 @@ use tracing::{debug, info};
 
 use super::client::WatchHealth;
 use super::{Inventory, NodeFacts};
+use crate::placement::resources::parse_cpu_cores;
 use crate::snapshot::Taint;
 use crate::view::ViewStore;
 
@@ -65,40 +66,6 @@ pub fn node_facts(node: &Node) -> (String, NodeFacts) {
             internal_ip,
         },
     )
-}
-
-/// A Kubernetes quantity as a number of cores: "4", "3500m", "1.5", "2k", "1e3", "1Ki".
-/// `None` for anything malformed, negative or not finite.
-pub fn parse_cpu_cores(quantity: &str) -> Option<f64> {
-    let q = quantity.trim();
-    let split = q
-        .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '+' | '-')))
-        .unwrap_or(q.len());
-    let (number, suffix) = q.split_at(split);
-    let number: f64 = number.parse().ok()?;
-    let scale = match suffix {
-        "" => 1.0,
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024.0_f64.powi(2),
-        "Gi" => 1024.0_f64.powi(3),
-        "Ti" => 1024.0_f64.powi(4),
-        "Pi" => 1024.0_f64.powi(5),
-        "Ei" => 1024.0_f64.powi(6),
-        // Decimal exponent form, e.g. "1e3" / "5E-1".
-        s if s.starts_with(['e', 'E']) => 10f64.powi(s[1..].parse().ok()?),
-        _ => return None,
-    };
-    let cores = number * scale;
-    (cores.is_finite() && cores >= 0.0).then_some(cores)
 }
 
 /// Every node in the reflector's store.
@@ -296,28 +263,6 @@ mod tests {
         assert!(!f.ready, "no Ready condition yet: not ready");
         assert_eq!(f.allocatable_cpu_cores, None);
         assert_eq!(f.internal_ip, None);
-    }
-
-    #[test]
-    fn cpu_quantities() {
-        for (q, want) in [
-            ("4", Some(4.0)),
-            ("3500m", Some(3.5)),
-            ("1.5", Some(1.5)),
-            ("250m", Some(0.25)),
-            ("2k", Some(2000.0)),
-            ("1e3", Some(1000.0)),
-            ("5E-1", Some(0.5)),
-            ("1Ki", Some(1024.0)),
-            ("500000u", Some(0.5)),
-            ("", None),
-            ("m", None),
-            ("-1", None),
-            ("4 cores", None),
-            ("1.2.3", None),
-        ] {
-            assert_eq!(parse_cpu_cores(q), want, "{q:?}");
-        }
     }
 
     #[test]

@@ -3,13 +3,14 @@
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-/// CPU cores in a Kubernetes quantity: "2", "500m", "1.5", "2k". `None` when unreadable.
-pub fn cpu_cores(quantity: &Quantity) -> Option<f64> {
-    let text = quantity.0.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(text.len());
-    let (number, suffix) = text.split_at(split);
+/// A Kubernetes quantity as a number of cores: "4", "3500m", "1.5", "2k", "1e3", "1Ki".
+/// `None` for anything malformed, negative or not finite.
+pub fn parse_cpu_cores(quantity: &str) -> Option<f64> {
+    let q = quantity.trim();
+    let split = q
+        .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '+' | '-')))
+        .unwrap_or(q.len());
+    let (number, suffix) = q.split_at(split);
     let number: f64 = number.parse().ok()?;
     let scale = match suffix {
         "" => 1.0,
@@ -19,12 +20,26 @@ pub fn cpu_cores(quantity: &Quantity) -> Option<f64> {
         "k" => 1e3,
         "M" => 1e6,
         "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
         "Ki" => 1024.0,
-        "Mi" => 1024.0 * 1024.0,
-        "Gi" => 1024.0 * 1024.0 * 1024.0,
+        "Mi" => 1024.0_f64.powi(2),
+        "Gi" => 1024.0_f64.powi(3),
+        "Ti" => 1024.0_f64.powi(4),
+        "Pi" => 1024.0_f64.powi(5),
+        "Ei" => 1024.0_f64.powi(6),
+        // Decimal exponent form, e.g. "1e3" / "5E-1".
+        s if s.starts_with(['e', 'E']) => 10f64.powi(s[1..].parse().ok()?),
         _ => return None,
     };
-    Some(number * scale).filter(|v| v.is_finite() && *v >= 0.0)
+    let cores = number * scale;
+    (cores.is_finite() && cores >= 0.0).then_some(cores)
+}
+
+/// CPU cores in a Kubernetes quantity; `None` when unreadable.
+pub fn cpu_cores(quantity: &Quantity) -> Option<f64> {
+    parse_cpu_cores(&quantity.0)
 }
 
 fn container_cpu(container: &Container) -> Option<f64> {
@@ -61,12 +76,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quantities() {
-        for (text, want) in [("2", 2.0), ("500m", 0.5), ("1.5", 1.5), ("250000u", 0.25)] {
-            assert_eq!(cpu_cores(&Quantity(text.into())), Some(want), "{text}");
-        }
-        for bad in ["", "abc", "2x", "-1"] {
-            assert_eq!(cpu_cores(&Quantity(bad.into())), None, "{bad}");
+    fn cpu_quantities() {
+        for (q, want) in [
+            ("4", Some(4.0)),
+            ("3500m", Some(3.5)),
+            ("1.5", Some(1.5)),
+            ("250m", Some(0.25)),
+            ("2k", Some(2000.0)),
+            ("1e3", Some(1000.0)),
+            ("5E-1", Some(0.5)),
+            ("1Ki", Some(1024.0)),
+            ("500000u", Some(0.5)),
+            ("", None),
+            ("m", None),
+            ("-1", None),
+            ("4 cores", None),
+            ("1.2.3", None),
+        ] {
+            assert_eq!(parse_cpu_cores(q), want, "{q:?}");
         }
     }
 

@@ -357,7 +357,7 @@ fn parse_pair(
         });
     }
     // rustls would only notice broken DER during a handshake; catch it at load time instead.
-    if let Some(index) = chain.iter().position(|c| der::cert_fields(c).is_none()) {
+    if let Some(index) = chain.iter().position(|c| !is_x509(c)) {
         return Err(TlsError::NotX509 {
             path: cert_path.to_path_buf(),
             index,
@@ -431,11 +431,14 @@ struct CertInfo {
 }
 
 fn cert_info(certified: &CertifiedKey) -> CertInfo {
-    let fields = certified.cert.first().and_then(|c| der::cert_fields(c));
-    match fields {
-        Some(fields) => CertInfo {
-            serial: fields.serial_hex(),
-            not_after: fields.not_after_text(),
+    let parsed = certified
+        .cert
+        .first()
+        .and_then(|c| x509_parser::parse_x509_certificate(c).ok());
+    match parsed {
+        Some((_, cert)) => CertInfo {
+            serial: serial_hex(cert.raw_serial()),
+            not_after: rfc3339(cert.validity().not_after.timestamp()),
         },
         None => CertInfo {
             serial: "unknown".to_string(),
@@ -444,127 +447,26 @@ fn cert_info(certified: &CertifiedKey) -> CertInfo {
     }
 }
 
-/// Just enough DER reading to pull the serial and notAfter out of a certificate for logs,
-/// and to reject files that are PEM-wrapped but not certificates.
-mod der {
-    const SEQUENCE: u8 = 0x30;
-    const INTEGER: u8 = 0x02;
-    const VERSION_TAG: u8 = 0xa0;
-    const UTC_TIME: u8 = 0x17;
-    const GENERALIZED_TIME: u8 = 0x18;
+/// Lower-case hex without the sign-padding zero byte, like `openssl x509 -serial`.
+fn serial_hex(serial: &[u8]) -> String {
+    let bytes = match serial {
+        [0, rest @ ..] if !rest.is_empty() => rest,
+        all => all,
+    };
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
 
-    pub(super) struct CertFields<'a> {
-        serial: &'a [u8],
-        not_after_tag: u8,
-        not_after: &'a [u8],
-    }
+fn rfc3339(unix_seconds: i64) -> String {
+    u64::try_from(unix_seconds)
+        .ok()
+        .and_then(|s| std::time::UNIX_EPOCH.checked_add(Duration::from_secs(s)))
+        .map(|t| humantime::format_rfc3339_seconds(t).to_string())
+        .unwrap_or_else(|| unix_seconds.to_string())
+}
 
-    /// Splits one TLV off `input`: (tag, value, rest).
-    fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-        let (&tag, rest) = input.split_first()?;
-        let (&first, rest) = rest.split_first()?;
-        let (len, rest) = if first < 0x80 {
-            (usize::from(first), rest)
-        } else {
-            let n = usize::from(first & 0x7f);
-            if n == 0 || n > 4 || rest.len() < n {
-                return None;
-            }
-            let len = rest[..n]
-                .iter()
-                .fold(0usize, |acc, &b| (acc << 8) | usize::from(b));
-            (len, &rest[n..])
-        };
-        if rest.len() < len {
-            return None;
-        }
-        Some((tag, &rest[..len], &rest[len..]))
-    }
-
-    pub(super) fn take_tag(input: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
-        match tlv(input)? {
-            (t, value, rest) if t == tag => Some((value, rest)),
-            _ => None,
-        }
-    }
-
-    pub(super) fn cert_fields(der: &[u8]) -> Option<CertFields<'_>> {
-        let (cert, trailing) = take_tag(der, SEQUENCE)?;
-        if !trailing.is_empty() {
-            return None;
-        }
-        let (tbs, rest) = take_tag(cert, SEQUENCE)?;
-        // signatureAlgorithm and signatureValue must follow the TBS part.
-        let (_, rest) = take_tag(rest, SEQUENCE)?;
-        tlv(rest)?;
-        let tbs = match tlv(tbs)? {
-            (VERSION_TAG, _, rest) => rest,
-            _ => tbs,
-        };
-        let (serial, rest) = take_tag(tbs, INTEGER)?;
-        let (_signature, rest) = take_tag(rest, SEQUENCE)?;
-        let (_issuer, rest) = take_tag(rest, SEQUENCE)?;
-        let (validity, _) = take_tag(rest, SEQUENCE)?;
-        let (_, _, validity) = tlv(validity)?;
-        let (not_after_tag, not_after, _) = tlv(validity)?;
-        if not_after_tag != UTC_TIME && not_after_tag != GENERALIZED_TIME {
-            return None;
-        }
-        Some(CertFields {
-            serial,
-            not_after_tag,
-            not_after,
-        })
-    }
-
-    #[cfg(test)]
-    impl<'a> CertFields<'a> {
-        pub(super) fn for_tests(not_after_tag: u8, not_after: &'a [u8]) -> Self {
-            Self {
-                serial: &[],
-                not_after_tag,
-                not_after,
-            }
-        }
-    }
-
-    impl CertFields<'_> {
-        /// Lower-case hex without the sign-padding zero byte, like `openssl x509 -serial`.
-        pub(super) fn serial_hex(&self) -> String {
-            let bytes = match self.serial {
-                [0, rest @ ..] if !rest.is_empty() => rest,
-                all => all,
-            };
-            bytes.iter().map(|b| format!("{b:02x}")).collect()
-        }
-
-        /// notAfter as RFC 3339 (UTC) when it has the usual `...Z` form, raw text otherwise.
-        pub(super) fn not_after_text(&self) -> String {
-            let raw = String::from_utf8_lossy(self.not_after).into_owned();
-            let full = match self.not_after_tag {
-                // RFC 5280: two-digit years 50..99 are 19xx, 00..49 are 20xx.
-                UTC_TIME if raw.len() == 13 => match raw[..2].parse::<u8>() {
-                    Ok(yy) if yy >= 50 => format!("19{raw}"),
-                    Ok(_) => format!("20{raw}"),
-                    Err(_) => return raw,
-                },
-                GENERALIZED_TIME if raw.len() == 15 => raw.clone(),
-                _ => return raw,
-            };
-            if !full.is_ascii() || !full.ends_with('Z') {
-                return raw;
-            }
-            format!(
-                "{}-{}-{}T{}:{}:{}Z",
-                &full[0..4],
-                &full[4..6],
-                &full[6..8],
-                &full[8..10],
-                &full[10..12],
-                &full[12..14]
-            )
-        }
-    }
+/// A PEM block that is not an X.509 certificate is rejected at load, not at the first handshake.
+fn is_x509(der: &[u8]) -> bool {
+    x509_parser::parse_x509_certificate(der).is_ok()
 }
 
 #[cfg(test)]
@@ -815,10 +717,8 @@ mod tests {
         let leaf = server_leaf(&root, 1);
         // rcgen writes PKCS#8; its inner ECPrivateKey is the SEC1 encoding.
         let pkcs8 = leaf.key.serialize_der();
-        let (outer, _) = der::take_tag(&pkcs8, 0x30).unwrap();
-        let (_, rest) = der::take_tag(outer, 0x02).unwrap();
-        let (_, rest) = der::take_tag(rest, 0x30).unwrap();
-        let (sec1, _) = der::take_tag(rest, 0x04).unwrap();
+        let (_, info) = x509_parser::der_parser::parse_der(&pkcs8).unwrap();
+        let sec1 = info.as_sequence().unwrap()[2].as_slice().unwrap();
         let sec1_pem = pem_encode("EC PRIVATE KEY", sec1);
         assert!(matches!(
             PrivateKeyDer::from_pem_slice(sec1_pem.as_bytes()),
@@ -1075,15 +975,5 @@ mod tests {
         // Two servers never share a key pair.
         let other = ServerTls::new(CertSource::SelfSigned, None).unwrap();
         assert_ne!(other.self_signed_cert_pem(), Some(pem));
-    }
-
-    #[test]
-    fn not_after_is_rendered_as_rfc3339() {
-        let fields = der::CertFields::for_tests(0x17, b"261122103000Z");
-        assert_eq!(fields.not_after_text(), "2026-11-22T10:30:00Z");
-        let fields = der::CertFields::for_tests(0x17, b"991231235959Z");
-        assert_eq!(fields.not_after_text(), "1999-12-31T23:59:59Z");
-        let fields = der::CertFields::for_tests(0x18, b"40960101000000Z");
-        assert_eq!(fields.not_after_text(), "4096-01-01T00:00:00Z");
     }
 }
