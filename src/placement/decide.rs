@@ -155,7 +155,10 @@ pub fn decide(
         if best.len() == wanted && best.last().is_some_and(|&(h, _)| node.base_heat > h) {
             break;
         }
-        if node.base_hot || pod.check(node).is_err() {
+        if node.base_hot
+            || pod.check(node).is_err()
+            || ledger.is_some_and(|l| l.passed_over(&node.name))
+        {
             continue;
         }
         let load = effective_load(node, ledger);
@@ -249,6 +252,8 @@ pub struct NodeAssessment {
     pub network_fraction: f64,
     pub eligibility: Result<(), Ineligible>,
     pub hot: bool,
+    /// A pod steered here was recently bound elsewhere.
+    pub passed_over: bool,
     /// Tier number (1-based) when the node was chosen.
     pub tier: Option<usize>,
     pub avoided: bool,
@@ -273,6 +278,7 @@ pub fn assess_all(
                 load,
                 eligibility: pod.check(node),
                 hot: is_hot(&load, &node.scale, &policy.hot),
+                passed_over: ledger.is_some_and(|l| l.passed_over(&node.name)),
                 tier: decision
                     .tiers
                     .iter()

@@ -4,6 +4,11 @@
 //! would see the same "coolest" node. Each steered pod charges its estimated load to the nodes it
 //! was steered to (split evenly: we do not know which one the scheduler picks) until it is bound,
 //! then to its real node, until `ttl` after it was steered.
+//!
+//! A pod bound to none of the nodes it was steered to tells us the scheduler would not take
+//! those nodes (most often: their resource requests are full, which the metrics cannot show).
+//! They are "passed over" and not preferred again until that pod's entry expires, so the
+//! next pods of the burst are steered to nodes that can take them.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -42,6 +47,8 @@ pub struct Ledger {
     ttl: Duration,
     entries: HashMap<String, Entry>,
     per_node: HashMap<String, PodLoad>,
+    /// Nodes a steered pod was bound away from, until when.
+    passed_over: HashMap<String, Instant>,
 }
 
 impl Ledger {
@@ -50,6 +57,7 @@ impl Ledger {
             ttl,
             entries: HashMap::new(),
             per_node: HashMap::new(),
+            passed_over: HashMap::new(),
         }
     }
 
@@ -85,6 +93,15 @@ impl Ledger {
         if entry.bound && entry.nodes.first().map(String::as_str) == Some(node) {
             return true;
         }
+        if !entry.bound && !entry.nodes.iter().any(|n| n == node) {
+            for skipped in &entry.nodes {
+                let until = self
+                    .passed_over
+                    .entry(skipped.clone())
+                    .or_insert(entry.expires);
+                *until = (*until).max(entry.expires);
+            }
+        }
         self.apply(&entry, -1.0);
         let bound = Entry {
             nodes: vec![node.to_string()],
@@ -114,6 +131,12 @@ impl Ledger {
         for id in expired {
             self.forget(&id);
         }
+        self.passed_over.retain(|_, until| *until > now);
+    }
+
+    /// A pod steered to `node` was recently bound elsewhere: do not prefer it for now.
+    pub fn passed_over(&self, node: &str) -> bool {
+        self.passed_over.contains_key(node)
     }
 
     /// The in-flight load counted on `node`.
@@ -178,6 +201,23 @@ mod tests {
     }
 
     #[test]
+    fn binding_elsewhere_passes_over_the_steered_nodes_until_expiry() {
+        let mut l = Ledger::new(Duration::from_secs(60));
+        let now = Instant::now();
+        l.charge("p1", &names(&["a", "b"]), TWO_CPU, now);
+        l.charge("p2", &names(&["c"]), TWO_CPU, now);
+        assert!(l.bind("p1", "z"));
+        assert!(l.passed_over("a") && l.passed_over("b"));
+        assert!(l.bind("p2", "c"));
+        assert!(!l.passed_over("c"), "bound where steered");
+        // Re-binding an already bound pod says nothing new.
+        assert!(l.bind("p2", "y"));
+        assert!(!l.passed_over("c"));
+        l.expire(now + Duration::from_secs(61));
+        assert!(!l.passed_over("a"));
+    }
+
+    #[test]
     fn charge_is_idempotent_per_pod() {
         let mut l = Ledger::new(Duration::from_secs(60));
         let now = Instant::now();
@@ -203,9 +243,9 @@ mod tests {
     #[test]
     fn old_pods_are_not_recorded() {
         let mut l = Ledger::new(Duration::from_secs(60));
-        let Some(long_ago) = Instant::now().checked_sub(Duration::from_secs(120)) else {
-            return; // a freshly booted clock cannot express the past; nothing to test
-        };
+        let long_ago = Instant::now()
+            .checked_sub(Duration::from_secs(120))
+            .expect("the monotonic clock reaches two minutes back");
         l.charge("old", &names(&["a"]), TWO_CPU, long_ago);
         assert!(l.is_empty());
     }
