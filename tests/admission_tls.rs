@@ -395,3 +395,65 @@ async fn health_and_metrics_endpoints() {
     }
     running.stop().await;
 }
+
+/// SIGTERM's path: a review whose body is still arriving when shutdown starts is answered.
+#[tokio::test]
+async fn shutdown_lets_in_flight_reviews_finish() {
+    use rustls_pki_types::pem::PemObject;
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let mut running = start(test_config()).await;
+    let pem = running.tls.self_signed_cert_pem().expect("self-signed");
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(pem.as_bytes()) {
+        roots.add(cert.expect("cert")).expect("root");
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(running.addr)
+        .await
+        .expect("connect");
+    let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
+    let mut tls = connector.connect(name, tcp).await.expect("handshake");
+
+    let body = serde_json::to_vec(&taskmanager_review("uid-draining")).expect("json");
+    let head = format!(
+        "POST /mutate?timeout=10s HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    tls.write_all(head.as_bytes()).await.expect("head");
+    tls.write_all(&body[..body.len() / 2])
+        .await
+        .expect("first half");
+    tls.flush().await.expect("flush");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    running.shutdown();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // New connections are refused once shutdown has begun.
+    assert!(
+        tokio::net::TcpStream::connect(running.addr).await.is_err(),
+        "listener still accepting"
+    );
+    tls.write_all(&body[body.len() / 2..])
+        .await
+        .expect("second half");
+    let mut response = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), tls.read_to_end(&mut response))
+        .await
+        .expect("answered before the drain timeout")
+        .ok();
+    let text = String::from_utf8_lossy(&response);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("\"patch\""), "{text}");
+    tokio::time::timeout(Duration::from_secs(5), running.wait())
+        .await
+        .expect("server finished after the last review");
+}
