@@ -222,3 +222,79 @@ mod tests {
         assert_eq!(deadline(Some("0s"), limit), Duration::from_millis(100));
     }
 }
+
+#[cfg(test)]
+mod overload_tests {
+    use std::sync::Mutex;
+
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::placement::ledger::Ledger;
+    use crate::view::ViewStore;
+
+    fn state(max: usize) -> Arc<AppState> {
+        let config = Arc::new(Config::default());
+        let store = Arc::new(ViewStore::new(config.placement.clone()));
+        store.publish_snapshot(crate::metrics_source::file::embedded_example().expect("example"));
+        let ledger = Arc::new(Mutex::new(Ledger::new(config.inflight.ttl)));
+        let limits = Limits {
+            max_concurrent_reviews: max,
+            ..Limits::default()
+        };
+        Arc::new(AppState::new(
+            Admission::new(config, store, ledger),
+            Arc::new(Metrics::new()),
+            limits,
+        ))
+    }
+
+    fn review_request() -> Request<Body> {
+        let body = include_str!("../../examples/taskmanager-review.json");
+        Request::post("/mutate?timeout=2s")
+            .header("content-type", "application/json")
+            .body(Body::from(body))
+            .expect("request")
+    }
+
+    async fn answer_of(state: Arc<AppState>) -> serde_json::Value {
+        let response = router(state)
+            .oneshot(review_request())
+            .await
+            .expect("infallible");
+        assert_eq!(response.status(), StatusCode::OK);
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        serde_json::from_slice(&bytes).expect("json")
+    }
+
+    #[tokio::test]
+    async fn over_the_limit_answers_at_once_without_patch() {
+        let state = state(1);
+        let held = state.permits.try_acquire().expect("the only permit");
+        let out = answer_of(state.clone()).await;
+        assert_eq!(out["response"]["allowed"], true);
+        assert_eq!(
+            out["response"]["uid"],
+            "3f2a9c01-b7de-4c55-9e1a-0d4b6f8e2c17"
+        );
+        assert!(out["response"].get("patch").is_none());
+        assert!(
+            out["response"]["warnings"][0]
+                .as_str()
+                .expect("warning")
+                .contains("overloaded")
+        );
+        assert!(state.metrics.encode().contains("outcome=\"Overloaded\"} 1"));
+        drop(held);
+        let out = answer_of(state).await;
+        assert!(
+            out["response"]["patch"].is_string(),
+            "served again once a permit is free"
+        );
+    }
+}
