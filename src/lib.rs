@@ -3,6 +3,7 @@
 
 pub mod admission;
 pub mod app;
+pub mod certs;
 pub mod config;
 pub mod inventory;
 pub mod metrics_source;

@@ -154,8 +154,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             out,
             days,
         } => {
-            let _ = (service, namespace, out, days);
-            anyhow::bail!("PENDING-CERTS");
+            use placement_webhook::certs::{self, CertRequest};
+            let bundle = certs::generate(&CertRequest {
+                service,
+                namespace,
+                days,
+            })?;
+            let written = certs::write_files(&out, &bundle)?;
+            eprintln!("placement-webhook: {written}; the caBundle follows on stdout");
+            println!("{}", bundle.ca_bundle());
+            Ok(ExitCode::SUCCESS)
         }
     }
 }
