@@ -1,0 +1,475 @@
+//! The manifests under deploy/, as `kubectl kustomize` builds them: the safety properties of the
+//! webhook registration, least-privilege RBAC, the pod's hardening, and a config the webhook
+//! accepts.
+//!
+//! Needs kubectl (`.ci/validate-manifests.sh` installs one when it is missing). Without it the
+//! tests fail under CI=true and only print a note elsewhere.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use placement_webhook::config::{Config, SelectorOperator};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use support::webhook::repo_path;
+
+const NAMESPACE: &str = "placement-webhook";
+const TLS_SECRET: &str = "placement-webhook-tls";
+
+/// kubectl from $KUBECTL, PATH, or where the validation script installs it.
+fn kubectl() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("KUBECTL").map(PathBuf::from)
+        && path.is_file()
+    {
+        return Some(path);
+    }
+    if let Some(paths) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&paths) {
+            let candidate = dir.join("kubectl");
+            if candidate.is_file() {
+                return Some(candidate);
+            }
+        }
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    let installed = cache.join("placement-webhook/bin/kubectl");
+    installed.is_file().then_some(installed)
+}
+
+/// The objects `kubectl kustomize <dir>` builds, or `None` (after a note) when kubectl is
+/// missing outside CI.
+fn build(dir: &str) -> Option<Vec<Value>> {
+    let Some(kubectl) = kubectl() else {
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+        assert!(
+            !ci,
+            "kubectl not found (CI=true): run .ci/validate-manifests.sh, which installs it"
+        );
+        eprintln!("NOTE: kubectl not found; the manifest checks of {dir} did not run");
+        return None;
+    };
+    let output = Command::new(&kubectl)
+        .arg("kustomize")
+        .arg(repo_path(dir))
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        output.status.success(),
+        "kubectl kustomize {dir} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).expect("UTF-8 output");
+    let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| {
+            let yaml = serde_yaml::Value::deserialize(doc).expect("valid YAML document");
+            serde_json::to_value(yaml).expect("YAML maps to JSON")
+        })
+        .filter(|v| !v.is_null())
+        .collect();
+    assert!(!docs.is_empty(), "{dir} builds to nothing");
+    Some(docs)
+}
+
+fn all<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    docs.iter().filter(|d| d["kind"] == kind).collect()
+}
+
+fn one<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
+    let found = all(docs, kind);
+    assert_eq!(found.len(), 1, "expected exactly one {kind}");
+    found[0]
+}
+
+fn strings(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("expected an array, got {v}"))
+        .iter()
+        .map(|s| {
+            s.as_str()
+                .unwrap_or_else(|| panic!("expected a string, got {s}"))
+        })
+        .collect()
+}
+
+fn check_webhook_registration(docs: &[Value]) {
+    let config = one(docs, "MutatingWebhookConfiguration");
+    let webhooks = config["webhooks"].as_array().expect("webhooks");
+    assert_eq!(webhooks.len(), 1);
+    let service = one(docs, "Service");
+    for hook in webhooks {
+        assert_eq!(
+            hook["failurePolicy"], "Ignore",
+            "a placement webhook never blocks pods"
+        );
+        assert_eq!(hook["sideEffects"], "None");
+        let timeout = hook["timeoutSeconds"].as_u64().expect("timeoutSeconds set");
+        assert!((1..=5).contains(&timeout), "timeoutSeconds {timeout}");
+        assert_eq!(timeout, 2);
+        assert_eq!(hook["admissionReviewVersions"], json!(["v1"]));
+        assert_eq!(hook["reinvocationPolicy"], "IfNeeded");
+        assert_eq!(hook["matchPolicy"], "Equivalent");
+
+        let rules = hook["rules"].as_array().expect("rules");
+        assert_eq!(rules.len(), 1);
+        for rule in rules {
+            assert_eq!(strings(&rule["operations"]), ["CREATE"]);
+            assert_eq!(strings(&rule["apiGroups"]), [""]);
+            assert_eq!(strings(&rule["apiVersions"]), ["v1"]);
+            assert_eq!(strings(&rule["resources"]), ["pods"], "no subresources");
+        }
+        assert!(
+            !hook.to_string().contains("\"*\""),
+            "no wildcard in the webhook registration"
+        );
+
+        let ns = &hook["namespaceSelector"];
+        let expressions = ns["matchExpressions"].as_array().expect("matchExpressions");
+        let inject = ns["matchLabels"]["placement-webhook.io/inject"] == "enabled"
+            || expressions.iter().any(|e| {
+                e["key"] == "placement-webhook.io/inject"
+                    && e["operator"] == "In"
+                    && strings(&e["values"]) == ["enabled"]
+            });
+        assert!(
+            inject,
+            "namespaceSelector must require the opt-in label: {ns}"
+        );
+        let excluded: Vec<&str> = expressions
+            .iter()
+            .filter(|e| e["key"] == "kubernetes.io/metadata.name" && e["operator"] == "NotIn")
+            .flat_map(|e| strings(&e["values"]))
+            .collect();
+        for name in ["kube-system", NAMESPACE] {
+            assert!(excluded.contains(&name), "{name} not excluded: {ns}");
+        }
+
+        // The apiserver only calls the webhook for pods its objectSelector matches: it must
+        // select what the webhook's config targets.
+        assert_eq!(
+            hook["objectSelector"]["matchLabels"]["component"],
+            "taskmanager"
+        );
+
+        let client = &hook["clientConfig"]["service"];
+        assert_eq!(client["name"], service["metadata"]["name"]);
+        assert_eq!(client["namespace"], NAMESPACE);
+        assert_eq!(client["path"], "/mutate");
+        assert_eq!(client["port"], 443);
+        assert!(
+            hook["clientConfig"].get("url").is_none(),
+            "the webhook is reached through its Service"
+        );
+    }
+}
+
+fn check_rbac(docs: &[Value]) {
+    let role = one(docs, "ClusterRole");
+    for rule in role["rules"].as_array().expect("rules") {
+        assert_eq!(strings(&rule["apiGroups"]), [""]);
+        for resource in strings(&rule["resources"]) {
+            assert!(["nodes", "pods"].contains(&resource), "{resource}");
+        }
+        for verb in strings(&rule["verbs"]) {
+            assert!(
+                ["get", "list", "watch"].contains(&verb),
+                "write verb {verb}"
+            );
+        }
+        assert!(rule.get("nonResourceURLs").is_none());
+        assert!(rule.get("resourceNames").is_none());
+    }
+    let text = role.to_string();
+    assert!(!text.contains("\"*\""), "wildcard in {text}");
+    assert!(!text.contains("secrets"), "secrets in {text}");
+    assert!(all(docs, "Role").is_empty() && all(docs, "RoleBinding").is_empty());
+
+    let binding = one(docs, "ClusterRoleBinding");
+    assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
+    let account = one(docs, "ServiceAccount");
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": NAMESPACE}])
+    );
+}
+
+/// Checks the Deployment and returns its pod spec.
+fn check_deployment(docs: &[Value]) -> &Value {
+    let deployment = one(docs, "Deployment");
+    assert_eq!(deployment["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["serviceAccountName"],
+        one(docs, "ServiceAccount")["metadata"]["name"]
+    );
+    let anti =
+        &pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"];
+    assert!(
+        anti.as_array()
+            .expect("preferred anti-affinity")
+            .iter()
+            .any(|t| t["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"),
+        "replicas spread by hostname: {anti}"
+    );
+
+    let pod_sc = &pod["securityContext"];
+    assert_eq!(pod_sc["runAsNonRoot"], true);
+    assert_eq!(pod_sc["runAsUser"], 65532);
+    assert_eq!(pod_sc["seccompProfile"]["type"], "RuntimeDefault");
+    assert!(pod.get("hostNetwork").is_none() && pod.get("hostPID").is_none());
+
+    let containers = pod["containers"].as_array().expect("containers");
+    assert_eq!(containers.len(), 1);
+    let c = &containers[0];
+    let sc = &c["securityContext"];
+    assert_eq!(sc["runAsNonRoot"], true);
+    assert_eq!(sc["runAsUser"], 65532);
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]));
+    assert!(sc["capabilities"].get("add").is_none());
+    assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault");
+    assert_ne!(sc["privileged"], true);
+    for kind in ["requests", "limits"] {
+        for resource in ["cpu", "memory"] {
+            assert!(
+                c["resources"][kind][resource].is_string(),
+                "{kind}.{resource} missing"
+            );
+        }
+    }
+    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
+        let get = &c[probe]["httpGet"];
+        assert_eq!(get["path"], path);
+        assert_eq!(get["scheme"], "HTTPS");
+        assert_eq!(get["port"], "https");
+    }
+    assert_eq!(
+        c["ports"],
+        json!([{"name": "https", "containerPort": 8443, "protocol": "TCP"}])
+    );
+    assert_eq!(
+        strings(&c["args"]),
+        [
+            "serve",
+            "--config",
+            "/etc/placement-webhook/config.yaml",
+            "--tls-cert",
+            "/etc/placement-webhook/tls/tls.crt",
+            "--tls-key",
+            "/etc/placement-webhook/tls/tls.key",
+        ]
+    );
+
+    // The TLS Secret is a volume mounted as a directory (no subPath), so kubelet's updates
+    // reach the running server.
+    let volumes = pod["volumes"].as_array().expect("volumes");
+    let tls = volumes
+        .iter()
+        .find(|v| v["secret"]["secretName"] == TLS_SECRET)
+        .expect("TLS Secret volume");
+    let mount = c["volumeMounts"]
+        .as_array()
+        .expect("volumeMounts")
+        .iter()
+        .find(|m| m["name"] == tls["name"])
+        .expect("TLS volume mounted");
+    assert_eq!(mount["mountPath"], "/etc/placement-webhook/tls");
+    assert!(mount.get("subPath").is_none(), "subPath never sees updates");
+    assert_eq!(mount["readOnly"], true);
+
+    let service = one(docs, "Service");
+    assert_eq!(
+        service["spec"]["ports"],
+        json!([{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}])
+    );
+    let labels = &deployment["spec"]["template"]["metadata"]["labels"];
+    for (k, v) in service["spec"]["selector"].as_object().expect("selector") {
+        assert_eq!(&labels[k], v, "Service selects the webhook pods");
+    }
+
+    let pdb = one(docs, "PodDisruptionBudget");
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
+    for (k, v) in pdb["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .expect("PDB selector")
+    {
+        assert_eq!(&labels[k], v, "PDB selects the webhook pods");
+    }
+    pod
+}
+
+/// The mounted ConfigMap's config loads and validates, and agrees with the objectSelector.
+fn check_config(docs: &[Value], pod: &Value) {
+    let config_volume = pod["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v.get("configMap").is_some())
+        .expect("config volume");
+    let name = &config_volume["configMap"]["name"];
+    let map = all(docs, "ConfigMap")
+        .into_iter()
+        .find(|m| &m["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("ConfigMap {name} is not in the build"));
+    let text = map["data"]["config.yaml"]
+        .as_str()
+        .expect("config.yaml key");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("config.yaml");
+    std::fs::write(&path, text).expect("write config");
+    let config = Config::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(config.listen.port(), 8443, "the Service targets 8443");
+
+    let hook = &one(docs, "MutatingWebhookConfiguration")["webhooks"][0];
+    let selector = &hook["objectSelector"];
+    let labels: Vec<(&String, &str)> = selector["matchLabels"]
+        .as_object()
+        .expect("matchLabels")
+        .iter()
+        .map(|(k, v)| (k, v.as_str().expect("label value")))
+        .collect();
+    let targets: Vec<(&String, &str)> = config
+        .targets
+        .match_labels
+        .iter()
+        .map(|(k, v)| (k, v.as_str()))
+        .collect();
+    assert_eq!(labels, targets, "objectSelector.matchLabels vs targets");
+    let expressions = selector["matchExpressions"]
+        .as_array()
+        .expect("expressions");
+    assert_eq!(expressions.len(), config.targets.match_expressions.len());
+    for (e, r) in expressions.iter().zip(&config.targets.match_expressions) {
+        let operator = match r.operator {
+            SelectorOperator::In => "In",
+            SelectorOperator::NotIn => "NotIn",
+            SelectorOperator::Exists => "Exists",
+            SelectorOperator::DoesNotExist => "DoesNotExist",
+        };
+        assert_eq!(e["key"], r.key.as_str());
+        assert_eq!(e["operator"], operator);
+        assert_eq!(strings(&e["values"]), r.values);
+    }
+}
+
+fn check_base(docs: &[Value]) {
+    check_webhook_registration(docs);
+    check_rbac(docs);
+    let pod = check_deployment(docs);
+    check_config(docs, pod);
+    let namespace = one(docs, "Namespace");
+    assert_eq!(namespace["metadata"]["name"], NAMESPACE);
+    for doc in docs {
+        let kind = doc["kind"].as_str().expect("kind");
+        let cluster_scoped = [
+            "Namespace",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "MutatingWebhookConfiguration",
+        ];
+        if !cluster_scoped.contains(&kind) {
+            assert_eq!(doc["metadata"]["namespace"], NAMESPACE, "{kind}");
+        }
+        assert_ne!(kind, "Secret", "no Secret (and so no key) is shipped");
+    }
+}
+
+#[test]
+fn base_install_is_safe() {
+    let Some(docs) = build("deploy") else { return };
+    check_base(&docs);
+    // A static install carries no CA injection annotation (and no caBundle until the user adds it).
+    let hook = one(&docs, "MutatingWebhookConfiguration");
+    assert!(
+        hook["metadata"]["annotations"]
+            .get("cert-manager.io/inject-ca-from")
+            .is_none()
+    );
+}
+
+#[test]
+fn cert_manager_overlay_injects_the_ca_of_the_serving_certificate() {
+    let Some(docs) = build("deploy/cert-manager") else {
+        return;
+    };
+    check_base(&docs);
+    let hook = one(&docs, "MutatingWebhookConfiguration");
+    let from = hook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+        .as_str()
+        .expect("inject-ca-from annotation");
+    let (ns, name) = from.split_once('/').expect("<namespace>/<name>");
+    assert!(
+        hook["webhooks"][0]["clientConfig"]
+            .get("caBundle")
+            .is_none(),
+        "the injector owns caBundle"
+    );
+    let certs = all(&docs, "Certificate");
+    let cert = certs
+        .iter()
+        .find(|c| c["metadata"]["namespace"] == ns && c["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("inject-ca-from names {from}, which is not in the build"));
+    assert_eq!(
+        cert["spec"]["secretName"], TLS_SECRET,
+        "the Secret the pods mount"
+    );
+    assert_ne!(cert["spec"]["isCA"], true);
+    let names = strings(&cert["spec"]["dnsNames"]);
+    for dns in [
+        "placement-webhook",
+        "placement-webhook.placement-webhook",
+        "placement-webhook.placement-webhook.svc",
+        "placement-webhook.placement-webhook.svc.cluster.local",
+    ] {
+        assert!(names.contains(&dns), "{dns} missing from {names:?}");
+    }
+
+    // issuer chain: serving cert ← CA Issuer ← CA Certificate ← self-signed Issuer.
+    let issuer = |name: &Value| {
+        all(&docs, "Issuer")
+            .into_iter()
+            .find(|i| &i["metadata"]["name"] == name && i["metadata"]["namespace"] == NAMESPACE)
+            .unwrap_or_else(|| panic!("Issuer {name} missing"))
+    };
+    assert_eq!(cert["spec"]["issuerRef"]["kind"], "Issuer");
+    let ca_issuer = issuer(&cert["spec"]["issuerRef"]["name"]);
+    let ca_secret = &ca_issuer["spec"]["ca"]["secretName"];
+    let ca_cert = certs
+        .iter()
+        .find(|c| &c["spec"]["secretName"] == ca_secret)
+        .expect("a Certificate writes the CA Secret");
+    assert_eq!(ca_cert["spec"]["isCA"], true);
+    let root = issuer(&ca_cert["spec"]["issuerRef"]["name"]);
+    assert!(root["spec"].get("selfSigned").is_some());
+}
+
+#[test]
+fn monitoring_overlay_scrapes_the_webhook_service() {
+    let (Some(monitoring), Some(base)) = (build("deploy/monitoring"), build("deploy")) else {
+        return;
+    };
+    let monitor = one(&monitoring, "ServiceMonitor");
+    assert_eq!(monitor["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(monitor["metadata"]["namespace"], NAMESPACE);
+    let service = one(&base, "Service");
+    for (k, v) in monitor["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .expect("selector")
+    {
+        assert_eq!(&service["metadata"]["labels"][k], v);
+    }
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    assert_eq!(endpoint["port"], service["spec"]["ports"][0]["name"]);
+    assert_eq!(endpoint["scheme"], "https");
+    assert_eq!(endpoint["path"], "/metrics");
+    assert_eq!(
+        endpoint["tlsConfig"]["serverName"],
+        "placement-webhook.placement-webhook.svc"
+    );
+    assert_ne!(endpoint["tlsConfig"]["insecureSkipVerify"], true);
+}
