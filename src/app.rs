@@ -12,6 +12,7 @@ use tracing::info;
 use crate::admission::Admission;
 use crate::config::Config;
 use crate::metrics_source::file::spawn_file_source;
+use crate::metrics_source::prometheus::{PrometheusSource, spawn_refresher};
 use crate::placement::ledger::Ledger;
 use crate::server::tls::{CertSource, ServerTls};
 use crate::server::{self, AppState};
@@ -71,7 +72,17 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
     let mut background = Vec::new();
 
     let source = match (&config.prometheus, &config.metrics_file) {
-        (Some(_), _) => "prometheus",
+        (Some(prometheus), _) => {
+            let source = Arc::new(PrometheusSource::new(prometheus.clone())?);
+            background.push(spawn_refresher(
+                source,
+                store.clone(),
+                metrics.clone(),
+                config.max_staleness,
+                wait_for(stopped.clone()),
+            ));
+            "prometheus"
+        }
         (None, Some(path)) => {
             background.push(spawn_file_source(path.clone(), store.clone(), FILE_POLL)?);
             "file"

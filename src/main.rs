@@ -81,7 +81,10 @@ impl CommonArgs {
             config.metrics_file = Some(path.clone());
         }
         if let Some(url) = &self.prometheus_url {
-            config.prometheus = Some(serde_yaml::from_str(&format!("url: {url:?}"))?); // PENDING-PROM
+            // The flag sets the URL; the rest of a configured prometheus section stays.
+            let mut prometheus = config.prometheus.take().unwrap_or_default();
+            prometheus.url = url.clone();
+            config.prometheus = Some(prometheus);
         }
         Ok(config)
     }

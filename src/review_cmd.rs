@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use crate::admission::{self, Admission, BadReview};
 use crate::config::Config;
+use crate::metrics_source::prometheus::PrometheusSource;
 use crate::placement::ledger::Ledger;
 use crate::placement::{self, PodConstraints};
 use crate::snapshot::LoadSnapshot;
@@ -45,7 +46,19 @@ fn status_of(e: &BadReview) -> u16 {
 
 async fn load_snapshot(config: &Config) -> anyhow::Result<LoadSnapshot> {
     if let Some(prom) = &config.prometheus {
-        anyhow::bail!("PENDING-PROM {}", prom.url);
+        let source = PrometheusSource::new(prom.clone())?;
+        let refresh = source.refresh(None).await;
+        for failure in &refresh.failures {
+            eprintln!("note: {} query failed: {}", failure.query, failure.error);
+        }
+        let (snapshot, report) = refresh.outcome?;
+        if !report.incomplete_nodes.is_empty() {
+            eprintln!(
+                "note: {} node(s) without both CPU and network readings left out",
+                report.incomplete_nodes.len()
+            );
+        }
+        return Ok(snapshot);
     }
     match &config.metrics_file {
         Some(path) => Ok(LoadSnapshot::from_file(path)?),

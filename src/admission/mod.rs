@@ -68,6 +68,13 @@ enum FailOpen {
     Encode(#[from] serde_json::Error),
 }
 
+impl FailOpen {
+    /// Caused by the metrics source rather than by this pod.
+    fn is_source_state(&self) -> bool {
+        matches!(self, FailOpen::NoSnapshot | FailOpen::Stale { .. })
+    }
+}
+
 impl Admission {
     pub fn new(config: Arc<Config>, store: Arc<ViewStore>, ledger: Arc<Mutex<Ledger>>) -> Self {
         Admission {
@@ -95,7 +102,13 @@ impl Admission {
             Ok(Some((response, mode))) => (response, Outcome::Patched, Some(mode)),
             Ok(None) => (ResponseOut::allow(&request.uid), Outcome::Skipped, None),
             Err(reason) => {
-                warn!(uid = %request.uid, namespace = request.namespace.as_deref().unwrap_or(""), %reason, "failing open");
+                let namespace = request.namespace.as_deref().unwrap_or("");
+                if reason.is_source_state() {
+                    // The metrics source logs its own state changes once; not per pod.
+                    debug!(uid = %request.uid, namespace, %reason, "failing open");
+                } else {
+                    warn!(uid = %request.uid, namespace, %reason, "failing open");
+                }
                 let response = ResponseOut::allow(&request.uid)
                     .with_warning(&format!("placement-webhook: pod not steered: {reason}"));
                 (response, Outcome::FailedOpen, None)

@@ -1,18 +1,662 @@
 //! Live node load from Prometheus, refreshed in the background.
+//!
+//! One refresh sends the same handful of vectorized instant queries whatever the number of
+//! nodes or pods, builds a whole [`LoadSnapshot`](crate::snapshot::LoadSnapshot) and swaps it
+//! into the view. The request path never waits on Prometheus: a failed refresh keeps the last
+//! good snapshot, which ages until `max_staleness` makes admission fail open.
 
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use base64::Engine;
+use futures::future::join_all;
+use reqwest::header::{AUTHORIZATION, HeaderValue};
 use serde::{Deserialize, Serialize};
+use tracing::{Instrument, info, info_span, warn};
+
+use super::readings::{
+    self, BuildError, BuildReport, NodeMapping, Readings, ResponseError, Series,
+};
+use crate::inventory::Inventory;
+use crate::snapshot::LoadSnapshot;
+use crate::telemetry::{Metrics, QueryLabels};
+use crate::view::ViewStore;
+
+/// Responses larger than this are refused (5,000 nodes answer in well under 2 MiB).
+const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct PrometheusConfig {
+    /// Base URL of Prometheus or a compatible querier (Thanos, Mimir: include the path prefix).
     pub url: String,
+    #[serde(with = "humantime_serde")]
+    pub refresh_interval: Duration,
+    /// Per-query budget, sent to Prometheus too; well under `refresh_interval`.
+    #[serde(with = "humantime_serde")]
+    pub query_timeout: Duration,
+    /// The `rate()` window: at least four scrape intervals.
+    #[serde(with = "humantime_serde")]
+    pub rate_window: Duration,
+    pub node_mapping: NodeMapping,
+    /// Network devices left out of the bandwidth sum (a PromQL regex).
+    pub exclude_devices: String,
+    pub auth: Option<Auth>,
+    /// PEM CA bundle trusted for an `https` URL, besides the system roots.
+    pub ca_file: Option<PathBuf>,
+    pub queries: QueryTemplates,
+}
+
+impl Default for PrometheusConfig {
+    fn default() -> Self {
+        PrometheusConfig {
+            url: String::new(),
+            refresh_interval: Duration::from_secs(15),
+            query_timeout: Duration::from_secs(5),
+            rate_window: Duration::from_secs(120),
+            node_mapping: NodeMapping::default(),
+            exclude_devices: "lo|veth.*|cali.*|flannel.*|cni.*|docker.*".into(),
+            auth: None,
+            ca_file: None,
+            queries: QueryTemplates::default(),
+        }
+    }
+}
+
+/// Credentials sent with every query.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Auth {
+    /// `Authorization: Bearer <file contents>`; the file is re-read each refresh, so projected
+    /// service-account tokens rotate.
+    Bearer { token_file: PathBuf },
+    Basic {
+        username: String,
+        password_file: PathBuf,
+    },
+}
+
+/// PromQL templates. `{by}` is the grouping label of the node mapping, `{window}` the rate
+/// window, `{exclude_devices}` the device regex. Optional queries can be turned off with `null`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QueryTemplates {
+    /// CPU busy fraction, 0..1.
+    pub cpu: String,
+    /// Receive + transmit bytes per second.
+    pub network: String,
+    /// CPU cores, for the in-flight ledger when no inventory knows the node.
+    pub cpu_cores: Option<String>,
+    /// NIC speed in bytes per second.
+    pub network_capacity: Option<String>,
+    /// Memory used fraction, 0..1.
+    pub memory: Option<String>,
+    /// `instance` → `nodename`, used by the `uname` node mapping only.
+    pub uname: String,
+}
+
+impl Default for QueryTemplates {
+    fn default() -> Self {
+        QueryTemplates {
+            cpu: r#"1 - avg by ({by}) (rate(node_cpu_seconds_total{mode="idle"}[{window}]))"#.into(),
+            // Two sums, not one rate over a name regex: rate() drops the name, and receive and
+            // transmit of one device would then clash.
+            network: concat!(
+                r#"sum by ({by}) (rate(node_network_receive_bytes_total{device!~"{exclude_devices}"}[{window}]))"#,
+                r#" + sum by ({by}) (rate(node_network_transmit_bytes_total{device!~"{exclude_devices}"}[{window}]))"#
+            )
+            .into(),
+            cpu_cores: Some(r#"count by ({by}) (node_cpu_seconds_total{mode="idle"})"#.into()),
+            network_capacity: Some(
+                r#"max by ({by}) (node_network_speed_bytes{device!~"{exclude_devices}"} > 0)"#.into(),
+            ),
+            memory: Some(
+                "1 - sum by ({by}) (node_memory_MemAvailable_bytes) / sum by ({by}) (node_memory_MemTotal_bytes)".into(),
+            ),
+            uname: "max by (instance, nodename) (node_uname_info)".into(),
+        }
+    }
 }
 
 impl PrometheusConfig {
-    pub fn validate(&self) -> Result<(), String> {
-        if self.url.is_empty() {
-            return Err("url is empty".into());
+    /// A config for `url` with every other key at its default.
+    pub fn for_url(url: &str) -> Self {
+        PrometheusConfig {
+            url: url.into(),
+            ..PrometheusConfig::default()
         }
-        Ok(())
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        let mut problems = Vec::new();
+        match reqwest::Url::parse(&self.url) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") => {}
+            Ok(u) => problems.push(format!("url scheme {:?} is not http or https", u.scheme())),
+            Err(e) => problems.push(format!("url {:?}: {e}", self.url)),
+        }
+        if self.refresh_interval < Duration::from_secs(1) {
+            problems.push("refresh_interval must be >= 1s".into());
+        }
+        if self.query_timeout.is_zero() || self.query_timeout >= self.refresh_interval {
+            problems.push("query_timeout must be > 0 and shorter than refresh_interval".into());
+        }
+        if self.rate_window < Duration::from_secs(1) {
+            problems.push("rate_window must be >= 1s".into());
+        }
+        if !is_label_name(self.node_mapping.group_label()) {
+            problems.push(format!(
+                "node_mapping label {:?} is not a Prometheus label name",
+                self.node_mapping.group_label()
+            ));
+        }
+        let q = &self.queries;
+        if q.cpu.trim().is_empty() || q.network.trim().is_empty() || q.uname.trim().is_empty() {
+            problems
+                .push("queries.cpu, queries.network and queries.uname must not be empty".into());
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+}
+
+fn is_label_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The queries of one refresh, rendered once from the templates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryPlan {
+    pub cpu: String,
+    pub network: String,
+    pub cpu_cores: Option<String>,
+    pub network_capacity: Option<String>,
+    pub memory: Option<String>,
+    pub uname: Option<String>,
+}
+
+impl QueryPlan {
+    pub fn new(config: &PrometheusConfig) -> Self {
+        let window = format!("{}s", config.rate_window.as_secs().max(1));
+        // The device regex sits inside a PromQL string literal.
+        let devices = config
+            .exclude_devices
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"");
+        let by = config.node_mapping.group_label();
+        let render = |t: &str| {
+            t.replace("{by}", by)
+                .replace("{window}", &window)
+                .replace("{exclude_devices}", &devices)
+        };
+        let q = &config.queries;
+        QueryPlan {
+            cpu: render(&q.cpu),
+            network: render(&q.network),
+            cpu_cores: q.cpu_cores.as_deref().map(render),
+            network_capacity: q.network_capacity.as_deref().map(render),
+            memory: q.memory.as_deref().map(render),
+            uname: matches!(config.node_mapping, NodeMapping::Uname).then(|| render(&q.uname)),
+        }
+    }
+
+    /// (name, query) pairs in a fixed order: the same count for 5 nodes or 5,000.
+    pub fn queries(&self) -> Vec<(&'static str, &str)> {
+        let mut out = vec![
+            ("cpu", self.cpu.as_str()),
+            ("network", self.network.as_str()),
+        ];
+        for (name, q) in [
+            ("cpu_cores", &self.cpu_cores),
+            ("network_capacity", &self.network_capacity),
+            ("memory", &self.memory),
+            ("uname", &self.uname),
+        ] {
+            if let Some(q) = q {
+                out.push((name, q.as_str()));
+            }
+        }
+        out
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("prometheus url: {0}")]
+    Url(String),
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("prometheus CA bundle: {0}")]
+    Ca(String),
+    #[error("prometheus client: {0}")]
+    Client(String),
+}
+
+/// One query that did not produce a vector.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryFailure {
+    pub query: &'static str,
+    pub error: String,
+}
+
+/// Why a refresh published nothing.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RefreshError {
+    #[error("{query} query failed: {error}")]
+    Query { query: &'static str, error: String },
+    #[error("credentials: {0}")]
+    Credentials(String),
+    #[error(transparent)]
+    Build(#[from] BuildError),
+}
+
+/// What one refresh did.
+#[derive(Debug)]
+pub struct Refresh {
+    pub outcome: Result<(LoadSnapshot, BuildReport), RefreshError>,
+    /// Every failed query, the optional ones included.
+    pub failures: Vec<QueryFailure>,
+    pub queries_sent: usize,
+    pub duration: Duration,
+}
+
+/// A Prometheus HTTP API client with the rendered queries.
+pub struct PrometheusSource {
+    client: prometheus_http_query::Client,
+    config: PrometheusConfig,
+    plan: QueryPlan,
+}
+
+impl PrometheusSource {
+    pub fn new(config: PrometheusConfig) -> Result<Self, SourceError> {
+        crate::install_crypto_provider();
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(config.query_timeout)
+            .timeout(config.query_timeout)
+            .pool_max_idle_per_host(8);
+        if let Some(path) = &config.ca_file {
+            let pem = std::fs::read(path).map_err(|source| SourceError::Read {
+                path: path.display().to_string(),
+                source,
+            })?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| SourceError::Ca(e.to_string()))?;
+            builder = builder.tls_certs_merge(certs);
+        }
+        let http = builder
+            .build()
+            .map_err(|e| SourceError::Client(e.to_string()))?;
+        let client = prometheus_http_query::Client::from(http, &config.url)
+            .map_err(|e| SourceError::Url(e.to_string()))?;
+        Ok(PrometheusSource {
+            plan: QueryPlan::new(&config),
+            client,
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &PrometheusConfig {
+        &self.config
+    }
+
+    pub fn plan(&self) -> &QueryPlan {
+        &self.plan
+    }
+
+    /// Runs every query at once and builds a snapshot from the answers.
+    pub async fn refresh(&self, inventory: Option<&Inventory>) -> Refresh {
+        let started = Instant::now();
+        let taken_at = SystemTime::now();
+        let queries = self.plan.queries();
+        let queries_sent = queries.len();
+        let auth = match self.authorization() {
+            Ok(auth) => auth,
+            Err(e) => {
+                return Refresh {
+                    outcome: Err(RefreshError::Credentials(e)),
+                    failures: Vec::new(),
+                    queries_sent: 0,
+                    duration: started.elapsed(),
+                };
+            }
+        };
+        let answers = join_all(queries.iter().map(|(_, q)| self.run(q, auth.as_ref()))).await;
+
+        let mut readings = Readings::default();
+        let mut failures = Vec::new();
+        let mut required_failure = None;
+        for ((name, _), answer) in queries.iter().zip(answers) {
+            let series = match answer {
+                Ok(series) => series,
+                Err(error) => {
+                    let failure = QueryFailure { query: name, error };
+                    if matches!(*name, "cpu" | "network" | "uname") && required_failure.is_none() {
+                        required_failure = Some(RefreshError::Query {
+                            query: name,
+                            error: failure.error.clone(),
+                        });
+                    }
+                    failures.push(failure);
+                    continue;
+                }
+            };
+            match *name {
+                "cpu" => readings.cpu = series,
+                "network" => readings.network = series,
+                "cpu_cores" => readings.cpu_cores = Some(series),
+                "network_capacity" => readings.network_capacity = Some(series),
+                "memory" => readings.memory = Some(series),
+                _ => readings.uname = Some(series),
+            }
+        }
+        let outcome = match required_failure {
+            Some(e) => Err(e),
+            None => {
+                let node_by_ip = inventory.map(Inventory::node_by_internal_ip);
+                readings::build_snapshot(
+                    &readings,
+                    &self.config.node_mapping,
+                    node_by_ip.as_ref(),
+                    taken_at,
+                )
+                .map_err(RefreshError::from)
+            }
+        };
+        Refresh {
+            outcome,
+            failures,
+            queries_sent,
+            duration: started.elapsed(),
+        }
+    }
+
+    fn authorization(&self) -> Result<Option<HeaderValue>, String> {
+        let read = |path: &PathBuf| {
+            std::fs::read_to_string(path)
+                .map(|s| s.trim().to_string())
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))
+        };
+        let value = match &self.config.auth {
+            None => return Ok(None),
+            Some(Auth::Bearer { token_file }) => format!("Bearer {}", read(token_file)?),
+            Some(Auth::Basic {
+                username,
+                password_file,
+            }) => {
+                let pair = format!("{username}:{}", read(password_file)?);
+                format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD.encode(pair)
+                )
+            }
+        };
+        let mut header = HeaderValue::from_str(&value)
+            .map_err(|_| "credentials hold invalid bytes".to_string())?;
+        header.set_sensitive(true);
+        Ok(Some(header))
+    }
+
+    async fn run(&self, query: &str, auth: Option<&HeaderValue>) -> Result<Vec<Series>, String> {
+        let budget = self.config.query_timeout;
+        let mut request = self
+            .client
+            .query(query)
+            .timeout(i64::try_from(budget.as_millis()).unwrap_or(i64::MAX));
+        if let Some(auth) = auth {
+            request = request.header(AUTHORIZATION, auth.clone());
+        }
+        let exchange = async {
+            let mut response = request.get_raw().await.map_err(|e| e.to_string())?;
+            let status = response.status();
+            let mut body = Vec::new();
+            while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+                if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+                    return Err(format!("response larger than {MAX_RESPONSE_BYTES} bytes"));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            match readings::parse_vector(&body) {
+                Ok(series) => Ok(series),
+                // An error page from a proxy says less than its status.
+                Err(ResponseError::Garbage(_)) if !status.is_success() => {
+                    Err(format!("HTTP {status}"))
+                }
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        tokio::time::timeout(budget, exchange)
+            .await
+            .map_err(|_| format!("no answer within {budget:?}"))?
+    }
+}
+
+/// The source's state, logged when it changes rather than on every refresh or request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Health {
+    Starting,
+    /// The last refresh published a snapshot of this many nodes, leaving out this many.
+    Fresh {
+        nodes: usize,
+        left_out: usize,
+    },
+    /// Refreshes fail; the last good snapshot is still young enough to use.
+    Failing,
+    /// Refreshes fail and the last good snapshot (if any) is older than `max_staleness`.
+    Stale,
+}
+
+impl Health {
+    /// The state after a refresh, given how old the newest published snapshot is.
+    pub fn after(
+        refreshed: Option<(usize, usize)>,
+        age: Option<Duration>,
+        max_staleness: Duration,
+    ) -> Health {
+        match (refreshed, age) {
+            (Some((nodes, left_out)), _) => Health::Fresh { nodes, left_out },
+            (None, Some(age)) if age <= max_staleness => Health::Failing,
+            (None, _) => Health::Stale,
+        }
+    }
+}
+
+/// Refreshes every `refresh_interval` until `shutdown` completes.
+pub fn spawn_refresher(
+    source: Arc<PrometheusSource>,
+    store: Arc<ViewStore>,
+    metrics: Arc<Metrics>,
+    max_staleness: Duration,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(source.config().refresh_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut health = Health::Starting;
+        let mut last_good: Option<Instant> = None;
+        let refresher = async {
+            loop {
+                tick.tick().await;
+                let refresh = source
+                    .refresh(store.inventory().as_deref())
+                    .instrument(info_span!("prometheus_refresh", url = %source.config().url))
+                    .await;
+                metrics
+                    .prometheus_refresh_duration
+                    .observe(refresh.duration.as_secs_f64());
+                for failure in &refresh.failures {
+                    metrics
+                        .prometheus_query_errors
+                        .get_or_create(&QueryLabels {
+                            query: failure.query,
+                        })
+                        .inc();
+                }
+                let Refresh {
+                    outcome,
+                    failures,
+                    queries_sent,
+                    duration,
+                } = refresh;
+                let (refreshed, error) = match outcome {
+                    Ok((snapshot, report)) => {
+                        let counts = (snapshot.nodes.len(), report.incomplete_nodes.len());
+                        store.publish_snapshot(snapshot);
+                        last_good = Some(Instant::now());
+                        (Some((counts, report)), None)
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "refresh failed");
+                        (None, Some(e))
+                    }
+                };
+                let next = Health::after(
+                    refreshed.as_ref().map(|(c, _)| *c),
+                    last_good.map(|t| t.elapsed()),
+                    max_staleness,
+                );
+                if next != health {
+                    match (&next, refreshed, error) {
+                        (Health::Fresh { nodes, left_out }, Some((_, report)), _) => {
+                            info!(
+                                nodes,
+                                left_out,
+                                left_out_examples = ?report.incomplete_nodes.iter().take(5).collect::<Vec<_>>(),
+                                unmapped_series = report.unmapped_series,
+                                non_finite_values = report.non_finite_values,
+                                queries = queries_sent,
+                                duration_ms = duration.as_millis() as u64,
+                                "node load from Prometheus"
+                            );
+                            for f in &failures {
+                                warn!(query = f.query, error = %f.error, "optional Prometheus query failed: its readings are left out");
+                            }
+                        }
+                        (Health::Failing, _, error) => warn!(
+                            error = %error.map(|e| e.to_string()).unwrap_or_default(),
+                            "Prometheus refresh failed: keeping the last snapshot until it is older than max_staleness"
+                        ),
+                        (Health::Stale, _, error) => warn!(
+                            error = %error.map(|e| e.to_string()).unwrap_or_default(),
+                            "no fresh node load: target pods are admitted without a patch until Prometheus answers"
+                        ),
+                        _ => {}
+                    }
+                    health = next;
+                }
+            }
+        };
+        tokio::select! {
+            _ = refresher => {},
+            _ = shutdown => {},
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_queries_render_for_each_mapping() {
+        let mut config = PrometheusConfig::for_url("http://prometheus:9090");
+        config.rate_window = Duration::from_secs(60);
+        let plan = QueryPlan::new(&config);
+        assert_eq!(
+            plan.cpu,
+            r#"1 - avg by (instance) (rate(node_cpu_seconds_total{mode="idle"}[60s]))"#
+        );
+        assert!(
+            plan.network
+                .contains(r#"device!~"lo|veth.*|cali.*|flannel.*|cni.*|docker.*""#)
+        );
+        assert_eq!(plan.queries().len(), 6);
+
+        config.node_mapping = NodeMapping::Label {
+            name: "node".into(),
+        };
+        config.queries.memory = None;
+        let plan = QueryPlan::new(&config);
+        assert!(plan.cpu.contains("avg by (node)"));
+        assert_eq!(plan.uname, None);
+        let names: Vec<_> = plan.queries().iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["cpu", "network", "cpu_cores", "network_capacity"]);
+    }
+
+    #[test]
+    fn device_regex_is_escaped_inside_the_string_literal() {
+        let mut config = PrometheusConfig::for_url("http://p:9090");
+        config.exclude_devices = r#"lo|eth\d+"x"#.into();
+        assert!(
+            QueryPlan::new(&config)
+                .network
+                .contains(r#"device!~"lo|eth\\d+\"x""#)
+        );
+    }
+
+    #[test]
+    fn config_parses_with_defaults_and_validates() {
+        let config: PrometheusConfig = serde_yaml::from_str(
+            "url: https://thanos:10902/prefix\nnode_mapping: {by: label, name: nodename}\nauth: {type: basic, username: u, password_file: /p}\n",
+        )
+        .expect("parse");
+        assert_eq!(config.refresh_interval, Duration::from_secs(15));
+        config.validate().expect("valid");
+        for bad in [
+            "url: ftp://x",
+            "url: http://x\nquery_timeout: 20s",
+            "url: http://x\nnode_mapping: {by: label, name: 'bad-label'}",
+            "url: ''",
+        ] {
+            let c: PrometheusConfig = serde_yaml::from_str(bad).expect("parse");
+            assert!(c.validate().is_err(), "accepted {bad}");
+        }
+        assert!(serde_yaml::from_str::<PrometheusConfig>("url: x\nrefresh: 1s").is_err());
+    }
+
+    #[test]
+    fn health_follows_refreshes_and_staleness() {
+        let limit = Duration::from_secs(120);
+        assert_eq!(
+            Health::after(Some((5, 1)), None, limit),
+            Health::Fresh {
+                nodes: 5,
+                left_out: 1
+            }
+        );
+        assert_eq!(
+            Health::after(None, Some(Duration::from_secs(30)), limit),
+            Health::Failing
+        );
+        assert_eq!(
+            Health::after(None, Some(Duration::from_secs(121)), limit),
+            Health::Stale
+        );
+        assert_eq!(Health::after(None, None, limit), Health::Stale);
+    }
+
+    #[tokio::test]
+    async fn unreachable_prometheus_is_a_query_failure() {
+        let mut config = PrometheusConfig::for_url("http://127.0.0.1:9");
+        config.query_timeout = Duration::from_millis(500);
+        let source = PrometheusSource::new(config).expect("source");
+        let refresh = source.refresh(None).await;
+        assert!(matches!(
+            refresh.outcome,
+            Err(RefreshError::Query { query: "cpu", .. })
+        ));
+        assert_eq!(refresh.failures.len(), refresh.queries_sent);
+        assert_eq!(refresh.queries_sent, 6);
     }
 }

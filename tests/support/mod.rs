@@ -1,1 +1,3 @@
+pub mod exporter;
+pub mod prometheus;
 pub mod webhook;

@@ -1,0 +1,389 @@
+//! The Prometheus source against a real Prometheus scraping the synthetic exporter.
+//!
+//! Needs the `prometheus` binary: under `CI=true` its absence fails these tests.
+
+mod support;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use placement_webhook::config::Config;
+use placement_webhook::inventory::{Inventory, NodeFacts};
+use placement_webhook::metrics_source::prometheus::{PrometheusConfig, PrometheusSource};
+use placement_webhook::metrics_source::readings::NodeMapping;
+use placement_webhook::snapshot::LoadSnapshot;
+use serde_json::Value;
+use support::exporter::{Emit, Exporter, FakeNode};
+use support::prometheus::{self, Prometheus};
+use support::webhook;
+
+const NODES: usize = 12;
+
+/// Node i: CPU 0.05 + 0.06 i, network 20 MB/s × (i + 1) on a 1.25 GB/s NIC, so nodes 0..2 are
+/// the coolest; the last node runs at 95 % CPU: hot.
+fn fleet(count: usize) -> Vec<FakeNode> {
+    let mut nodes: Vec<FakeNode> = (0..count)
+        .map(|i| FakeNode::new(i, 0.05 + 0.06 * i as f64, 2.0e7 * (i + 1) as f64))
+        .collect();
+    if let Some(last) = nodes.last_mut() {
+        last.busy = 0.95;
+    }
+    nodes
+}
+
+fn source_config(url: &str, mapping: NodeMapping) -> PrometheusConfig {
+    PrometheusConfig {
+        refresh_interval: Duration::from_secs(1),
+        query_timeout: Duration::from_millis(900),
+        rate_window: Duration::from_secs(5),
+        node_mapping: mapping,
+        ..PrometheusConfig::for_url(url)
+    }
+}
+
+fn inventory_of(nodes: &[FakeNode]) -> Inventory {
+    Inventory {
+        nodes: nodes
+            .iter()
+            .map(|n| {
+                let facts = NodeFacts {
+                    ready: true,
+                    internal_ip: Some(n.ip.clone()),
+                    ..NodeFacts::default()
+                };
+                (n.name.clone(), facts)
+            })
+            .collect(),
+    }
+}
+
+/// Refreshes until the snapshot holds `expected` nodes with enough rate history.
+async fn refreshed(
+    source: &PrometheusSource,
+    inventory: Option<&Inventory>,
+    expected: usize,
+) -> LoadSnapshot {
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let refresh = source.refresh(inventory).await;
+        let outcome = format!("{:?}", refresh.outcome.as_ref().map(|(s, _)| s.nodes.len()));
+        if let Ok((snapshot, _)) = refresh.outcome
+            && snapshot.nodes.len() == expected
+        {
+            // Three scrapes into the window are enough for rate(); wait for a full window.
+            tokio::time::sleep(source.config().rate_window).await;
+            let again = source.refresh(inventory).await;
+            return again.outcome.expect("refresh after warm-up").0;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {expected}-node snapshot after 40 s: last {outcome}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn assert_matches_fleet(snapshot: &LoadSnapshot, fleet: &[FakeNode], mapping: &str) {
+    let by_name: HashMap<&str, _> = snapshot
+        .nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n))
+        .collect();
+    assert_eq!(by_name.len(), fleet.len(), "{mapping}: node count");
+    for expected in fleet {
+        let got = by_name
+            .get(expected.name.as_str())
+            .unwrap_or_else(|| panic!("{mapping}: {} missing", expected.name));
+        assert!(
+            (got.cpu - expected.busy).abs() < 0.03,
+            "{mapping}: {} cpu {} vs {}",
+            expected.name,
+            got.cpu,
+            expected.busy
+        );
+        let net = got.network_bytes_per_second.expect("network reading");
+        let want = expected.network_bytes_per_second;
+        assert!(
+            (net - want).abs() / want < 0.05,
+            "{mapping}: {} network {net} vs {want} (excluded devices counted?)",
+            expected.name
+        );
+        assert_eq!(
+            got.network_capacity_bytes_per_second,
+            Some(expected.nic_bytes_per_second)
+        );
+        assert_eq!(got.cpu_capacity_cores, Some(f64::from(expected.cores)));
+        let memory = got.memory.expect("memory reading");
+        assert!(
+            (memory - expected.memory_used).abs() < 1e-6,
+            "{mapping}: memory {memory}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readings_match_the_exporter_under_each_node_mapping() {
+    let Some(binary) = prometheus::binary() else {
+        return;
+    };
+    let fleet = fleet(NODES);
+    let exporter = Exporter::start(fleet.clone()).await;
+    let prom = Prometheus::start(binary, &[exporter.addr]).await;
+    let inventory = inventory_of(&fleet);
+
+    for (label, mapping, inventory, queries) in [
+        ("uname", NodeMapping::Uname, None, 6),
+        (
+            "label node",
+            NodeMapping::Label {
+                name: "node".into(),
+            },
+            None,
+            5,
+        ),
+        ("internal_ip", NodeMapping::InternalIp, Some(&inventory), 5),
+    ] {
+        let source = PrometheusSource::new(source_config(&prom.url(), mapping)).expect("source");
+        assert_eq!(source.plan().queries().len(), queries, "{label}");
+        let snapshot = refreshed(&source, inventory, NODES).await;
+        assert_matches_fleet(&snapshot, &fleet, label);
+    }
+    assert!(exporter.scrapes() >= 5, "prometheus scraped the exporter");
+}
+
+/// A TaskManager review without the example's nodeSelector and blocklist, which name labels
+/// the Prometheus-only (no inventory) nodes do not carry.
+fn plain_taskmanager_review(uid: &str) -> Value {
+    let mut review = webhook::taskmanager_review(uid);
+    let spec = &mut review["request"]["object"]["spec"];
+    if let Some(spec) = spec.as_object_mut() {
+        spec.remove("nodeSelector");
+        spec.remove("affinity");
+    }
+    review
+}
+
+/// First-tier nodes named by the decision annotation, read from the patched pod.
+fn first_tier(sent: &Value, reply: &webhook::Reply) -> Vec<String> {
+    let patch = reply.patch().expect("a patch");
+    let mut pod = sent["request"]["object"].clone();
+    json_patch::patch(&mut pod, &patch).expect("patch applies");
+    let note = pod["metadata"]["annotations"]["placement-webhook.io/decision"]
+        .as_str()
+        .expect("decision annotation")
+        .to_string();
+    let nodes = note
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("nodes="))
+        .expect("nodes= field");
+    nodes
+        .split(',')
+        .filter_map(|n| n.split(':').next())
+        .map(str::to_string)
+        .collect()
+}
+
+fn webhook_config(url: &str, max_staleness: Duration) -> Config {
+    Config {
+        metrics_file: None,
+        max_staleness,
+        prometheus: Some(source_config(
+            url,
+            NodeMapping::Label {
+                name: "node".into(),
+            },
+        )),
+        ..webhook::test_config()
+    }
+}
+
+async fn wait_for_nodes(running: &placement_webhook::app::Running, count: usize) {
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while running
+        .store
+        .current()
+        .is_none_or(|v| v.nodes.len() != count)
+    {
+        assert!(Instant::now() < deadline, "webhook never saw {count} nodes");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A full rate window of history, so readings are steady.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_prefer_the_cool_nodes_and_the_cli_reads_prometheus() {
+    let Some(binary) = prometheus::binary() else {
+        return;
+    };
+    let exporter = Exporter::start(fleet(NODES)).await;
+    let prom = Prometheus::start(binary, &[exporter.addr]).await;
+    let running = webhook::start(webhook_config(&prom.url(), Duration::from_secs(120))).await;
+    wait_for_nodes(&running, NODES).await;
+    let client = webhook::self_signed_client(&running);
+
+    let sent = plain_taskmanager_review("live-1");
+    let reply = client.review(&sent).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(
+        first_tier(&sent, &reply),
+        ["worker-0000", "worker-0001", "worker-0002"]
+    );
+    // The 95 % node is hot: never preferred, named in the avoid term.
+    let view = running.store.current().expect("view");
+    let hot: Vec<_> = view
+        .hot_nodes
+        .iter()
+        .map(|&i| view.nodes[i].name.clone())
+        .collect();
+    assert_eq!(hot, ["worker-0011"]);
+
+    // The dry-run CLI: --prometheus-url over a config file that sets only the rate window
+    // (a series younger than the default 2 m window reads low), default uname mapping.
+    let dir = tempfile::tempdir().expect("tmp");
+    let config_path = dir.path().join("config.yaml");
+    std::fs::write(
+        &config_path,
+        "prometheus:\n  url: http://unused.invalid:9090\n  rate_window: 5s\n",
+    )
+    .expect("write config");
+    let review_path = dir.path().join("review.json");
+    let sent = plain_taskmanager_review("cli-1");
+    std::fs::write(&review_path, sent.to_string()).expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_placement-webhook"))
+        .arg("review")
+        .arg(&review_path)
+        .arg("--prometheus-url")
+        .arg(prom.url())
+        .arg("--config")
+        .arg(&config_path)
+        .arg("--explain")
+        .output()
+        .expect("run review");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{stderr}");
+    let answer = webhook::Reply {
+        status: 200,
+        body: out.stdout,
+    };
+    assert_eq!(answer.json()["response"]["uid"], "cli-1");
+    assert_eq!(
+        first_tier(&sent, &answer),
+        ["worker-0000", "worker-0001", "worker-0002"],
+        "{stderr}"
+    );
+    running.stop().await;
+}
+
+/// Answers a review and returns (patched, warning text).
+async fn probe(client: &webhook::Client, uid: &str) -> (Option<Vec<String>>, String) {
+    let sent = plain_taskmanager_review(uid);
+    let reply = client.review(&sent).await;
+    assert_eq!(reply.status, 200, "the webhook keeps answering");
+    let review = reply.json();
+    assert_eq!(review["response"]["allowed"], true);
+    let warnings = review["response"]["warnings"].to_string();
+    let patched = reply.patch().is_some().then(|| first_tier(&sent, &reply));
+    (patched, warnings)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_keep_the_last_snapshot_then_fail_open_and_recover() {
+    let Some(binary) = prometheus::binary() else {
+        return;
+    };
+    let fleet = fleet(6);
+    let exporter = Exporter::start(fleet.clone()).await;
+    let mut prom = Prometheus::start(binary, &[exporter.addr]).await;
+    let max_staleness = Duration::from_secs(4);
+    let running = webhook::start(webhook_config(&prom.url(), max_staleness)).await;
+    wait_for_nodes(&running, 6).await;
+    let client = webhook::self_signed_client(&running);
+    let (patched, _) = probe(&client, "f-1").await;
+    assert_eq!(
+        patched.expect("patched").first().map(String::as_str),
+        Some("worker-0000")
+    );
+
+    // The two coolest nodes go bad: NaN readings, and series that vanish.
+    exporter.update("worker-0000", |n| n.emit = Emit::NaN);
+    exporter.update("worker-0001", |n| n.emit = Emit::Missing);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let view = running.store.current().expect("view");
+        let names: Vec<_> = view.nodes.iter().map(|n| n.name.as_str()).collect();
+        if !names.contains(&"worker-0000") && !names.contains(&"worker-0001") {
+            assert_eq!(names.len(), 4);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "bad nodes still in the view: {names:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (patched, _) = probe(&client, "f-2").await;
+    let tier = patched.expect("still patched");
+    assert!(
+        !tier
+            .iter()
+            .any(|n| n == "worker-0000" || n == "worker-0001"),
+        "a node without readings was preferred: {tier:?}"
+    );
+
+    // Prometheus goes away: the last snapshot serves until max_staleness, then fail open.
+    prom.stop();
+    let stopped = Instant::now();
+    let mut served_stale_free = false;
+    let mut failed_open = false;
+    let mut n = 0;
+    while stopped.elapsed() < max_staleness + Duration::from_secs(6) {
+        n += 1;
+        let (patched, warnings) = probe(&client, &format!("down-{n}")).await;
+        match patched {
+            Some(_) => {
+                assert!(!failed_open, "patched again while Prometheus is still down");
+                served_stale_free = true;
+            }
+            None => {
+                assert!(
+                    warnings.contains("stale"),
+                    "fail-open warning names the reason: {warnings}"
+                );
+                failed_open = true;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(
+        served_stale_free,
+        "the last good snapshot was used while young"
+    );
+    assert!(failed_open, "stale snapshot made the webhook fail open");
+    let metrics = String::from_utf8(client.get("/metrics").await.body).expect("utf8");
+    assert!(
+        metrics.lines().any(
+            |l| l.starts_with("placement_webhook_prometheus_query_errors_total{query=\"cpu\"}")
+        ),
+        "query errors are counted:\n{metrics}"
+    );
+    assert!(metrics.contains("placement_webhook_reviews_total{outcome=\"FailedOpen\"}"));
+
+    // Prometheus comes back, the nodes recover: patches resume.
+    exporter.update("worker-0000", |n| n.emit = Emit::Normal);
+    exporter.update("worker-0001", |n| n.emit = Emit::Normal);
+    prom.restart().await;
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        n += 1;
+        if probe(&client, &format!("up-{n}")).await.0.is_some() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no patch after Prometheus came back"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    running.stop().await;
+}

@@ -1,0 +1,147 @@
+//! A real Prometheus (the Debian `prometheus` binary) on a loopback port, scraping the
+//! synthetic exporter every second. Stopped by its own pid when dropped, pass or fail.
+
+#![allow(dead_code)]
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The `prometheus` binary, or `None` outside CI when it is not installed.
+/// Under `CI=true` a missing Prometheus fails the test instead of skipping it.
+pub fn binary() -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("prometheus"))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        let in_ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+        assert!(
+            !in_ci,
+            "prometheus is not installed: CI must install the Debian package `prometheus`"
+        );
+        eprintln!("SKIPPED: prometheus is not installed (apt-get install prometheus)");
+    }
+    found
+}
+
+pub struct Prometheus {
+    binary: PathBuf,
+    dir: tempfile::TempDir,
+    pub port: u16,
+    child: Option<Child>,
+}
+
+impl Prometheus {
+    /// Starts Prometheus scraping `targets` every second and waits until it is ready.
+    pub async fn start(binary: PathBuf, targets: &[SocketAddr]) -> Prometheus {
+        let dir = tempfile::tempdir().expect("prometheus dir");
+        let targets: Vec<String> = targets.iter().map(|a| format!("\"{a}\"")).collect();
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
+             scrape_configs:\n  - job_name: synthetic-nodes\n    honor_labels: true\n    \
+             static_configs:\n      - targets: [{}]\n",
+            targets.join(", ")
+        );
+        std::fs::write(dir.path().join("prometheus.yml"), config).expect("write config");
+        let mut prometheus = Prometheus {
+            binary,
+            dir,
+            port: free_port(),
+            child: None,
+        };
+        prometheus.launch().await;
+        prometheus
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Kills the process (by its pid) and waits for it.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port with the same data.
+    pub async fn restart(&mut self) {
+        self.stop();
+        self.launch().await;
+    }
+
+    async fn launch(&mut self) {
+        let log = std::fs::File::create(self.dir.path().join("prometheus.log")).expect("log file");
+        let child = Command::new(&self.binary)
+            .arg(format!(
+                "--config.file={}",
+                self.dir.path().join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                self.dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{}", self.port))
+            .arg("--storage.tsdb.retention.time=1h")
+            .arg("--log.level=warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start prometheus");
+        self.child = Some(child);
+        self.wait_ready().await;
+    }
+
+    async fn wait_ready(&mut self) {
+        placement_webhook::install_crypto_provider();
+        let client = reqwest::Client::new();
+        let ready = format!("{}/-/ready", self.url());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!("prometheus exited early ({status}): {}", self.log());
+            }
+            if let Ok(r) = client.get(&ready).send().await
+                && r.status().is_success()
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "prometheus not ready after 30 s: {}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
