@@ -283,8 +283,8 @@ impl PrometheusSource {
     pub fn new(config: PrometheusConfig) -> Result<Self, SourceError> {
         crate::install_crypto_provider();
         let mut builder = reqwest::Client::builder()
+            // The whole exchange is bounded in `run`; this only bounds connecting.
             .connect_timeout(config.query_timeout)
-            .timeout(config.query_timeout)
             .pool_max_idle_per_host(8);
         if let Some(path) = &config.ca_file {
             let pem = std::fs::read(path).map_err(|source| SourceError::Read {
@@ -418,10 +418,10 @@ impl PrometheusSource {
             request = request.header(AUTHORIZATION, auth.clone());
         }
         let exchange = async {
-            let mut response = request.get_raw().await.map_err(|e| e.to_string())?;
+            let mut response = request.get_raw().await.map_err(|e| with_causes(&e))?;
             let status = response.status();
             let mut body = Vec::new();
-            while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+            while let Some(chunk) = response.chunk().await.map_err(|e| with_causes(&e))? {
                 if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
                     return Err(format!("response larger than {MAX_RESPONSE_BYTES} bytes"));
                 }
@@ -440,6 +440,18 @@ impl PrometheusSource {
             .await
             .map_err(|_| format!("no answer within {budget:?}"))?
     }
+}
+
+/// An error and its causes on one line: client errors hide the useful part in their sources.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        cause = e.source();
+    }
+    text
 }
 
 /// The source's state, logged when it changes rather than on every refresh or request.
