@@ -1,0 +1,110 @@
+//! Arbitrary bytes through the whole admission path, as the server runs it.
+//!
+//! Never panics; a patch, when there is one, is valid base64 of a JSON patch that applies to
+//! the request's object, and the answer always echoes the request uid with `allowed: true`.
+
+#![no_main]
+
+use std::sync::{Arc, LazyLock, Mutex};
+
+use base64::Engine;
+use k8s_openapi::api::core::v1::Pod;
+use libfuzzer_sys::fuzz_target;
+use placement_webhook::admission::{self, Admission};
+use placement_webhook::config::Config;
+use placement_webhook::metrics_source::file::embedded_example;
+use placement_webhook::placement::ledger::Ledger;
+use placement_webhook::view::ViewStore;
+use serde::Deserialize;
+use serde_json::Value;
+
+struct Shared {
+    config: Arc<Config>,
+    store: Arc<ViewStore>,
+}
+
+static SHARED: LazyLock<Shared> = LazyLock::new(|| {
+    let config = Arc::new(Config::default());
+    let store = Arc::new(ViewStore::new(config.placement.clone()));
+    store.publish_snapshot(embedded_example().expect("the embedded example snapshot parses"));
+    Shared { config, store }
+});
+
+fuzz_target!(|data: &[u8]| {
+    let shared = &*SHARED;
+    // A fresh ledger per input keeps every run reproducible from its input alone.
+    let ledger = Arc::new(Mutex::new(Ledger::new(shared.config.inflight.ttl)));
+    let admission = Admission::new(shared.config.clone(), shared.store.clone(), ledger);
+    let Ok(answer) = admission.review_bytes(data) else {
+        return;
+    };
+    let response = &answer.review.response;
+    assert!(response.allowed, "a placement webhook never rejects");
+    // The answer must serialize: it is what goes on the wire.
+    let wire = serde_json::to_vec(&answer.review).expect("the answer serializes");
+    let _: Value = serde_json::from_slice(&wire).expect("the answer is JSON");
+
+    assert_eq!(
+        response.patch.is_some(),
+        response.patch_type.is_some(),
+        "patch and patchType go together"
+    );
+    let Some(b64) = &response.patch else {
+        return;
+    };
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .expect("the patch is base64");
+    let patch: json_patch::Patch =
+        serde_json::from_slice(&bytes).expect("the patch is a JSON patch");
+    for op in &patch.0 {
+        assert!(
+            matches!(op, json_patch::PatchOperation::Add(_)),
+            "only add operations: {op:?}"
+        );
+    }
+    // The object exactly as the server read it (unknown fields elsewhere are skipped unread).
+    let request = admission::parse(data).expect("a patched request parses");
+    let mut object = request.object.expect("a patch needs an object");
+    if let Err(e) = json_patch::patch(&mut object, &patch) {
+        panic!("the patch does not apply: {e}\npatch: {patch:?}");
+    }
+    // The result is still a Pod, and what was added passes the apiserver's validation.
+    if let Err(e) = Pod::deserialize(&object) {
+        panic!("the patched object is no longer a Pod: {e}");
+    }
+    for op in &patch.0 {
+        if let json_patch::PatchOperation::Add(add) = op {
+            check_added(&add.value);
+        }
+    }
+});
+
+/// Weights 1..100 on preferred terms; `matchFields` only `metadata.name`, one value each.
+fn check_added(value: &Value) {
+    match value {
+        Value::Object(map) => {
+            if let (Some(weight), Some(_)) = (map.get("weight"), map.get("preference")) {
+                let weight = weight.as_i64().expect("an integer weight");
+                assert!(
+                    (1..=100).contains(&weight),
+                    "weight {weight} outside 1..100"
+                );
+            }
+            if let Some(fields) = map.get("matchFields") {
+                for requirement in fields.as_array().expect("matchFields is a list") {
+                    assert_eq!(requirement["key"], "metadata.name", "{requirement}");
+                    let values = requirement["values"].as_array().expect("values");
+                    assert_eq!(
+                        values.len(),
+                        1,
+                        "matchFields takes one value: {requirement}"
+                    );
+                }
+            }
+            map.values().for_each(check_added);
+        }
+        Value::Array(items) => items.iter().for_each(check_added),
+        _ => {}
+    }
+}
