@@ -119,5 +119,54 @@ fn bench_whole_review(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_decide_and_patch, bench_whole_review);
+/// decide + patch at 5,000 nodes after a burst of `pods` steered pods, charged as the server
+/// charges them (each decision's first tier): the ledger the next pod of a large burst sees.
+fn bench_after_burst(c: &mut Criterion) {
+    let config = Config::default();
+    let review: Value = serde_json::from_str(REVIEW).expect("example review");
+    let object = review["request"]["object"].clone();
+    let pod: Pod = serde_json::from_value(object.clone()).expect("pod");
+    let constraints = PodConstraints::of(&pod, &config.placement.pinning);
+    let view = ClusterView::build(&cluster(5000), None, &config.placement);
+    let load = PodLoad {
+        cpu_cores: 2.0,
+        network_bytes_per_second: 0.0,
+    };
+    let mut group = c.benchmark_group("decide_and_patch_after_burst_5000_nodes");
+    let mut ledger = Ledger::new(Duration::from_secs(90));
+    let mut steered = 0;
+    for pods in [100, 1000, 5000] {
+        while steered < pods {
+            let decision = placement::decide(&constraints, &view, Some(&ledger), &config.placement);
+            let first: Vec<String> = decision
+                .first_tier()
+                .iter()
+                .map(|n| n.name.clone())
+                .collect();
+            ledger.charge(&format!("p{steered}"), &first, load, Instant::now());
+            steered += 1;
+        }
+        group.bench_with_input(BenchmarkId::from_parameter(pods), &pods, |b, _| {
+            b.iter(|| {
+                let decision =
+                    placement::decide(&constraints, &view, Some(&ledger), &config.placement);
+                let changes = Changes {
+                    preferred: decision.preferred_terms(&config.placement.node_match),
+                    required: &decision.pinning,
+                    scheduler_name: None,
+                    annotations: vec![("placement-webhook.io/decision", String::from("x"))],
+                };
+                black_box(patch::build(&object, &changes).expect("patch"))
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    bench_decide_and_patch,
+    bench_whole_review,
+    bench_after_burst
+);
 criterion_main!(benches);

@@ -292,7 +292,7 @@ fn gen_policy() -> impl Strategy<Value = PlacementConfig> {
         })
         .prop_map(
             |(mut tiers, (cpu, network, memory), (avoid_weight, max_nodes), by_label)| {
-                tiers.sort_by(|a, b| b.1.cmp(&a.1));
+                tiers.sort_by_key(|t| std::cmp::Reverse(t.1));
                 PlacementConfig {
                     weights: HeatWeights {
                         cpu,
