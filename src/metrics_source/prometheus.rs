@@ -260,6 +260,8 @@ pub enum RefreshError {
     Credentials(String),
     #[error(transparent)]
     Build(#[from] BuildError),
+    #[error("{0}")]
+    Internal(String),
 }
 
 /// What one refresh did.
@@ -365,13 +367,13 @@ impl PrometheusSource {
             Some(e) => Err(e),
             None => {
                 let node_by_ip = inventory.map(Inventory::node_by_internal_ip);
-                readings::build_snapshot(
-                    &readings,
-                    &self.config.node_mapping,
-                    node_by_ip.as_ref(),
-                    taken_at,
-                )
-                .map_err(RefreshError::from)
+                let mapping = self.config.node_mapping.clone();
+                off_the_workers(move || {
+                    readings::build_snapshot(&readings, &mapping, node_by_ip.as_ref(), taken_at)
+                })
+                .await
+                .map_err(RefreshError::Internal)
+                .and_then(|built| built.map_err(RefreshError::from))
             }
         };
         Refresh {
@@ -427,7 +429,7 @@ impl PrometheusSource {
                 }
                 body.extend_from_slice(&chunk);
             }
-            match readings::parse_vector(&body) {
+            match off_the_workers(move || readings::parse_vector(&body)).await? {
                 Ok(series) => Ok(series),
                 // An error page from a proxy says less than its status.
                 Err(ResponseError::Garbage(_)) if !status.is_success() => {
@@ -440,6 +442,17 @@ impl PrometheusSource {
             .await
             .map_err(|_| format!("no answer within {budget:?}"))?
     }
+}
+
+/// Runs CPU-bound work (parsing megabytes of JSON at 5,000 nodes, rebuilding the view) on the
+/// blocking pool, so the async workers keep answering reviews meanwhile.
+/// A panic there becomes an error: the refresher keeps running.
+async fn off_the_workers<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| format!("internal error: {e}"))
 }
 
 /// An error and its causes on one line: client errors hide the useful part in their sources.
@@ -521,12 +534,21 @@ pub fn spawn_refresher(
                     queries_sent,
                     duration,
                 } = refresh;
-                let (refreshed, error) = match outcome {
+                let published = match outcome {
                     Ok((snapshot, report)) => {
                         let counts = (snapshot.nodes.len(), report.incomplete_nodes.len());
-                        store.publish_snapshot(snapshot);
+                        let store = store.clone();
+                        off_the_workers(move || store.publish_snapshot(snapshot))
+                            .await
+                            .map(|()| (counts, report))
+                            .map_err(RefreshError::Internal)
+                    }
+                    Err(e) => Err(e),
+                };
+                let (refreshed, error) = match published {
+                    Ok(done) => {
                         last_good = Some(Instant::now());
-                        (Some((counts, report)), None)
+                        (Some(done), None)
                     }
                     Err(e) => {
                         tracing::debug!(error = %e, "refresh failed");

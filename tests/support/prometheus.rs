@@ -37,10 +37,19 @@ pub struct Prometheus {
 impl Prometheus {
     /// Starts Prometheus scraping `targets` every second and waits until it is ready.
     pub async fn start(binary: PathBuf, targets: &[SocketAddr]) -> Prometheus {
+        Self::start_scraping_every(binary, targets, 1).await
+    }
+
+    /// Starts Prometheus scraping `targets` every `seconds` and waits until it is ready.
+    pub async fn start_scraping_every(
+        binary: PathBuf,
+        targets: &[SocketAddr],
+        seconds: u32,
+    ) -> Prometheus {
         let dir = tempfile::tempdir().expect("prometheus dir");
         let targets: Vec<String> = targets.iter().map(|a| format!("\"{a}\"")).collect();
         let config = format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
+            "global:\n  scrape_interval: {seconds}s\n  scrape_timeout: {seconds}s\n  evaluation_interval: {seconds}s\n\
              scrape_configs:\n  - job_name: synthetic-nodes\n    honor_labels: true\n    \
              static_configs:\n      - targets: [{}]\n",
             targets.join(", ")
