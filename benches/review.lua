@@ -1,0 +1,65 @@
+-- wrk script: POST /mutate with a real AdmissionReview, a fresh request uid every time (the uid
+-- is the in-flight ledger id), and a summary line of the latency percentiles.
+--
+-- Environment: BODY_FILE (the review; its uid must be "3f2a9c01-b7de-4c55-9e1a-0d4b6f8e2c17"),
+-- DELAY_MS (optional pause before each request, per connection, for a steady rate).
+
+local UID = "3f2a9c01%-b7de%-4c55%-9e1a%-0d4b6f8e2c17"
+local threads = {}
+local thread_count = 0
+
+function setup(thread)
+  thread_count = thread_count + 1
+  thread:set("thread_id", thread_count)
+  table.insert(threads, thread)
+end
+
+function init(args)
+  local path = os.getenv("BODY_FILE")
+  local f = path and io.open(path, "rb")
+  if not f then
+    error("BODY_FILE must name a readable AdmissionReview JSON file")
+  end
+  local text = f:read("*a")
+  f:close()
+  local at = text:find(UID)
+  if not at then
+    error("BODY_FILE must carry the uid 3f2a9c01-b7de-4c55-9e1a-0d4b6f8e2c17")
+  end
+  -- Split once; each request only concatenates.
+  before = text:sub(1, at - 1)
+  after = text:sub(at + 36)
+  counter = 0
+  delay_ms = tonumber(os.getenv("DELAY_MS") or "0") or 0
+  wrk.method = "POST"
+  wrk.path = "/mutate?timeout=10s"
+  wrk.headers["Content-Type"] = "application/json"
+  wrk.headers["User-Agent"] = "kube-apiserver-admission"
+end
+
+function request()
+  counter = counter + 1
+  -- The first 16 alphanumerics become the ledger id: thread (4 hex) + counter (12 hex).
+  local hi = math.floor(counter / 65536)
+  local lo = counter % 65536
+  local uid = string.format("%04x%04x-%04x-4c55-9e1a-0d4b6f8e2c17", thread_id, hi % 65536, lo)
+  return wrk.format(nil, nil, nil, before .. uid .. after)
+end
+
+if (tonumber(os.getenv("DELAY_MS") or "0") or 0) > 0 then
+  function delay()
+    return delay_ms
+  end
+end
+
+function done(summary, latency, requests)
+  local errors = summary.errors
+  local socket_errors = errors.connect + errors.read + errors.write + errors.timeout
+  local seconds = summary.duration / 1e6
+  io.write(string.format(
+    "RESULT requests=%d seconds=%.2f rps=%.1f p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f non2xx=%d socket_errors=%d\n",
+    summary.requests, seconds, summary.requests / seconds,
+    latency:percentile(50) / 1000, latency:percentile(99) / 1000,
+    latency:percentile(99.9) / 1000, latency.max / 1000,
+    errors.status, socket_errors))
+end
