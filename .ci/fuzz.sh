@@ -23,7 +23,9 @@ if [ -z "$TARGETS" ]; then
   TARGETS=$(cargo +nightly fuzz list)
 fi
 
-cargo +nightly fuzz build --sanitizer "$FUZZ_SANITIZER" $TARGETS
+for target in $TARGETS; do
+  cargo +nightly fuzz build --sanitizer "$FUZZ_SANITIZER" "$target"
+done
 
 status=0
 for target in $TARGETS; do
