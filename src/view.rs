@@ -2,11 +2,13 @@
 //!
 //! Handlers never wait on Prometheus or the kube API: they load an `Arc<ClusterView>`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use arc_swap::ArcSwapOption;
+// Looked up for every in-flight node on every decision (see placement::ledger).
+use foldhash::HashMap;
 
 use crate::config::PlacementConfig;
 use crate::inventory::Inventory;

@@ -10,7 +10,9 @@
 //! They are "passed over" and not preferred again until that pod's entry expires, so the
 //! next pods of the burst are steered to nodes that can take them.
 
-use std::collections::HashMap;
+// Looked up for many nodes on every decision: foldhash is much faster than SipHash on short
+// keys and still seeded per process.
+use foldhash::{HashMap, HashMapExt};
 use std::time::{Duration, Instant};
 
 /// Estimated load one pod adds to a node.
