@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::{
 
 use super::constraints::{Ineligible, PodConstraints};
 use super::heat::{Load, heat, is_hot};
-use super::ledger::Ledger;
+use super::ledger::{Ledger, PodLoad};
 use crate::config::{NodeMatch, PlacementConfig};
 use crate::view::{ClusterView, NodeView};
 
@@ -121,12 +121,16 @@ fn name_requirement(operator: &str, node: &str) -> NodeSelectorRequirement {
 pub fn effective_load(node: &NodeView, ledger: Option<&Ledger>) -> Load {
     match ledger.and_then(|l| l.extra(&node.name)) {
         None => node.load,
-        Some(extra) => Load {
-            cpu: node.load.cpu + extra.cpu_cores / node.scale.cpu_cores,
-            network_bytes_per_second: node.load.network_bytes_per_second
-                + extra.network_bytes_per_second,
-            memory: node.load.memory,
-        },
+        Some(extra) => with_inflight(node, extra),
+    }
+}
+
+fn with_inflight(node: &NodeView, extra: PodLoad) -> Load {
+    Load {
+        cpu: node.load.cpu + extra.cpu_cores / node.scale.cpu_cores,
+        network_bytes_per_second: node.load.network_bytes_per_second
+            + extra.network_bytes_per_second,
+        memory: node.load.memory,
     }
 }
 
@@ -155,12 +159,11 @@ pub fn decide(
         if best.len() == wanted && best.last().is_some_and(|&(h, _)| node.base_heat > h) {
             break;
         }
-        if node.base_hot
-            || pod.check(node).is_err()
-            || ledger.is_some_and(|l| l.passed_over(&node.name))
-        {
+        if node.base_hot {
             continue;
         }
+        // Arithmetic first, the label checks last: once in-flight pods have raised the
+        // coolest nodes, most nodes walked past lose on heat alone.
         let load = effective_load(node, ledger);
         if is_hot(&load, &node.scale, &policy.hot) {
             continue;
@@ -168,10 +171,14 @@ pub fn decide(
         let h = heat(&load, &node.scale, &policy.weights);
         let at = best
             .partition_point(|&(bh, bi)| bh < h || (bh == h && view.nodes[bi].name < node.name));
-        if at < wanted {
-            best.insert(at, (h, i));
-            best.truncate(wanted);
+        if at >= wanted
+            || pod.check(node).is_err()
+            || ledger.is_some_and(|l| l.passed_over(&node.name))
+        {
+            continue;
         }
+        best.insert(at, (h, i));
+        best.truncate(wanted);
     }
 
     let mut ranked = best.into_iter().map(|(h, i)| RankedNode {
@@ -224,13 +231,13 @@ fn avoid_list(
     let inflight = ledger
         .into_iter()
         .flat_map(|l| l.nodes())
-        .filter_map(|(name, _)| view.node(name))
-        .filter(|node| pod.check(node).is_ok())
-        .filter_map(|node| {
-            let load = effective_load(node, ledger);
+        .filter_map(|(name, extra)| {
+            let node = view.node(name)?;
+            let load = with_inflight(node, extra);
             is_hot(&load, &node.scale, &policy.hot)
                 .then(|| (heat(&load, &node.scale, &policy.weights), node))
-        });
+        })
+        .filter(|(_, node)| pod.check(node).is_ok());
     let mut hot: Vec<(f64, &NodeView)> = measured.chain(inflight).collect();
     hot.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.name.cmp(&b.1.name)));
     hot.truncate(max);
