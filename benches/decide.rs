@@ -10,7 +10,8 @@ use placement_webhook::admission::Admission;
 use placement_webhook::config::Config;
 use placement_webhook::patch::{self, Changes};
 use placement_webhook::placement::ledger::{Ledger, PodLoad};
-use placement_webhook::placement::{self, PodConstraints};
+use placement_webhook::placement::{self, PodConstraints, PodDemand};
+use placement_webhook::scheduler::PodFacts;
 use placement_webhook::snapshot::{LoadSnapshot, NodeLoad, Taint};
 use placement_webhook::view::{ClusterView, ViewStore};
 use serde_json::Value;
@@ -54,6 +55,34 @@ fn cluster(n: usize) -> LoadSnapshot {
     }
 }
 
+/// The example TaskManager as placement sees it: 2 cores, no network estimate.
+fn demand<'a>(pod: &'a Pod, config: &Config) -> PodDemand<'a> {
+    PodDemand {
+        constraints: PodConstraints::of(pod, &config.placement.pinning),
+        facts: PodFacts::of(pod),
+        load: PodLoad {
+            cpu_cores: 2.0,
+            network_bytes_per_second: 0.0,
+        },
+    }
+}
+
+fn decide(
+    demand: &PodDemand<'_>,
+    view: &ClusterView,
+    ledger: &Ledger,
+    config: &Config,
+) -> placement::Decision {
+    placement::decide(
+        demand,
+        view,
+        Some(ledger),
+        &config.placement,
+        &config.scheduler,
+        7,
+    )
+}
+
 fn bench_decide_and_patch(c: &mut Criterion) {
     let config = Config::default();
     let review: Value = serde_json::from_str(REVIEW).expect("example review");
@@ -66,21 +95,18 @@ fn bench_decide_and_patch(c: &mut Criterion) {
         let mut ledger = Ledger::new(Duration::from_secs(90));
         for i in 0..100 {
             let node = view.nodes[i % view.nodes.len().min(30)].name.clone();
+            let d = demand(&pod, &config);
             ledger.charge(
                 &format!("p{i}"),
-                &[node],
-                PodLoad {
-                    cpu_cores: 2.0,
-                    network_bytes_per_second: 0.0,
-                },
+                &[(node, 1.0)],
+                d.load,
+                &d.facts.requests,
                 Instant::now(),
             );
         }
         group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
             b.iter(|| {
-                let constraints = PodConstraints::of(&pod, &config.placement.pinning);
-                let decision =
-                    placement::decide(&constraints, &view, Some(&ledger), &config.placement);
+                let decision = decide(&demand(&pod, &config), &view, &ledger, &config);
                 let changes = Changes {
                     preferred: decision.preferred_terms(&config.placement.node_match),
                     required: &decision.pinning,
@@ -120,36 +146,32 @@ fn bench_whole_review(c: &mut Criterion) {
 }
 
 /// decide + patch at 5,000 nodes after a burst of `pods` steered pods, charged as the server
-/// charges them (each decision's first tier): the ledger the next pod of a large burst sees.
+/// charges them (where each decision predicts the pod lands): the ledger the next pod of a large burst sees.
 fn bench_after_burst(c: &mut Criterion) {
     let config = Config::default();
     let review: Value = serde_json::from_str(REVIEW).expect("example review");
     let object = review["request"]["object"].clone();
     let pod: Pod = serde_json::from_value(object.clone()).expect("pod");
-    let constraints = PodConstraints::of(&pod, &config.placement.pinning);
+    let d = demand(&pod, &config);
     let view = ClusterView::build(&cluster(5000), None, &config.placement);
-    let load = PodLoad {
-        cpu_cores: 2.0,
-        network_bytes_per_second: 0.0,
-    };
     let mut group = c.benchmark_group("decide_and_patch_after_burst_5000_nodes");
     let mut ledger = Ledger::new(Duration::from_secs(90));
     let mut steered = 0;
     for pods in [100, 1000, 5000] {
         while steered < pods {
-            let decision = placement::decide(&constraints, &view, Some(&ledger), &config.placement);
-            let first: Vec<String> = decision
-                .first_tier()
-                .iter()
-                .map(|n| n.name.clone())
-                .collect();
-            ledger.charge(&format!("p{steered}"), &first, load, Instant::now());
+            let decision = decide(&d, &view, &ledger, &config);
+            ledger.charge(
+                &format!("p{steered}"),
+                &decision.landing,
+                d.load,
+                &d.facts.requests,
+                Instant::now(),
+            );
             steered += 1;
         }
         group.bench_with_input(BenchmarkId::from_parameter(pods), &pods, |b, _| {
             b.iter(|| {
-                let decision =
-                    placement::decide(&constraints, &view, Some(&ledger), &config.placement);
+                let decision = decide(&d, &view, &ledger, &config);
                 let changes = Changes {
                     preferred: decision.preferred_terms(&config.placement.node_match),
                     required: &decision.pinning,

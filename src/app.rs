@@ -105,7 +105,6 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
         )));
         background.push(tokio::spawn(crate::inventory::pods::watch_pods(
             client,
-            config.targets.clone(),
             ledger.clone(),
             wait_for(stopped.clone()),
         )));

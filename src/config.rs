@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::metrics_source::prometheus::PrometheusConfig;
 
+pub mod scheduler;
+
+pub use scheduler::SchedulerConfig;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -32,6 +36,8 @@ pub struct Config {
     pub inflight: InflightConfig,
     pub prometheus: Option<PrometheusConfig>,
     pub limits: Limits,
+    /// The cluster's kube-scheduler, as the placement model predicts it.
+    pub scheduler: SchedulerConfig,
 }
 
 impl Default for Config {
@@ -50,6 +56,7 @@ impl Default for Config {
             inflight: InflightConfig::default(),
             prometheus: None,
             limits: Limits::default(),
+            scheduler: SchedulerConfig::default(),
         }
     }
 }
@@ -136,6 +143,12 @@ pub struct PlacementConfig {
     pub pinning: Vec<PinningRule>,
     /// Assumed allocatable cores of a node whose capacity is unknown (ledger arithmetic only).
     pub default_node_cpu_cores: f64,
+    /// When the scheduler scores only a sample of the feasible nodes, tier 1 names enough
+    /// nodes that none of them is in the sample with at most this probability.
+    pub sample_miss: f64,
+    /// Candidates within this utilisation of the best count as tied; each replica orders
+    /// them its own way, so replicas deciding at once rarely pick the same node.
+    pub tie_band: f64,
 }
 
 impl Default for PlacementConfig {
@@ -143,20 +156,25 @@ impl Default for PlacementConfig {
         PlacementConfig {
             weights: HeatWeights::default(),
             hot: HotThresholds::default(),
+            // One top node the resource scores cannot overturn (200 affinity points against
+            // at most 150), fallbacks far below it (SCHEDULER.md). Tier 1 grows by itself
+            // when the scheduler samples.
             tiers: vec![
                 Tier {
-                    nodes: 3,
+                    nodes: 1,
                     weight: 100,
                 },
                 Tier {
                     nodes: 6,
-                    weight: 40,
+                    weight: 20,
                 },
             ],
             avoid_hot: AvoidHot::default(),
             node_match: NodeMatch::default(),
             pinning: Vec::new(),
             default_node_cpu_cores: 16.0,
+            sample_miss: 0.002,
+            tie_band: 0.01,
         }
     }
 }
@@ -219,7 +237,7 @@ pub struct AvoidHot {
 impl Default for AvoidHot {
     fn default() -> Self {
         AvoidHot {
-            weight: 20,
+            weight: 10,
             max_nodes: 32,
         }
     }
@@ -355,6 +373,15 @@ impl Config {
                 problems.push(format!("placement.tiers[{i}].nodes must be >= 1"));
             }
         }
+        if p.tiers.windows(2).any(|t| t[1].weight >= t[0].weight) {
+            problems.push("placement.tiers weights must decrease from tier to tier".into());
+        }
+        if !(p.sample_miss > 0.0 && p.sample_miss <= 0.5) {
+            problems.push("placement.sample_miss must be in (0, 0.5]".into());
+        }
+        if !(p.tie_band >= 0.0 && p.tie_band <= 0.5) {
+            problems.push("placement.tie_band must be in [0, 0.5]".into());
+        }
         if !(0..=100).contains(&p.avoid_hot.weight) {
             problems.push("placement.avoid_hot.weight must be 0..100".into());
         }
@@ -404,6 +431,7 @@ impl Config {
         {
             problems.push(format!("prometheus: {e}"));
         }
+        problems.extend(self.scheduler.problems());
         for (i, r) in self.targets.match_expressions.iter().enumerate() {
             let needs_values = matches!(r.operator, SelectorOperator::In | SelectorOperator::NotIn);
             if needs_values == r.values.is_empty() {

@@ -10,6 +10,7 @@ pub mod metrics_source;
 pub mod patch;
 pub mod placement;
 pub mod review_cmd;
+pub mod scheduler;
 pub mod server;
 pub mod snapshot;
 pub mod telemetry;

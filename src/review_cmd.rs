@@ -10,8 +10,8 @@ use serde::Deserialize;
 use crate::admission::{self, Admission, BadReview};
 use crate::config::Config;
 use crate::metrics_source::prometheus::PrometheusSource;
+use crate::placement;
 use crate::placement::ledger::Ledger;
-use crate::placement::{self, PodConstraints};
 use crate::snapshot::LoadSnapshot;
 use crate::view::ViewStore;
 
@@ -24,15 +24,14 @@ pub async fn review(config: Config, body: &[u8], explain: bool) -> anyhow::Resul
     let ledger = Arc::new(Mutex::new(Ledger::new(config.inflight.ttl)));
     let config = Arc::new(config);
     let admission = Admission::new(config.clone(), store.clone(), ledger);
+    // Before answering: the answer charges the ledger, and the table shows the same decision.
+    let table = explain.then(|| node_table(&admission, body));
     let answer = match admission.review_bytes(body) {
         Ok(answer) => answer,
         Err(e) => anyhow::bail!("the server would answer HTTP {}: {e}", status_of(&e)),
     };
-    if explain {
-        eprint!(
-            "{}",
-            explanation(&config, &store, body, &answer.review.response)
-        );
+    if let Some(table) = table {
+        eprint!("{table}{}", patch_text(&answer.review.response));
     }
     Ok(serde_json::to_string_pretty(&answer.review)?)
 }
@@ -71,50 +70,62 @@ async fn load_snapshot(config: &Config) -> anyhow::Result<LoadSnapshot> {
     }
 }
 
-/// The node table and decoded patch. The decision is recomputed without the ledger, which is
-/// what the answer used too (a one-shot review has nothing in flight).
-fn explanation(
-    config: &Config,
-    store: &ViewStore,
-    body: &[u8],
-    response: &admission::review::ResponseOut,
-) -> String {
+/// The node table: every node, why it was or was not chosen, and the predicted landing.
+fn node_table(admission: &Admission, body: &[u8]) -> String {
     let mut out = String::new();
     let pod = admission::parse(body)
         .ok()
         .and_then(|r| r.object)
         .and_then(|o| Pod::deserialize(&o).ok());
-    match (pod, store.current()) {
+    match (pod, admission.store().current()) {
         (Some(pod), Some(view)) => {
-            let constraints = PodConstraints::of(&pod, &config.placement.pinning);
-            let decision = placement::decide(&constraints, &view, None, &config.placement);
-            let rows =
-                placement::assess_all(&constraints, &view, None, &config.placement, &decision);
+            let decision = admission.dry_decide(&pod, &view);
+            let demand = admission.demand(&pod);
+            let placement = &admission.config().placement;
+            let rows = placement::assess_all(&demand, &view, None, placement, &decision);
             let _ = writeln!(
                 out,
-                "{:<24} {:>6} {:>6} {:>7} {:<22} {:>5}",
-                "NODE", "HEAT", "CPU", "NET", "ELIGIBLE", "TIER"
+                "{:<24} {:>6} {:>6} {:>7} {:<22} {:>5} {:>7}",
+                "NODE", "HEAT", "CPU", "NET", "ELIGIBLE", "TIER", "LANDING"
             );
             for r in rows {
-                let eligible = match (r.eligibility, r.hot) {
-                    (Err(why), _) => format!("no ({})", why.as_str()),
-                    (Ok(()), true) => "hot".to_string(),
-                    (Ok(()), false) => "yes".to_string(),
+                let eligible = match (r.eligibility, r.fits, r.hot) {
+                    (Err(why), _, _) => format!("no ({})", why.as_str()),
+                    (Ok(()), false, _) => "no (requests full)".to_string(),
+                    (Ok(()), true, true) => "hot".to_string(),
+                    (Ok(()), true, false) => "yes".to_string(),
                 };
                 let tier = match (r.tier, r.avoided) {
                     (Some(t), _) => t.to_string(),
                     (None, true) => "avoid".to_string(),
                     (None, false) => "-".to_string(),
                 };
+                let landing = if r.landing > 0.0 {
+                    format!("{:.0}%", r.landing * 100.0)
+                } else {
+                    "-".to_string()
+                };
                 let _ = writeln!(
                     out,
-                    "{:<24} {:>6.3} {:>6.3} {:>7.3} {:<22} {:>5}",
-                    r.name, r.heat, r.load.cpu, r.network_fraction, eligible, tier
+                    "{:<24} {:>6.3} {:>6.3} {:>7.3} {:<22} {:>5} {:>7}",
+                    r.name, r.heat, r.load.cpu, r.network_fraction, eligible, tier, landing
                 );
             }
+            let _ = writeln!(
+                out,
+                "\nfeasible nodes: {}; the scheduler scores {:.0}% of them per pod",
+                decision.feasible,
+                decision.sample_fraction * 100.0
+            );
         }
         _ => out.push_str("(no pod object or no snapshot: no node table)\n"),
     }
+    out
+}
+
+/// The decoded patch and the warnings.
+fn patch_text(response: &admission::review::ResponseOut) -> String {
+    let mut out = String::new();
     match &response.patch {
         Some(b64) => {
             let decoded = base64::engine::general_purpose::STANDARD

@@ -32,6 +32,13 @@ pub struct NodeLoad {
     pub taints: Vec<Taint>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unschedulable: bool,
+    /// What the scheduler filters on when there is no cluster access: allocatable resources as
+    /// Kubernetes quantities (`{"cpu": "32", "memory": "128Gi", "pods": "110"}`) and the sum of
+    /// the requests of the pods bound to the node (`"pods"` counts them).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub allocatable: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub requested: BTreeMap<String, String>,
     /// False when the node's Ready condition is not True (set from the inventory).
     #[serde(default = "default_true", skip_serializing_if = "Clone::clone")]
     pub ready: bool,
@@ -53,19 +60,15 @@ impl NodeLoad {
             cpu_capacity_cores: None,
             labels: BTreeMap::new(),
             taints: Vec::new(),
+            allocatable: BTreeMap::new(),
+            requested: BTreeMap::new(),
             unschedulable: false,
             ready: true,
         }
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Taint {
-    pub key: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub value: Option<String>,
-    pub effect: String,
-}
+pub use crate::scheduler::Taint;
 
 /// Every node's load at `taken_at`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -133,6 +136,21 @@ impl LoadSnapshot {
             }
             if !non_negative(node.cpu_capacity_cores) || node.cpu_capacity_cores == Some(0.0) {
                 return Err(invalid("cpu_capacity_cores must be > 0"));
+            }
+            let quantities_ok = |list: &BTreeMap<String, String>| {
+                list.iter().all(|(name, q)| {
+                    crate::scheduler::quantity::amount(name, q).is_some_and(|v| v >= 0)
+                })
+            };
+            if !quantities_ok(&node.allocatable) {
+                return Err(invalid(
+                    "allocatable holds an unreadable or negative quantity",
+                ));
+            }
+            if !quantities_ok(&node.requested) {
+                return Err(invalid(
+                    "requested holds an unreadable or negative quantity",
+                ));
             }
         }
         Ok(())
@@ -202,6 +220,8 @@ mod tests {
             r#"{"nodes":[{"name":"n1","cpu":0.5,"network_bytes_per_second":-1}]}"#,
             r#"{"nodes":[{"name":"n1","cpu":0.5,"network_capacity_bytes_per_second":0}]}"#,
             r#"{"nodes":[{"name":"n1"}]}"#,
+            r#"{"nodes":[{"name":"n1","cpu":0.5,"allocatable":{"cpu":"lots"}}]}"#,
+            r#"{"nodes":[{"name":"n1","cpu":0.5,"requested":{"memory":"-1Gi"}}]}"#,
         ] {
             assert!(LoadSnapshot::from_json(bad).is_err(), "accepted {bad}");
         }

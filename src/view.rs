@@ -13,7 +13,9 @@ use foldhash::HashMap;
 use crate::config::PlacementConfig;
 use crate::inventory::Inventory;
 use crate::placement::heat::{Load, NodeScale};
-use crate::snapshot::{LoadSnapshot, Taint};
+use crate::placement::occupancy::NodeRequests;
+use crate::scheduler::{Resources, Taint};
+use crate::snapshot::LoadSnapshot;
 
 /// One candidate node: its readings and the facts eligibility is checked against.
 #[derive(Debug, Clone)]
@@ -27,10 +29,15 @@ pub struct NodeView {
     /// Hot on the measured load alone.
     pub base_hot: bool,
     pub labels: BTreeMap<String, String>,
-    /// Only NoSchedule / NoExecute taints: the ones that filter.
-    pub filtering_taints: Vec<Taint>,
+    /// Every taint: NoSchedule / NoExecute filter, PreferNoSchedule scores.
+    pub taints: Vec<Taint>,
     pub unschedulable: bool,
     pub ready: bool,
+    /// What the scheduler's NodeResourcesFit compares requests with; empty when unknown (then
+    /// requests do not limit the node, as far as the webhook can tell).
+    pub allocatable: Resources,
+    /// Requests on the node known without the pod watch (the snapshot file's `requested`).
+    pub base_requested: NodeRequests,
 }
 
 /// All nodes with readings, sorted coolest first by `base_heat`.
@@ -43,6 +50,16 @@ pub struct ClusterView {
     pub hot_nodes: Vec<usize>,
     /// Nodes the inventory knows that have no readings: never preferred.
     pub nodes_without_metrics: usize,
+}
+
+fn requests_from(list: &BTreeMap<String, String>) -> Resources {
+    let mut out = Resources::default();
+    for (name, q) in list {
+        if let Some(v) = crate::scheduler::quantity::amount(name, q) {
+            *out.slot(name) += v;
+        }
+    }
+    out
 }
 
 impl ClusterView {
@@ -85,6 +102,17 @@ impl ClusterView {
                     Some(f) => (f.labels.clone(), &f.taints, f.unschedulable, f.ready),
                     None => (n.labels.clone(), &n.taints, n.unschedulable, n.ready),
                 };
+                let allocatable = match facts {
+                    Some(f) if f.allocatable != Resources::default() => f.allocatable.clone(),
+                    _ => requests_from(&n.allocatable),
+                };
+                // The snapshot's requests stand in for the pod watch only without a cluster.
+                let requested = requests_from(&n.requested);
+                let base_requested = NodeRequests {
+                    non_zero_milli_cpu: requested.milli_cpu,
+                    non_zero_memory: requested.memory,
+                    requested,
+                };
                 Some(NodeView {
                     name: n.name.clone(),
                     base_hot: crate::placement::heat::is_hot(&load, &scale, &policy.hot),
@@ -92,13 +120,15 @@ impl ClusterView {
                     load,
                     scale,
                     labels,
-                    filtering_taints: taints
-                        .iter()
-                        .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
-                        .cloned()
-                        .collect(),
+                    taints: taints.clone(),
                     unschedulable,
                     ready,
+                    allocatable,
+                    base_requested: if inventory.is_some() {
+                        NodeRequests::default()
+                    } else {
+                        base_requested
+                    },
                 })
             })
             .collect();

@@ -13,10 +13,10 @@ use http::{Request, Response, StatusCode};
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::client::Body;
-use placement_webhook::config::{PlacementConfig, Targets};
+use placement_webhook::config::PlacementConfig;
 use placement_webhook::inventory::client::probe;
 use placement_webhook::inventory::nodes::{node_facts, watch_nodes};
-use placement_webhook::inventory::pods::{label_selector, watch_pods};
+use placement_webhook::inventory::pods::watch_pods;
 use placement_webhook::inventory::{Inventory, NodeFacts};
 use placement_webhook::placement::ledger::Ledger;
 use placement_webhook::view::ViewStore;
@@ -301,6 +301,15 @@ fn cpu(ledger: &Mutex<Ledger>, node: &str) -> f64 {
         .map_or(0.0, |l| l.cpu_cores)
 }
 
+fn bound_milli_cpu(ledger: &Mutex<Ledger>, node: &str) -> i64 {
+    ledger
+        .lock()
+        .unwrap()
+        .occupancy
+        .node(node)
+        .map_or(0, |n| n.requested.milli_cpu)
+}
+
 #[tokio::test]
 async fn pod_watch_keeps_the_ledger_in_step_with_other_replicas() {
     timeout(WHOLE_TEST, async {
@@ -309,14 +318,14 @@ async fn pod_watch_keeps_the_ledger_in_step_with_other_replicas() {
         let ledger = Arc::new(Mutex::new(Ledger::new(Duration::from_secs(90))));
         let client = Client::new(service, "default");
         let l = ledger.clone();
-        let (tx, task) = spawn_with_shutdown(move |shutdown| {
-            watch_pods(client, Targets::default(), l, shutdown)
-        });
+        let (tx, task) = spawn_with_shutdown(move |shutdown| watch_pods(client, l, shutdown));
 
-        let selector = label_selector(&Targets::default());
+        // Every unfinished pod: the scheduler counts the requests of all of them.
+        let selector = "fieldSelector=status.phase!=Succeeded,status.phase!=Failed&";
         let (_, uri, send) = next_request(&mut handle).await;
         assert!(uri.starts_with("/api/v1/pods?"), "cluster-wide: {uri}");
-        assert!(uri.contains(&format!("labelSelector={selector}&")), "{uri}");
+        assert!(uri.contains(selector), "{uri}");
+        assert!(!uri.contains("labelSelector"), "{uri}");
         assert!(!uri.contains("watch=true"), "{uri}");
         let list = pods_list(Duration::from_secs(5));
         send.send_response(json_response(StatusCode::OK, &list));
@@ -327,13 +336,21 @@ async fn pod_watch_keeps_the_ledger_in_step_with_other_replicas() {
         assert_eq!(cpu(&ledger, "worker-1"), 1.0);
         assert_eq!(cpu(&ledger, "worker-4"), 1.0 + 2.0);
         assert_eq!(cpu(&ledger, "worker-5"), 0.0);
+        // Requests: every bound, unfinished pod, annotated or not.
+        assert_eq!(bound_milli_cpu(&ledger, "worker-4"), 2000);
+        assert_eq!(bound_milli_cpu(&ledger, "worker-5"), 2000);
+        assert_eq!(
+            bound_milli_cpu(&ledger, "worker-1"),
+            0,
+            "failed pods hold nothing"
+        );
 
         let (_, uri, send) = next_request(&mut handle).await;
         assert!(
             uri.contains("watch=true") && uri.contains("resourceVersion=918700"),
             "{uri}"
         );
-        assert!(uri.contains(&format!("labelSelector={selector}&")), "{uri}");
+        assert!(uri.contains(selector), "{uri}");
         let items = list["items"].as_array().unwrap();
         let mut bound = items[0].clone();
         bound["metadata"]["resourceVersion"] = json!("918720");
@@ -350,6 +367,7 @@ async fn pod_watch_keeps_the_ledger_in_step_with_other_replicas() {
         })
         .await;
         assert_eq!(ledger.lock().unwrap().len(), 1);
+        assert_eq!(bound_milli_cpu(&ledger, "worker-1"), 2000);
 
         let (_, uri, _pending) = next_request(&mut handle).await;
         assert!(

@@ -148,6 +148,7 @@ fn decision() -> impl Strategy<Value = Decision> {
                     values: Some(vec![v]),
                 })
                 .collect(),
+            ..Decision::default()
         })
 }
 

@@ -12,11 +12,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Pod, PreferredSchedulingTerm};
+use placement_webhook::config::scheduler::SchedulerConfig;
 use placement_webhook::config::{
     AvoidHot, HeatWeights, HotThresholds, NodeMatch, PlacementConfig, Tier,
 };
 use placement_webhook::placement::ledger::{Ledger, PodLoad};
-use placement_webhook::placement::{PodConstraints, decide};
+use placement_webhook::placement::{PodConstraints, PodDemand, decide};
+use placement_webhook::scheduler::PodFacts;
 use placement_webhook::snapshot::{LoadSnapshot, NodeLoad, Taint};
 use placement_webhook::view::ClusterView;
 use proptest::prelude::*;
@@ -25,6 +27,8 @@ use serde_json::json;
 const HOSTNAME: &str = "kubernetes.io/hostname";
 const CORES: f64 = 16.0;
 const EPS: f64 = 1e-9;
+/// The pod's CPU request: what it adds to a node, in cores.
+const POD_CORES: f64 = 2.0;
 
 /// The taints a generated node may carry. The pod tolerates exactly `dedicated=flink:NoSchedule`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -343,12 +347,27 @@ fn run(nodes: Vec<GenNode>, policy: PlacementConfig, inflight: &[(usize, f64, f6
             cpu_cores,
             network_bytes_per_second: bytes,
         };
-        ledger.charge(&format!("pod-{k}"), &[name(i)], load, Instant::now());
+        ledger.charge(
+            &format!("pod-{k}"),
+            &[(name(i), 1.0)],
+            load,
+            &Default::default(),
+            Instant::now(),
+        );
         extra[i].cpu_cores += cpu_cores;
         extra[i].network_bytes_per_second += bytes;
     }
     let p = pod(&nodes);
-    let decision = decide(&PodConstraints::of(&p, &[]), &view, Some(&ledger), &policy);
+    let demand = PodDemand {
+        constraints: PodConstraints::of(&p, &[]),
+        facts: PodFacts::of(&p),
+        load: PodLoad {
+            cpu_cores: POD_CORES,
+            network_bytes_per_second: 0.0,
+        },
+    };
+    let scheduler = SchedulerConfig::default();
+    let decision = decide(&demand, &view, Some(&ledger), &policy, &scheduler, 7);
     let terms = decision.preferred_terms(&policy.node_match);
     Case {
         nodes,
@@ -415,8 +434,9 @@ proptest! {
         prop_assert_eq!(read.preferred.len(), candidates.min(wanted));
     }
 
-    /// Between two eligible, not hot nodes, the cooler one (heat with in-flight pods, under the
-    /// policy's weights) never gets less preferred weight than the hotter one.
+    /// Between two eligible, not hot nodes, the one this CPU-only pod would leave cooler (CPU
+    /// with in-flight pods and the pod itself) never gets less preferred weight than the other,
+    /// unless the two are within the tie band, where each replica orders them its own way.
     #[test]
     fn a_hotter_node_never_outranks_a_cooler_one(
         nodes in prop::collection::vec(gen_node(), 1..80),
@@ -432,10 +452,11 @@ proptest! {
         let weight = |i: usize| read.preferred.get(&name(i)).copied().unwrap_or(0);
         for &a in &candidates {
             for &b in &candidates {
-                if o.heat(a) < o.heat(b) - EPS {
+                let after = |i: usize| o.cpu(i) + POD_CORES / CORES;
+                if after(a) < after(b) - case.policy.tie_band - EPS {
                     prop_assert!(weight(a) >= weight(b),
-                        "{} (heat {}, weight {}) ranked below {} (heat {}, weight {})",
-                        name(a), o.heat(a), weight(a), name(b), o.heat(b), weight(b));
+                        "{} (cpu after {}, weight {}) ranked below {} (cpu after {}, weight {})",
+                        name(a), after(a), weight(a), name(b), after(b), weight(b));
                 }
             }
         }

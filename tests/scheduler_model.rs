@@ -1,13 +1,18 @@
-//! The scheduler model used by the placement tests reproduces the upstream kube-scheduler test
+//! The scheduler model (`placement_webhook::scheduler`) reproduces the upstream kube-scheduler test
 //! vectors exactly: every vector of every plugin, every expected field.
-
-#[path = "support/scheduler_model.rs"]
-mod scheduler_model;
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{NodeAffinity, Pod, PreferredSchedulingTerm};
-use scheduler_model::*;
+use placement_webhook::config::scheduler::{
+    ResourceWeight, SchedulerConfig, ScoringStrategy, ScoringStrategyType,
+};
+use placement_webhook::scheduler::cycle::PodFacts;
+use placement_webhook::scheduler::resources::{CPU, DEFAULT_MEMORY_REQUEST, MEMORY, pod_requests};
+use placement_webhook::scheduler::scores::*;
+use placement_webhook::scheduler::{
+    ModelNode, PodRequests, Resources, Scheduler, num_feasible_nodes_to_find,
+};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -81,7 +86,7 @@ fn node_affinity(input: &Value, key: &str) -> Outcome {
     let nodes: Vec<ModelNode> = if let Some(names) = input.get("scored_nodes") {
         parse::<Vec<String>>(names, "scored_nodes")?
             .iter()
-            .map(|n| ModelNode::new(n, BTreeMap::new(), Resources::new()))
+            .map(|n| ModelNode::new(n, BTreeMap::new(), Resources::default()))
             .collect()
     } else {
         #[derive(Deserialize)]
@@ -92,18 +97,27 @@ fn node_affinity(input: &Value, key: &str) -> Outcome {
         }
         parse::<Vec<NodeIn>>(field(input, "nodes")?, "nodes")?
             .into_iter()
-            .map(|n| ModelNode::new(&n.name, n.labels, Resources::new()))
+            .map(|n| ModelNode::new(&n.name, n.labels, Resources::default()))
             .collect()
     };
     // Score as upstream does when it is called (whether or not PreScore would skip).
+    let pod_terms = PodFacts::of(&pod).preferred_terms;
+    let added_terms = added
+        .as_ref()
+        .and_then(|a| {
+            a.preferred_during_scheduling_ignored_during_execution
+                .as_deref()
+        })
+        .unwrap_or_default();
     let raw: Vec<i64> = nodes
         .iter()
-        .map(|n| node_affinity_score(&pod, added.as_ref(), n))
+        .map(|n| preferred_terms_score(added_terms, n) + preferred_terms_score(pod_terms, n))
         .collect();
     let mut normalized = raw.clone();
     default_normalize_score(MAX_NODE_SCORE, false, &mut normalized);
     match key {
-        "prescore_status" => Ok(if node_affinity_skips(&pod, added.as_ref()) {
+        // PreScore skips when neither the pod nor the profile's addedAffinity prefers anything.
+        "prescore_status" => Ok(if pod_terms.is_empty() && added.is_none() {
             json!("Skip")
         } else {
             json!("Success")
@@ -113,7 +127,7 @@ fn node_affinity(input: &Value, key: &str) -> Outcome {
         "weighted_contribution_weight2" => {
             let weighted: Vec<i64> = normalized
                 .iter()
-                .map(|s| s * NODE_AFFINITY_WEIGHT)
+                .map(|s| s * SchedulerConfig::default().weights.node_affinity)
                 .collect();
             Ok(by_name(&nodes, &weighted))
         }
@@ -138,10 +152,17 @@ fn least_allocated_vector(input: &Value, key: &str) -> Outcome {
         containers: Vec<BTreeMap<String, String>>,
     }
     let weights: Vec<Weight> = parse(field(input, "resources")?, "resources")?;
-    let weights: Vec<(&str, i64)> = weights
-        .iter()
-        .map(|w| (w.name.as_str(), w.weight))
-        .collect();
+    let strategy = ScoringStrategy {
+        kind: ScoringStrategyType::LeastAllocated,
+        resources: weights
+            .iter()
+            .map(|w| ResourceWeight {
+                name: w.name.clone(),
+                weight: w.weight,
+            })
+            .collect(),
+        ..ScoringStrategy::default()
+    };
     let allocatable: BTreeMap<String, BTreeMap<String, String>> =
         parse(field(input, "nodes_allocatable")?, "nodes_allocatable")?;
     let mut nodes: Vec<ModelNode> = allocatable
@@ -160,16 +181,16 @@ fn least_allocated_vector(input: &Value, key: &str) -> Outcome {
             .iter_mut()
             .find(|n| n.name == existing.node)
             .ok_or_else(|| format!("existing pod on unknown node {}", existing.node))?
-            .add_pod(&pod);
+            .add_pod(&PodRequests::of(&pod));
     }
     let incoming: Vec<BTreeMap<String, String>> = parse(
         field(input, "incoming_pod_containers")?,
         "incoming_pod_containers",
     )?;
-    let pod = pod_with_containers(&incoming)?;
+    let pod = PodRequests::of(&pod_with_containers(&incoming)?);
     let scores: Vec<i64> = nodes
         .iter()
-        .map(|n| least_allocated(&pod, n, &weights))
+        .map(|n| resources_fit_score(&pod, n, &strategy))
         .collect();
     Ok(by_name(&nodes, &scores))
 }
@@ -203,14 +224,13 @@ fn balanced_vector(input: &Value, key: &str) -> Outcome {
     }
     let names: Vec<String> = match input.get("resources") {
         Some(r) => parse(r, "resources")?,
-        None => BALANCED_RESOURCES.iter().map(|s| s.to_string()).collect(),
+        None => SchedulerConfig::default().balanced_resources,
     };
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let request: BTreeMap<String, i64> = parse(
         field(input, "incoming_pod_request")?,
         "incoming_pod_request",
     )?;
-    let pod = pod_with_containers(&[quantities(&request)])?;
+    let pod = PodRequests::of(&pod_with_containers(&[quantities(&request)])?);
     match key {
         "prescore_status" => Ok(if balanced_allocation_skips(&pod, &names) {
             json!("Skip")
@@ -236,7 +256,9 @@ fn balanced_vector(input: &Value, key: &str) -> Outcome {
                     .collect();
                 let mut node = ModelNode::new(name, BTreeMap::new(), resources(&pairs));
                 if let Some(requests) = existing.get(name) {
-                    node.add_pod(&pod_with_containers(&[quantities(requests)])?);
+                    node.add_pod(&PodRequests::of(&pod_with_containers(&[quantities(
+                        requests,
+                    )])?));
                 }
                 nodes.push(node);
             }
@@ -267,8 +289,8 @@ fn feasible_vector(input: &Value, key: &str) -> Outcome {
     if key != "numFeasibleNodesToFind" {
         return Err(format!("no model output named {key:?}"));
     }
-    let all: i32 = parse(field(input, "numAllNodes")?, "numAllNodes")?;
-    let percentage: i32 = parse(field(input, "percentageOfNodesToScore")?, "percentage")?;
+    let all: i64 = parse(field(input, "numAllNodes")?, "numAllNodes")?;
+    let percentage: i64 = parse(field(input, "percentageOfNodesToScore")?, "percentage")?;
     Ok(json!(num_feasible_nodes_to_find(percentage, all)))
 }
 
@@ -337,22 +359,34 @@ fn webhook_shaped_terms_score_as_scheduler_md_says() {
     .expect("pod");
     let nodes: Vec<ModelNode> = ["a", "b", "c", "hot1", "hot2"]
         .iter()
-        .map(|n| ModelNode::new(n, BTreeMap::new(), Resources::new()))
+        .map(|n| ModelNode::new(n, BTreeMap::new(), Resources::default()))
         .collect();
-    let refs: Vec<&ModelNode> = nodes.iter().collect();
-    let affinity: Vec<i64> = score(&pod, &refs).iter().map(|s| s.node_affinity).collect();
+    let all: Vec<usize> = (0..nodes.len()).collect();
+    let affinity: Vec<i64> = placement_webhook::scheduler::cycle::score(
+        &PodFacts::of(&pod),
+        &nodes,
+        &all,
+        &SchedulerConfig::default(),
+    )
+    .iter()
+    .map(|s| s.node_affinity)
+    .collect();
     // raw 120/60/20/0/0 (the empty term counts nothing) -> 100/50/16/0/0 -> x2.
     assert_eq!(affinity, vec![200, 100, 32, 0, 0]);
 }
 
+fn resources(pairs: &[(&str, &str)]) -> Resources {
+    Resources::parse(pairs).expect("valid quantities")
+}
+
 #[test]
-fn filters_and_tie_break() {
+fn filters_and_random_tie_break() {
     let alloc = resources(&[("cpu", "4"), ("memory", "8Gi"), ("pods", "110")]);
     let mut full = ModelNode::new("a-full", BTreeMap::new(), alloc.clone());
     let big: Pod = serde_json::from_value(json!({"spec": {"containers": [
         {"name": "x", "resources": {"requests": {"cpu": "3500m", "memory": "1Gi"}}}]}}))
     .expect("pod");
-    full.add_pod(&big);
+    full.add_pod(&PodRequests::of(&big));
     let nodes = vec![
         full,
         ModelNode::new("c-empty", BTreeMap::new(), alloc.clone()),
@@ -361,9 +395,105 @@ fn filters_and_tie_break() {
     let one_cpu: Pod = serde_json::from_value(json!({"spec": {"containers": [
         {"name": "x", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}))
     .expect("pod");
-    // a-full has 500m left: filtered out; the two empty nodes tie and the lowest name wins.
-    assert_eq!(schedule(&one_cpu, &nodes).as_deref(), Some("b-empty"));
-    assert_eq!(schedule(&big, &nodes[..1]), None);
+    // a-full has 500m left: filtered out; the two empty nodes tie and either may win.
+    let mut seen = std::collections::BTreeSet::new();
+    for seed in 0..32 {
+        let mut scheduler = Scheduler::new(SchedulerConfig::default(), seed);
+        let cycle = scheduler.schedule(&PodFacts::of(&one_cpu), &nodes);
+        assert_eq!(cycle.sample, vec![1, 2]);
+        seen.insert(cycle.node.expect("a node fits"));
+    }
+    assert_eq!(seen.into_iter().collect::<Vec<_>>(), vec![1, 2]);
+    let mut scheduler = Scheduler::new(SchedulerConfig::default(), 1);
+    assert_eq!(
+        scheduler.schedule(&PodFacts::of(&big), &nodes[..1]).node,
+        None
+    );
+}
+
+#[test]
+fn sampling_rotates_its_start() {
+    let alloc = resources(&[("cpu", "4"), ("memory", "8Gi"), ("pods", "110")]);
+    let nodes: Vec<ModelNode> = (0..1000)
+        .map(|i| ModelNode::new(&format!("n{i:04}"), BTreeMap::new(), alloc.clone()))
+        .collect();
+    let pod: Pod = serde_json::from_value(json!({"spec": {"containers": [
+        {"name": "x", "resources": {"requests": {"cpu": "1"}}}]}}))
+    .expect("pod");
+    let mut scheduler = Scheduler::new(SchedulerConfig::default(), 7);
+    let first = scheduler.schedule(&PodFacts::of(&pod), &nodes);
+    assert_eq!(first.sample.len(), 420);
+    assert_eq!(first.sample[0], 0);
+    let second = scheduler.schedule(&PodFacts::of(&pod), &nodes);
+    assert_eq!(
+        second.sample[0], 420,
+        "the next search starts where the last one stopped"
+    );
+    let third = scheduler.schedule(&PodFacts::of(&pod), &nodes);
+    assert_eq!(third.sample[0], 840);
+    assert_eq!(third.sample[419], (840 + 419) % 1000, "wraps around");
+}
+
+#[test]
+fn taints_cordons_and_strategies() {
+    use placement_webhook::scheduler::{Taint, Unfit, cycle::filter};
+    let alloc = resources(&[("cpu", "10"), ("memory", "10Gi"), ("pods", "110")]);
+    let mut node = ModelNode::new("n", BTreeMap::new(), alloc);
+    let pod: Pod = serde_json::from_value(json!({"spec": {"containers": [
+        {"name": "x", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}],
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "flink", "effect": "NoSchedule"}]}}))
+    .expect("pod");
+    let facts = PodFacts::of(&pod);
+    assert_eq!(filter(&facts, &node), Ok(()));
+    node.taints.push(Taint {
+        key: "dedicated".into(),
+        value: Some("flink".into()),
+        effect: "NoSchedule".into(),
+    });
+    assert_eq!(filter(&facts, &node), Ok(()), "tolerated");
+    node.taints.push(Taint {
+        key: "gpu".into(),
+        value: None,
+        effect: "NoExecute".into(),
+    });
+    assert_eq!(filter(&facts, &node), Err(Unfit::Taint));
+    node.taints.clear();
+    node.unschedulable = true;
+    assert_eq!(filter(&facts, &node), Err(Unfit::Unschedulable));
+    node.unschedulable = false;
+    // 2 of 10 cores and 1 of 10 GiB requested with the pod.
+    let requests = &facts.requests;
+    let most = ScoringStrategy {
+        kind: ScoringStrategyType::MostAllocated,
+        ..ScoringStrategy::default()
+    };
+    assert_eq!(resources_fit_score(requests, &node, &most), (20 + 10) / 2);
+    let least = ScoringStrategy::default();
+    assert_eq!(resources_fit_score(requests, &node, &least), (80 + 90) / 2);
+    // Default shape 0 -> 10, 100 -> 0, scaled x10: utilization 20 -> 80, 10 -> 90, rounded mean.
+    let ratio = ScoringStrategy {
+        kind: ScoringStrategyType::RequestedToCapacityRatio,
+        ..ScoringStrategy::default()
+    };
+    assert_eq!(resources_fit_score(requests, &node, &ratio), 85);
+    // PreferNoSchedule only scores: the untolerated node loses its 300 points.
+    let mut soft = node.clone();
+    soft.name = "soft".into();
+    soft.taints.push(Taint {
+        key: "spot".into(),
+        value: None,
+        effect: "PreferNoSchedule".into(),
+    });
+    assert_eq!(filter(&facts, &soft), Ok(()));
+    let nodes = vec![node, soft];
+    let scores = placement_webhook::scheduler::cycle::score(
+        &facts,
+        &nodes,
+        &[0, 1],
+        &SchedulerConfig::default(),
+    );
+    assert_eq!(scores[0].taint_toleration, 300);
+    assert_eq!(scores[1].taint_toleration, 0);
 }
 
 #[test]
@@ -376,24 +506,15 @@ fn pod_requests_count_sidecars_init_and_defaults() {
     "containers": [
         {"name": "main", "resources": {"requests": {"cpu": "2", "memory": "4Gi"}}},
         {"name": "bare"}
-    ]}}))
+    ],
+    "overhead": {"cpu": "250m"}}}))
     .expect("pod");
     let written = pod_requests(&pod, false);
-    // containers 2 + sidecar 0.1 = 2.1 cpu; init phase 3 + 0.1 = 3.1 wins.
-    assert_eq!(written.get(CPU), Some(&3100));
-    assert_eq!(written.get(MEMORY), Some(&(4 << 30)));
+    // containers 2 + sidecar 0.1 = 2.1 cpu; init phase 3 + 0.1 = 3.1 wins; overhead 0.25 on top.
+    assert_eq!(written.get(CPU), 3350);
+    assert_eq!(written.get(MEMORY), 4 << 30);
     let non_zero = pod_requests(&pod, true);
     // "bare" gets 100m / 200MiB, so does the sidecar's missing memory.
-    assert_eq!(non_zero.get(CPU), Some(&3100));
-    assert_eq!(
-        non_zero.get(MEMORY),
-        Some(&((4 << 30) + 2 * DEFAULT_MEMORY_REQUEST))
-    );
-    assert_eq!(
-        amount(
-            CPU,
-            &k8s_openapi::apimachinery::pkg::api::resource::Quantity("1.5".into())
-        ),
-        1500
-    );
+    assert_eq!(non_zero.get(CPU), 3350);
+    assert_eq!(non_zero.get(MEMORY), (4 << 30) + 2 * DEFAULT_MEMORY_REQUEST);
 }

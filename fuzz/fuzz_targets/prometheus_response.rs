@@ -15,7 +15,8 @@ use placement_webhook::config::PlacementConfig;
 use placement_webhook::metrics_source::readings::{
     NodeMapping, Readings, build_snapshot, parse_vector,
 };
-use placement_webhook::placement::{PodConstraints, decide};
+use placement_webhook::config::scheduler::SchedulerConfig;
+use placement_webhook::placement::{PodDemand, decide};
 use placement_webhook::view::ClusterView;
 
 fuzz_target!(|data: &[u8]| {
@@ -70,7 +71,14 @@ fuzz_target!(|data: &[u8]| {
 
     let policy = PlacementConfig::default();
     let view = ClusterView::build(&snapshot, None, &policy);
-    let decision = decide(&PodConstraints::default(), &view, None, &policy);
+    let decision = decide(
+        &PodDemand::default(),
+        &view,
+        None,
+        &policy,
+        &SchedulerConfig::default(),
+        0,
+    );
     for tier in &decision.tiers {
         for node in &tier.nodes {
             assert!(node.heat.is_finite(), "non-finite heat for {}", node.name);

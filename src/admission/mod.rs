@@ -14,7 +14,8 @@ use crate::config::Config;
 use crate::patch::{self, Changes};
 use crate::placement::ledger::{Ledger, PodLoad};
 use crate::placement::note::{ANNOTATION, DecisionNote};
-use crate::placement::{self, Decision, PodConstraints, resources};
+use crate::placement::{self, Decision, PodConstraints, PodDemand, resources};
+use crate::scheduler::PodFacts;
 use crate::telemetry::Outcome;
 use crate::view::{ClusterView, ViewStore};
 use review::{API_VERSION, KIND, RequestIn, ResponseOut, ReviewIn, ReviewOut};
@@ -51,6 +52,8 @@ pub struct Admission {
     config: Arc<Config>,
     store: Arc<ViewStore>,
     ledger: Arc<Mutex<Ledger>>,
+    /// Breaks near-ties in this replica's own order (see `placement::decide`).
+    salt: u64,
 }
 
 /// Why a targeted pod was left without a patch.
@@ -77,11 +80,53 @@ impl FailOpen {
 
 impl Admission {
     pub fn new(config: Arc<Config>, store: Arc<ViewStore>, ledger: Arc<Mutex<Ledger>>) -> Self {
+        use std::hash::BuildHasher;
+        // Random per process: two replicas order near-ties differently.
+        let salt = std::collections::hash_map::RandomState::new().hash_one(0x5a17_u64);
+        Self::with_salt(config, store, ledger, salt)
+    }
+
+    /// Like [`Admission::new`] with a chosen tie-breaking salt (repeatable runs).
+    pub fn with_salt(
+        config: Arc<Config>,
+        store: Arc<ViewStore>,
+        ledger: Arc<Mutex<Ledger>>,
+        salt: u64,
+    ) -> Self {
         Admission {
             config,
             store,
             ledger,
+            salt,
         }
+    }
+
+    /// The pod as placement sees it: filters, requests and estimated load.
+    pub fn demand<'a>(&self, pod: &'a Pod) -> PodDemand<'a> {
+        let facts = PodFacts::of(pod);
+        let load = PodLoad {
+            cpu_cores: resources::pod_cpu_cores(pod)
+                .unwrap_or(self.config.inflight.default_cpu_cores),
+            network_bytes_per_second: self.config.inflight.network_bytes_per_second,
+        };
+        PodDemand {
+            constraints: PodConstraints::of(pod, &self.config.placement.pinning),
+            facts,
+            load,
+        }
+    }
+
+    /// The decision for `pod` against `view` as things stand, charging nothing.
+    pub fn dry_decide(&self, pod: &Pod, view: &ClusterView) -> Decision {
+        let ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
+        placement::decide(
+            &self.demand(pod),
+            view,
+            Some(&ledger),
+            &self.config.placement,
+            &self.config.scheduler,
+            self.salt,
+        )
     }
 
     pub fn ledger(&self) -> &Arc<Mutex<Ledger>> {
@@ -150,25 +195,16 @@ impl Admission {
         }
 
         let dry_run = request.dry_run.unwrap_or(false);
-        let constraints = PodConstraints::of(&pod, &self.config.placement.pinning);
-        let load = PodLoad {
-            cpu_cores: resources::pod_cpu_cores(&pod)
-                .unwrap_or(self.config.inflight.default_cpu_cores),
-            network_bytes_per_second: self.config.inflight.network_bytes_per_second,
-        };
+        let demand = self.demand(&pod);
         let id = ledger_id(&request.uid);
-        let decision = self.decide_and_charge(&constraints, view, &id, load, !dry_run);
+        let decision = self.decide_and_charge(&demand, view, &id, !dry_run);
 
         let mode = self.config.mode;
         let note = DecisionNote {
             id,
             mode: mode.as_str().into(),
-            load,
-            nodes: decision
-                .first_tier()
-                .iter()
-                .map(|n| (n.name.clone(), n.heat))
-                .collect(),
+            load: demand.load,
+            nodes: decision.landing.clone(),
             avoided: decision.avoid.len(),
             snapshot_age_secs: age.as_secs(),
         }
@@ -194,21 +230,28 @@ impl Admission {
     /// Decides under the ledger lock so concurrent pods of a burst see each other's charges.
     fn decide_and_charge(
         &self,
-        constraints: &PodConstraints<'_>,
+        demand: &PodDemand<'_>,
         view: &ClusterView,
         id: &str,
-        load: PodLoad,
         charge: bool,
     ) -> Decision {
         let mut ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
-        let decision = placement::decide(constraints, view, Some(&ledger), &self.config.placement);
-        let charged: Vec<String> = decision
-            .first_tier()
-            .iter()
-            .map(|n| n.name.clone())
-            .collect();
+        let decision = placement::decide(
+            demand,
+            view,
+            Some(&ledger),
+            &self.config.placement,
+            &self.config.scheduler,
+            self.salt,
+        );
         if charge && self.config.mode.writes_affinity() {
-            ledger.charge(id, &charged, load, Instant::now());
+            ledger.charge(
+                id,
+                &decision.landing,
+                demand.load,
+                &demand.facts.requests,
+                Instant::now(),
+            );
         }
         decision
     }

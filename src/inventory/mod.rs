@@ -14,6 +14,8 @@ pub struct NodeFacts {
     pub ready: bool,
     /// Allocatable CPU in cores.
     pub allocatable_cpu_cores: Option<f64>,
+    /// Everything allocatable, in the scheduler's units.
+    pub allocatable: crate::scheduler::Resources,
     pub internal_ip: Option<String>,
 }
 

@@ -49,6 +49,10 @@ pub fn node_facts(node: &Node) -> (String, NodeFacts) {
         .and_then(|s| s.allocatable.as_ref())
         .and_then(|a| a.get("cpu"))
         .and_then(|q| parse_cpu_cores(&q.0));
+    let allocatable = status
+        .and_then(|s| s.allocatable.as_ref())
+        .map(crate::scheduler::Resources::from_list)
+        .unwrap_or_default();
     let internal_ip = status
         .and_then(|s| s.addresses.as_deref())
         .unwrap_or_default()
@@ -63,6 +67,7 @@ pub fn node_facts(node: &Node) -> (String, NodeFacts) {
             unschedulable,
             ready,
             allocatable_cpu_cores,
+            allocatable,
             internal_ip,
         },
     )

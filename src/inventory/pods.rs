@@ -30,34 +30,16 @@ use kube::{Api, Client};
 use tracing::{debug, trace};
 
 use super::client::WatchHealth;
-use crate::config::{SelectorOperator, Targets};
 use crate::placement::ledger::Ledger;
 use crate::placement::note::{ANNOTATION, DecisionNote};
-
-/// The target selector as a `labelSelector` query string, e.g.
-/// `component=taskmanager,type in (flink-native-kubernetes,flink-standalone-kubernetes)`.
-pub fn label_selector(targets: &Targets) -> String {
-    let labels = targets.match_labels.iter().map(|(k, v)| format!("{k}={v}"));
-    let expressions = targets.match_expressions.iter().filter_map(|r| {
-        let values = r.values.join(",");
-        match r.operator {
-            SelectorOperator::In => Some(format!("{} in ({values})", r.key)),
-            // NotIn of nothing excludes nothing; the apiserver would reject the empty set.
-            SelectorOperator::NotIn if r.values.is_empty() => None,
-            SelectorOperator::NotIn => Some(format!("{} notin ({values})", r.key)),
-            SelectorOperator::Exists => Some(r.key.clone()),
-            SelectorOperator::DoesNotExist => Some(format!("!{}", r.key)),
-        }
-    });
-    labels.chain(expressions).collect::<Vec<_>>().join(",")
-}
+use crate::scheduler::PodRequests;
 
 /// What one pod event did to the ledger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PodEffect {
-    /// Not a steered pod, or too old to matter: the ledger is untouched.
+    /// Not a steered pod, or too old to matter: only its requests were counted.
     Ignored,
-    /// Charged to its first-tier nodes (a pending pod another replica steered).
+    /// Charged where its decision predicted it lands (a pending pod another replica steered).
     Charged,
     /// Its load now counts on the node it was bound to.
     Bound,
@@ -67,7 +49,39 @@ pub enum PodEffect {
     Forgotten,
 }
 
-/// Applies one watched pod to the ledger.
+/// The node whose requests the pod occupies in the scheduler's cache: bound, not finished,
+/// not deleted.
+fn occupied_node(pod: &Pod, deleted: bool) -> Option<&str> {
+    if deleted || is_finished(pod) {
+        return None;
+    }
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty())
+}
+
+fn is_finished(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .is_some_and(|p| p == "Succeeded" || p == "Failed")
+}
+
+/// The key the occupancy counts a pod under: its uid, else namespace/name.
+fn pod_uid(pod: &Pod) -> String {
+    match pod.metadata.uid.as_deref() {
+        Some(uid) if !uid.is_empty() => uid.to_string(),
+        _ => format!(
+            "{}/{}",
+            pod.metadata.namespace.as_deref().unwrap_or_default(),
+            pod.metadata.name.as_deref().unwrap_or_default()
+        ),
+    }
+}
+
+/// Applies one watched pod to the ledger: its requests to the occupancy (every pod), and for a
+/// steered pod its in-flight entry.
 ///
 /// `now_instant` and `now_wall` are the same moment on the monotonic and the wall clock: the
 /// pod's age on the wall clock places its steering time on the ledger's monotonic clock.
@@ -78,6 +92,9 @@ pub fn apply_pod_event(
     now_instant: Instant,
     now_wall: SystemTime,
 ) -> PodEffect {
+    let node = occupied_node(pod, deleted);
+    let requests = PodRequests::of(pod);
+    ledger.occupancy.set(&pod_uid(pod), node, &requests);
     let Some(note) = pod
         .metadata
         .annotations
@@ -87,29 +104,25 @@ pub fn apply_pod_event(
     else {
         return PodEffect::Ignored;
     };
-    let finished = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .is_some_and(|p| p == "Succeeded" || p == "Failed");
-    if deleted || finished {
+    if deleted || is_finished(pod) {
         if ledger.contains(&note.id) {
             ledger.forget(&note.id);
             return PodEffect::Forgotten;
         }
         return PodEffect::Ignored;
     }
-    let node = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.node_name.as_deref())
-        .filter(|n| !n.is_empty());
     if let Some(node) = node {
         if !ledger.contains(&note.id) {
             let Some(steered_at) = steered_at(pod, now_instant, now_wall) else {
                 return PodEffect::Ignored;
             };
-            ledger.charge(&note.id, &[node.to_string()], note.load, steered_at);
+            ledger.charge(
+                &note.id,
+                &[(node.to_string(), 1.0)],
+                note.load,
+                &requests,
+                steered_at,
+            );
         }
         // Absent after charge: older than the ttl, the metrics show it already.
         return if ledger.bind(&note.id, node) {
@@ -124,8 +137,7 @@ pub fn apply_pod_event(
     let Some(steered_at) = steered_at(pod, now_instant, now_wall) else {
         return PodEffect::Ignored;
     };
-    let nodes: Vec<String> = note.nodes.into_iter().map(|(name, _heat)| name).collect();
-    ledger.charge(&note.id, &nodes, note.load, steered_at);
+    ledger.charge(&note.id, &note.nodes, note.load, &requests, steered_at);
     if ledger.contains(&note.id) {
         PodEffect::Charged
     } else {
@@ -146,18 +158,20 @@ fn steered_at(pod: &Pod, now_instant: Instant, now_wall: SystemTime) -> Option<I
     now_instant.checked_sub(age)
 }
 
-/// Watches target pods cluster-wide and keeps `ledger` in step until `shutdown` completes.
+/// Finished pods hold no requests; when a pod finishes, the watch reports it deleted.
+pub const UNFINISHED_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
+
+/// Watches every unfinished pod cluster-wide (the scheduler's cache counts the requests of all
+/// of them) and keeps `ledger` in step until `shutdown` completes.
 ///
 /// The ledger lock is held only for one [`apply_pod_event`] call, never across an await.
-#[tracing::instrument(name = "pod_watch", skip_all, fields(selector = %label_selector(&targets)))]
+#[tracing::instrument(name = "pod_watch", skip_all)]
 pub async fn watch_pods(
     client: Client,
-    targets: Targets,
     ledger: Arc<Mutex<Ledger>>,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    let selector = label_selector(&targets);
-    let config = watcher::Config::default().labels(&selector);
+    let config = watcher::Config::default().fields(UNFINISHED_PODS);
     let events = watcher::watcher(Api::<Pod>::all(client), config).default_backoff();
     let mut events = std::pin::pin!(events);
     let mut shutdown = std::pin::pin!(shutdown);
@@ -173,8 +187,14 @@ pub async fn watch_pods(
         let (pod, deleted) = match event {
             Some(Ok(Event::Apply(pod) | Event::InitApply(pod))) => (pod, false),
             Some(Ok(Event::Delete(pod))) => (pod, true),
-            Some(Ok(Event::Init | Event::InitDone)) => {
+            Some(Ok(Event::Init)) => {
                 health.ok("pod");
+                lock(&ledger).occupancy.begin_relist();
+                continue;
+            }
+            Some(Ok(Event::InitDone)) => {
+                // Pods that vanished while the watch was away are not in the new list.
+                lock(&ledger).occupancy.end_relist();
                 continue;
             }
             Some(Err(error)) => {
@@ -188,8 +208,7 @@ pub async fn watch_pods(
         };
         health.ok("pod");
         let effect = {
-            // A panic elsewhere while holding the lock leaves plain data behind: keep using it.
-            let mut ledger = ledger.lock().unwrap_or_else(|e| e.into_inner());
+            let mut ledger = lock(&ledger);
             apply_pod_event(
                 &mut ledger,
                 &pod,
@@ -214,17 +233,19 @@ pub async fn watch_pods(
     }
 }
 
+fn lock(ledger: &Mutex<Ledger>) -> std::sync::MutexGuard<'_, Ledger> {
+    // A panic elsewhere while holding the lock leaves plain data behind: keep using it.
+    ledger.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
-    use crate::config::LabelRequirement;
     use crate::placement::ledger::PodLoad;
 
     const TTL: Duration = Duration::from_secs(90);
     const NOTE: &str =
-        "id=abc123 mode=affinity cpu=2 net=1000 nodes=worker-1:0.10,worker-4:0.20 avoid=0 age=3s";
+        "id=abc123 mode=affinity cpu=2 net=1000 nodes=worker-1:0.25,worker-4:0.75 avoid=0 age=3s";
 
     fn pod(
         note: Option<&str>,
@@ -238,13 +259,15 @@ mod tests {
         let mut meta = serde_json::json!({
             "name": "job-taskmanager-1-1",
             "namespace": "flink",
+            "uid": "0f5c4c86-5a71-4d0e-9c25-2f1d0c9b7a10",
             "labels": {"component": "taskmanager", "type": "flink-native-kubernetes"},
             "creationTimestamp": created.to_string(),
         });
         if let Some(note) = note {
             meta["annotations"] = serde_json::json!({ ANNOTATION: note });
         }
-        let mut spec = serde_json::json!({"containers": [{"name": "flink-main-container"}]});
+        let mut spec = serde_json::json!({"containers": [{"name": "flink-main-container",
+            "resources": {"requests": {"cpu": "2", "memory": "4Gi"}}}]});
         if let Some(node) = node {
             spec["nodeName"] = node.into();
         }
@@ -263,43 +286,61 @@ mod tests {
         ledger.extra(node).map_or(0.0, |l| l.cpu_cores)
     }
 
+    fn bound_milli_cpu(ledger: &Ledger, node: &str) -> i64 {
+        ledger
+            .occupancy
+            .node(node)
+            .map_or(0, |n| n.requested.milli_cpu)
+    }
+
     #[test]
-    fn pods_without_a_note_are_ignored() {
+    fn pods_without_a_note_only_count_their_requests() {
         let mut l = Ledger::new(TTL);
         for note in [None, Some("not a decision")] {
             let p = pod(note, None, "Pending", 1);
             assert_eq!(apply(&mut l, &p, false), PodEffect::Ignored);
+            assert_eq!(bound_milli_cpu(&l, "worker-1"), 0, "pending holds nothing");
             let p = pod(note, Some("worker-1"), "Running", 1);
             assert_eq!(apply(&mut l, &p, false), PodEffect::Ignored);
+            assert_eq!(bound_milli_cpu(&l, "worker-1"), 2000);
+            assert_eq!(apply(&mut l, &p, true), PodEffect::Ignored);
+            assert_eq!(bound_milli_cpu(&l, "worker-1"), 0, "deleted");
         }
         assert!(l.is_empty());
     }
 
     #[test]
-    fn pending_pod_from_another_replica_is_charged_to_its_first_tier() {
+    fn pending_pod_from_another_replica_is_charged_where_it_lands() {
         let mut l = Ledger::new(TTL);
         let p = pod(Some(NOTE), None, "Pending", 2);
         assert_eq!(apply(&mut l, &p, false), PodEffect::Charged);
-        assert_eq!(cpu(&l, "worker-1"), 1.0);
-        assert_eq!(cpu(&l, "worker-4"), 1.0);
+        assert_eq!(cpu(&l, "worker-1"), 0.5);
+        assert_eq!(cpu(&l, "worker-4"), 1.5);
+        assert_eq!(l.extra("worker-4").map(|x| x.milli_cpu), Some(1500.0));
         // The same pod seen again (a status update) changes nothing.
         assert_eq!(apply(&mut l, &p, false), PodEffect::Unchanged);
-        assert_eq!(cpu(&l, "worker-1"), 1.0);
+        assert_eq!(cpu(&l, "worker-1"), 0.5);
         assert_eq!(l.len(), 1);
     }
 
     #[test]
     fn own_pod_is_not_charged_twice() {
         let mut l = Ledger::new(TTL);
-        let first_tier = vec!["worker-1".to_string(), "worker-4".to_string()];
+        let landing = vec![("worker-1".to_string(), 1.0)];
         let load = PodLoad {
             cpu_cores: 2.0,
             network_bytes_per_second: 1000.0,
         };
-        l.charge("abc123", &first_tier, load, Instant::now());
+        l.charge(
+            "abc123",
+            &landing,
+            load,
+            &Default::default(),
+            Instant::now(),
+        );
         let p = pod(Some(NOTE), None, "Pending", 0);
         assert_eq!(apply(&mut l, &p, false), PodEffect::Unchanged);
-        assert_eq!(cpu(&l, "worker-1"), 1.0);
+        assert_eq!(cpu(&l, "worker-1"), 2.0);
     }
 
     #[test]
@@ -310,6 +351,9 @@ mod tests {
         assert_eq!(apply(&mut l, &bound, false), PodEffect::Bound);
         assert_eq!(cpu(&l, "worker-1"), 0.0);
         assert_eq!(cpu(&l, "worker-4"), 2.0);
+        // Requests now come from the occupancy, once.
+        assert_eq!(l.extra("worker-4").map(|x| x.milli_cpu), Some(0.0));
+        assert_eq!(bound_milli_cpu(&l, "worker-4"), 2000);
         // Running on the same node: still counted once.
         let running = pod(Some(NOTE), Some("worker-4"), "Running", 5);
         assert_eq!(apply(&mut l, &running, false), PodEffect::Bound);
@@ -369,48 +413,6 @@ mod tests {
         assert_eq!(
             apply_pod_event(&mut l, &p, false, Instant::now(), behind),
             PodEffect::Charged
-        );
-    }
-
-    #[test]
-    fn default_targets_selector() {
-        assert_eq!(
-            label_selector(&Targets::default()),
-            "component=taskmanager,type in (flink-native-kubernetes,flink-standalone-kubernetes)"
-        );
-    }
-
-    #[test]
-    fn every_operator_in_a_selector() {
-        let req = |key: &str, operator, values: &[&str]| LabelRequirement {
-            key: key.into(),
-            operator,
-            values: values.iter().map(|v| v.to_string()).collect(),
-        };
-        let targets = Targets {
-            match_labels: BTreeMap::from([
-                ("app.kubernetes.io/name".into(), "flink".into()),
-                ("component".into(), "taskmanager".into()),
-            ]),
-            match_expressions: vec![
-                req("type", SelectorOperator::In, &["a", "b"]),
-                req("tier", SelectorOperator::NotIn, &["batch"]),
-                req("team", SelectorOperator::Exists, &[]),
-                req("example.com/skip", SelectorOperator::DoesNotExist, &[]),
-                req("unused", SelectorOperator::NotIn, &[]),
-            ],
-        };
-        assert_eq!(
-            label_selector(&targets),
-            "app.kubernetes.io/name=flink,component=taskmanager,type in (a,b),\
-             tier notin (batch),team,!example.com/skip"
-        );
-        assert_eq!(
-            label_selector(&Targets {
-                match_labels: BTreeMap::new(),
-                match_expressions: Vec::new(),
-            }),
-            ""
         );
     }
 }

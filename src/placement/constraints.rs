@@ -4,8 +4,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Pod, Toleration};
 
-use super::selector::{expression_matches, term_matches, tolerated};
+use super::selector::expression_matches;
 use crate::config::PinningRule;
+use crate::scheduler::terms::{any_term_matches, tolerated};
 use crate::view::NodeView;
 
 /// Why a node cannot take the pod.
@@ -38,7 +39,7 @@ pub struct PodConstraints<'a> {
     node_selector: Option<&'a BTreeMap<String, String>>,
     /// ORed terms; `None` when the pod has no required node affinity.
     required_terms: Option<&'a [NodeSelectorTerm]>,
-    tolerations: &'a [Toleration],
+    pub(crate) tolerations: &'a [Toleration],
     /// Requirements the pinning rules add for this pod (ANDed).
     pub pinning: Vec<NodeSelectorRequirement>,
 }
@@ -87,8 +88,9 @@ impl<'a> PodConstraints<'a> {
             return Err(Ineligible::Cordoned);
         }
         if !node
-            .filtering_taints
+            .taints
             .iter()
+            .filter(|t| t.filters())
             .all(|t| tolerated(self.tolerations, t))
         {
             return Err(Ineligible::Taint);
@@ -99,9 +101,7 @@ impl<'a> PodConstraints<'a> {
             return Err(Ineligible::NodeSelector);
         }
         if let Some(terms) = self.required_terms
-            && !terms
-                .iter()
-                .any(|t| term_matches(t, &node.name, &node.labels))
+            && !any_term_matches(terms, &node.name, &node.labels)
         {
             return Err(Ineligible::RequiredAffinity);
         }

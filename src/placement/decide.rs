@@ -1,4 +1,19 @@
-//! `decide`: the ranked nodes and the node-affinity terms for one pod.
+//! `decide`: where one pod should land, and the node-affinity terms that make the scheduler
+//! put it there.
+//!
+//! 1. Candidates are the nodes the scheduler would accept (the pod's filters, and its requests
+//!    against allocatable minus what is bound there and what steered pods are expected to
+//!    bring) that are not hot.
+//! 2. They are ranked by the utilisation this pod would leave behind in the dimensions it
+//!    loads (CPU, NIC when it carries network, memory when configured), bottleneck first.
+//! 3. Tier 1 is the best node, or, when the scheduler scores only a sample of the feasible
+//!    nodes, as many of the best as it takes for one of them to be in the sample with
+//!    `placement.sample_miss` odds against. Later tiers are fallbacks at much lower weights.
+//! 4. The landing is predicted with the scheduler model: among tier-1 nodes the resource
+//!    scores decide; under sampling, a node lands the pod when it is in the sample and every
+//!    better-scored tier-1 node is not. The pod is charged there, by probability.
+
+use std::hash::BuildHasher;
 
 use k8s_openapi::api::core::v1::{
     NodeSelectorRequirement, NodeSelectorTerm, PreferredSchedulingTerm,
@@ -6,15 +21,18 @@ use k8s_openapi::api::core::v1::{
 
 use super::constraints::{Ineligible, PodConstraints};
 use super::heat::{Load, heat, is_hot};
-use super::ledger::{Ledger, PodLoad};
+use super::ledger::{Ledger, NodeExtra, PodLoad};
+use crate::config::scheduler::SchedulerConfig;
 use crate::config::{NodeMatch, PlacementConfig};
+use crate::scheduler::cycle::{PodFacts, resource_score};
+use crate::scheduler::{ModelNode, num_feasible_nodes_to_find};
 use crate::view::{ClusterView, NodeView};
 
 /// A node chosen for a tier.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RankedNode {
     pub name: String,
-    /// Heat including in-flight pods.
+    /// Bottleneck utilisation with this pod added (for the avoid list: heat now).
     pub heat: f64,
     /// What a label-keyed term matches on (the label's value, else the node name).
     pub match_value: String,
@@ -31,15 +49,21 @@ pub struct TierChoice {
 pub struct Decision {
     /// Coolest first; empty tiers are dropped.
     pub tiers: Vec<TierChoice>,
-    /// Hot eligible nodes named in the avoid term, hottest first.
+    /// Hot feasible nodes named in the avoid term, hottest first.
     pub avoid: Vec<RankedNode>,
     pub avoid_weight: i32,
     /// Required requirements from pinning rules, ANDed into every required term.
     pub pinning: Vec<NodeSelectorRequirement>,
+    /// Where the model predicts the pod lands, with probabilities summing to 1.
+    pub landing: Vec<(String, f64)>,
+    /// Nodes the scheduler would find feasible (those without readings included).
+    pub feasible: usize,
+    /// Share of the feasible nodes the scheduler scores for one pod.
+    pub sample_fraction: f64,
 }
 
 impl Decision {
-    /// The nodes of the first tier: where the pod most likely lands.
+    /// The nodes of the first tier.
     pub fn first_tier(&self) -> &[RankedNode] {
         self.tiers.first().map_or(&[], |t| t.nodes.as_slice())
     }
@@ -117,21 +141,278 @@ fn name_requirement(operator: &str, node: &str) -> NodeSelectorRequirement {
     }
 }
 
-/// A node's load with the in-flight pods counted on it.
-pub fn effective_load(node: &NodeView, ledger: Option<&Ledger>) -> Load {
-    match ledger.and_then(|l| l.extra(&node.name)) {
-        None => node.load,
-        Some(extra) => with_inflight(node, extra),
-    }
+/// The pod as placement sees it: its filters, its requests, its real load.
+#[derive(Debug, Default)]
+pub struct PodDemand<'a> {
+    pub constraints: PodConstraints<'a>,
+    /// Requests and the scheduler-facing parts of the spec.
+    pub facts: PodFacts<'a>,
+    /// Estimated real load it adds to its node.
+    pub load: PodLoad,
 }
 
-fn with_inflight(node: &NodeView, extra: PodLoad) -> Load {
+/// A node's load with the in-flight pods counted on it.
+pub fn effective_load(node: &NodeView, ledger: Option<&Ledger>) -> Load {
+    with_inflight(node, ledger.and_then(|l| l.extra(&node.name)))
+}
+
+fn with_inflight(node: &NodeView, extra: Option<NodeExtra>) -> Load {
+    let Some(extra) = extra else {
+        return node.load;
+    };
     Load {
         cpu: node.load.cpu + extra.cpu_cores / node.scale.cpu_cores,
         network_bytes_per_second: node.load.network_bytes_per_second
             + extra.network_bytes_per_second,
         memory: node.load.memory,
     }
+}
+
+/// The node as the scheduler's cache will see it once the in-flight pods are bound: what is
+/// bound (base + pod watch) plus the requests steered pods are expected to bring.
+pub fn model_node(node: &NodeView, ledger: Option<&Ledger>) -> ModelNode {
+    let mut model = ModelNode {
+        name: node.name.clone(),
+        allocatable: node.allocatable.clone(),
+        requested: node.base_requested.requested.clone(),
+        non_zero_milli_cpu: node.base_requested.non_zero_milli_cpu,
+        non_zero_memory: node.base_requested.non_zero_memory,
+        unschedulable: node.unschedulable,
+        ..ModelNode::default()
+    };
+    if let Some(bound) = ledger.and_then(|l| l.occupancy.node(&node.name)) {
+        model.requested.add(&bound.requested);
+        model.non_zero_milli_cpu += bound.non_zero_milli_cpu;
+        model.non_zero_memory += bound.non_zero_memory;
+    }
+    if let Some(extra) = ledger.and_then(|l| l.extra(&node.name)) {
+        model.requested.milli_cpu += extra.milli_cpu.round() as i64;
+        model.requested.memory += extra.memory.round() as i64;
+        model.requested.pods += extra.pods.round() as i64;
+        model.non_zero_milli_cpu += extra.non_zero_milli_cpu.round() as i64;
+        model.non_zero_memory += extra.non_zero_memory.round() as i64;
+    }
+    model
+}
+
+/// Requests fit, as NodeResourcesFit filters. A node whose allocatable is unknown is not
+/// limited by requests as far as the webhook can tell.
+fn fits(node: &NodeView, model: &ModelNode, pod: &PodFacts<'_>) -> bool {
+    node.allocatable == Default::default() || model.fits(&pod.requests)
+}
+
+/// The utilisation the pod leaves behind in the dimensions it loads, bottleneck first:
+/// `(bottleneck, sum)`.
+pub fn pod_heat(
+    node: &NodeView,
+    load: &Load,
+    pod: &PodDemand<'_>,
+    policy: &PlacementConfig,
+) -> (f64, f64) {
+    let cpu = load.cpu + pod.load.cpu_cores / node.scale.cpu_cores;
+    let (mut worst, mut sum) = (cpu, cpu);
+    if pod.load.network_bytes_per_second > 0.0 && node.scale.network_bytes_per_second > 0.0 {
+        let net = node
+            .scale
+            .network_fraction(load.network_bytes_per_second + pod.load.network_bytes_per_second);
+        worst = worst.max(net);
+        sum += net;
+    }
+    if policy.weights.memory > 0.0 && node.allocatable.memory > 0 {
+        let mem = load.memory
+            + pod.facts.requests.requested.memory as f64 / node.allocatable.memory as f64;
+        worst = worst.max(mem);
+        sum += mem;
+    }
+    (worst, sum)
+}
+
+/// How many tier-1 nodes make it `miss`-unlikely that none is in a sample of `fraction`.
+pub fn tier_size_for_sample(fraction: f64, miss: f64, at_least: usize) -> usize {
+    if fraction >= 1.0 || fraction <= 0.0 {
+        return at_least;
+    }
+    let needed = (miss.ln() / (1.0 - fraction).ln()).ceil();
+    at_least.max(needed as usize)
+}
+
+/// One feasible node and how this pod would leave it.
+struct Candidate {
+    index: usize,
+    bottleneck: f64,
+    sum: f64,
+    tie: u64,
+}
+
+/// Ranks the nodes this pod can land on and builds the tiers, the avoid list and the
+/// predicted landing. `salt` breaks near-ties differently on each replica.
+pub fn decide(
+    pod: &PodDemand<'_>,
+    view: &ClusterView,
+    ledger: Option<&Ledger>,
+    policy: &PlacementConfig,
+    scheduler: &SchedulerConfig,
+    salt: u64,
+) -> Decision {
+    let tie_hasher = foldhash::fast::FixedState::with_seed(salt);
+    let mut candidates = Vec::new();
+    let mut hot: Vec<(f64, usize)> = Vec::new();
+    let mut feasible = view.nodes_without_metrics;
+    for (index, node) in view.nodes.iter().enumerate() {
+        if pod.constraints.check(node).is_err() {
+            continue;
+        }
+        if !fits(node, &model_node(node, ledger), &pod.facts) {
+            continue;
+        }
+        feasible += 1;
+        let load = effective_load(node, ledger);
+        if is_hot(&load, &node.scale, &policy.hot) {
+            hot.push((heat(&load, &node.scale, &policy.weights), index));
+            continue;
+        }
+        let (bottleneck, sum) = pod_heat(node, &load, pod, policy);
+        candidates.push(Candidate {
+            index,
+            bottleneck,
+            sum,
+            tie: tie_hasher.hash_one(&node.name),
+        });
+    }
+    candidates.sort_by(|a, b| {
+        a.bottleneck
+            .total_cmp(&b.bottleneck)
+            .then(a.sum.total_cmp(&b.sum))
+            .then(a.tie.cmp(&b.tie))
+    });
+    // Near-ties: each replica takes them in its own order, so replicas deciding at the same
+    // moment rarely pick the same node.
+    if let Some(best) = candidates.first().map(|c| c.bottleneck) {
+        let band = candidates
+            .iter()
+            .take_while(|c| c.bottleneck <= best + policy.tie_band)
+            .count();
+        candidates[..band].sort_by_key(|c| c.tie);
+    }
+
+    let all_nodes = view.nodes.len() + view.nodes_without_metrics;
+    let wanted = num_feasible_nodes_to_find(
+        i64::from(scheduler.percentage_of_nodes_to_score),
+        all_nodes as i64,
+    );
+    let sample_fraction = if feasible == 0 {
+        1.0
+    } else {
+        (wanted as f64 / feasible as f64).min(1.0)
+    };
+    let first_size = tier_size_for_sample(
+        sample_fraction,
+        policy.sample_miss,
+        policy.tiers.first().map_or(1, |t| t.nodes),
+    );
+
+    let ranked = |c: &Candidate| {
+        let node = &view.nodes[c.index];
+        RankedNode {
+            name: node.name.clone(),
+            heat: c.bottleneck,
+            match_value: match_value(node, &policy.node_match),
+        }
+    };
+    let mut rest = candidates.iter();
+    let tiers: Vec<TierChoice> = policy
+        .tiers
+        .iter()
+        .enumerate()
+        .map(|(i, tier)| TierChoice {
+            weight: tier.weight,
+            nodes: rest
+                .by_ref()
+                .take(if i == 0 { first_size } else { tier.nodes })
+                .map(ranked)
+                .collect(),
+        })
+        .filter(|t| !t.nodes.is_empty())
+        .collect();
+
+    let first: Vec<usize> = candidates
+        .iter()
+        .take(first_size)
+        .map(|c| c.index)
+        .collect();
+    let landing = predict_landing(pod, view, ledger, scheduler, &first, sample_fraction);
+
+    hot.sort_by(|a, b| {
+        b.0.total_cmp(&a.0)
+            .then_with(|| view.nodes[a.1].name.cmp(&view.nodes[b.1].name))
+    });
+    let avoid = if policy.avoid_hot.weight == 0 {
+        Vec::new()
+    } else {
+        hot.iter()
+            .take(policy.avoid_hot.max_nodes)
+            .map(|&(h, i)| RankedNode {
+                name: view.nodes[i].name.clone(),
+                heat: h,
+                match_value: match_value(&view.nodes[i], &policy.node_match),
+            })
+            .collect()
+    };
+
+    Decision {
+        tiers,
+        avoid,
+        avoid_weight: policy.avoid_hot.weight,
+        pinning: pod.constraints.pinning.clone(),
+        landing,
+        feasible,
+        sample_fraction,
+    }
+}
+
+/// Where the pod lands among the tier-1 nodes `first` (indexes into the view): the scheduler
+/// gives them equal affinity, so the resource scores decide; under sampling each is in the
+/// sample with probability `fraction`, and lands the pod when every better one is not.
+fn predict_landing(
+    pod: &PodDemand<'_>,
+    view: &ClusterView,
+    ledger: Option<&Ledger>,
+    scheduler: &SchedulerConfig,
+    first: &[usize],
+    fraction: f64,
+) -> Vec<(String, f64)> {
+    let mut scored: Vec<(i64, usize)> = first
+        .iter()
+        .map(|&i| {
+            let model = model_node(&view.nodes[i], ledger);
+            (resource_score(&pod.facts, &model, scheduler), i)
+        })
+        .collect();
+    scored.sort_by_key(|s| std::cmp::Reverse(s.0));
+    let mut landing: Vec<(String, f64)> = Vec::with_capacity(scored.len());
+    let mut none_better = 1.0;
+    let mut at = 0;
+    while at < scored.len() {
+        // Equal scores: upstream picks at random among them.
+        let group = scored[at..]
+            .iter()
+            .take_while(|s| s.0 == scored[at].0)
+            .count();
+        let p_group = none_better * (1.0 - (1.0 - fraction).powi(group as i32));
+        for &(_, i) in &scored[at..at + group] {
+            landing.push((view.nodes[i].name.clone(), p_group / group as f64));
+        }
+        none_better *= (1.0 - fraction).powi(group as i32);
+        at += group;
+    }
+    // Negligible shares only lengthen the annotation.
+    let total: f64 = landing.iter().map(|(_, p)| p).sum();
+    landing.retain(|(_, p)| *p >= 0.01 * total);
+    let kept: f64 = landing.iter().map(|(_, p)| p).sum();
+    for (_, p) in &mut landing {
+        *p /= kept;
+    }
+    landing
 }
 
 fn match_value(node: &NodeView, node_match: &NodeMatch) -> String {
@@ -141,134 +422,28 @@ fn match_value(node: &NodeView, node_match: &NodeMatch) -> String {
     }
 }
 
-/// Ranks the nodes this pod can land on, coolest first, and builds the tiers and the avoid list.
-///
-/// Walks the view in order of measured heat and stops once the next node's measured heat
-/// exceeds the worst one kept: in-flight load only ever adds heat, so no later node can win.
-/// On a large cluster that is a few dozen nodes, not all of them.
-pub fn decide(
-    pod: &PodConstraints<'_>,
-    view: &ClusterView,
-    ledger: Option<&Ledger>,
-    policy: &PlacementConfig,
-) -> Decision {
-    let wanted: usize = policy.tiers.iter().map(|t| t.nodes).sum();
-    // (heat, index into view.nodes), kept sorted, at most `wanted` long.
-    let mut best: Vec<(f64, usize)> = Vec::with_capacity(wanted + 1);
-    for (i, node) in view.nodes.iter().enumerate() {
-        if best.len() == wanted && best.last().is_some_and(|&(h, _)| node.base_heat > h) {
-            break;
-        }
-        if node.base_hot {
-            continue;
-        }
-        // Arithmetic first, the label checks last: once in-flight pods have raised the
-        // coolest nodes, most nodes walked past lose on heat alone.
-        let load = effective_load(node, ledger);
-        if is_hot(&load, &node.scale, &policy.hot) {
-            continue;
-        }
-        let h = heat(&load, &node.scale, &policy.weights);
-        let at = best
-            .partition_point(|&(bh, bi)| bh < h || (bh == h && view.nodes[bi].name < node.name));
-        if at >= wanted
-            || pod.check(node).is_err()
-            || ledger.is_some_and(|l| l.passed_over(&node.name))
-        {
-            continue;
-        }
-        best.insert(at, (h, i));
-        best.truncate(wanted);
-    }
-
-    let mut ranked = best.into_iter().map(|(h, i)| RankedNode {
-        name: view.nodes[i].name.clone(),
-        heat: h,
-        match_value: match_value(&view.nodes[i], &policy.node_match),
-    });
-    let tiers = policy
-        .tiers
-        .iter()
-        .map(|tier| TierChoice {
-            weight: tier.weight,
-            nodes: ranked.by_ref().take(tier.nodes).collect(),
-        })
-        .filter(|t| !t.nodes.is_empty())
-        .collect();
-
-    Decision {
-        tiers,
-        avoid: avoid_list(pod, view, ledger, policy),
-        avoid_weight: policy.avoid_hot.weight,
-        pinning: pod.pinning.clone(),
-    }
-}
-
-/// Hot nodes the pod could land on, hottest first: measured-hot ones plus those that in-flight
-/// pods made hot.
-///
-/// Nodes without in-flight load keep their measured heat, so the view's hottest-first list
-/// gives them in order: only the first `max_nodes` eligible ones can make the cut. Nodes with
-/// in-flight load are few and are checked one by one.
-fn avoid_list(
-    pod: &PodConstraints<'_>,
-    view: &ClusterView,
-    ledger: Option<&Ledger>,
-    policy: &PlacementConfig,
-) -> Vec<RankedNode> {
-    let max = policy.avoid_hot.max_nodes;
-    if policy.avoid_hot.weight == 0 || max == 0 {
-        return Vec::new();
-    }
-    let has_inflight = |node: &NodeView| ledger.is_some_and(|l| l.extra(&node.name).is_some());
-    let measured = view
-        .hot_nodes
-        .iter()
-        .map(|&i| &view.nodes[i])
-        .filter(|node| !has_inflight(node) && pod.check(node).is_ok())
-        .take(max)
-        .map(|node| (node.base_heat, node));
-    let inflight = ledger
-        .into_iter()
-        .flat_map(|l| l.nodes())
-        .filter_map(|(name, extra)| {
-            let node = view.node(name)?;
-            let load = with_inflight(node, extra);
-            is_hot(&load, &node.scale, &policy.hot)
-                .then(|| (heat(&load, &node.scale, &policy.weights), node))
-        })
-        .filter(|(_, node)| pod.check(node).is_ok());
-    let mut hot: Vec<(f64, &NodeView)> = measured.chain(inflight).collect();
-    hot.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.name.cmp(&b.1.name)));
-    hot.truncate(max);
-    hot.into_iter()
-        .map(|(h, node)| RankedNode {
-            name: node.name.clone(),
-            heat: h,
-            match_value: match_value(node, &policy.node_match),
-        })
-        .collect()
-}
-
 /// One row of `review --explain`: every node, with why it was or was not chosen.
 #[derive(Debug, Clone)]
 pub struct NodeAssessment {
     pub name: String,
+    /// Heat now (weighted), with in-flight pods.
     pub heat: f64,
     pub load: Load,
     pub network_fraction: f64,
     pub eligibility: Result<(), Ineligible>,
+    /// Requests fit in what is left of allocatable.
+    pub fits: bool,
     pub hot: bool,
-    /// A pod steered here was recently bound elsewhere.
-    pub passed_over: bool,
     /// Tier number (1-based) when the node was chosen.
     pub tier: Option<usize>,
     pub avoided: bool,
+    /// Predicted landing probability.
+    pub landing: f64,
 }
 
 /// Every node's assessment for the decision `decision`, in view order (coolest measured first).
 pub fn assess_all(
-    pod: &PodConstraints<'_>,
+    pod: &PodDemand<'_>,
     view: &ClusterView,
     ledger: Option<&Ledger>,
     policy: &PlacementConfig,
@@ -283,15 +458,20 @@ pub fn assess_all(
                 heat: heat(&load, &node.scale, &policy.weights),
                 network_fraction: node.scale.network_fraction(load.network_bytes_per_second),
                 load,
-                eligibility: pod.check(node),
+                eligibility: pod.constraints.check(node),
+                fits: fits(node, &model_node(node, ledger), &pod.facts),
                 hot: is_hot(&load, &node.scale, &policy.hot),
-                passed_over: ledger.is_some_and(|l| l.passed_over(&node.name)),
                 tier: decision
                     .tiers
                     .iter()
                     .position(|t| t.nodes.iter().any(|n| n.name == node.name))
                     .map(|p| p + 1),
                 avoided: decision.avoid.iter().any(|n| n.name == node.name),
+                landing: decision
+                    .landing
+                    .iter()
+                    .find(|(n, _)| *n == node.name)
+                    .map_or(0.0, |(_, p)| *p),
             }
         })
         .collect()

@@ -1,19 +1,18 @@
-//! The in-flight ledger: load of pods steered recently that the metrics cannot show yet.
+//! The in-flight ledger: pods steered recently that neither the metrics nor (until they are
+//! bound) the scheduler's cache show yet, and the requests of every bound pod.
 //!
-//! Metrics lag by a scrape interval plus a rate window, so without this every pod of a burst
-//! would see the same "coolest" node. Each steered pod charges its estimated load to the nodes it
-//! was steered to (split evenly: we do not know which one the scheduler picks) until it is bound,
-//! then to its real node, until `ttl` after it was steered.
-//!
-//! A pod bound to none of the nodes it was steered to tells us the scheduler would not take
-//! those nodes (most often: their resource requests are full, which the metrics cannot show).
-//! They are "passed over" and not preferred again until that pod's entry expires, so the
-//! next pods of the burst are steered to nodes that can take them.
+//! Metrics lag by a scrape interval plus a rate window, and inside a burst the scheduler binds
+//! pods well after the webhook has answered them. So each steered pod charges its estimated
+//! load and its requests where the scheduler model predicts it lands: wholly on one node when
+//! the scheduler scores every node, split by landing probability when it samples. Once the pod
+//! watch sees the pod bound, its load counts on its real node and its requests come from the
+//! watch (the [`Occupancy`]), until `ttl` after it was steered, when the metrics show it.
 
-// Looked up for many nodes on every decision: foldhash is much faster than SipHash on short
-// keys and still seeded per process.
 use foldhash::{HashMap, HashMapExt};
 use std::time::{Duration, Instant};
+
+use super::occupancy::Occupancy;
+use crate::scheduler::PodRequests;
 
 /// Estimated load one pod adds to a node.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -22,25 +21,55 @@ pub struct PodLoad {
     pub network_bytes_per_second: f64,
 }
 
-impl PodLoad {
-    fn scaled(self, share: f64) -> Self {
-        PodLoad {
-            cpu_cores: self.cpu_cores * share,
-            network_bytes_per_second: self.network_bytes_per_second * share,
+/// The expected in-flight load and requests on one node.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct NodeExtra {
+    pub cpu_cores: f64,
+    pub network_bytes_per_second: f64,
+    /// Expected requests of steered pods not yet bound (probability-weighted).
+    pub milli_cpu: f64,
+    pub memory: f64,
+    pub non_zero_milli_cpu: f64,
+    pub non_zero_memory: f64,
+    pub pods: f64,
+}
+
+impl NodeExtra {
+    fn add(&mut self, entry: &Entry, share: f64) {
+        self.cpu_cores += entry.load.cpu_cores * share;
+        self.network_bytes_per_second += entry.load.network_bytes_per_second * share;
+        if !entry.bound {
+            let r = &entry.requests;
+            self.milli_cpu += r.requested.milli_cpu as f64 * share;
+            self.memory += r.requested.memory as f64 * share;
+            self.non_zero_milli_cpu += r.non_zero_milli_cpu as f64 * share;
+            self.non_zero_memory += r.non_zero_memory as f64 * share;
+            self.pods += share;
         }
     }
 
-    fn add(&mut self, other: PodLoad) {
-        self.cpu_cores += other.cpu_cores;
-        self.network_bytes_per_second += other.network_bytes_per_second;
+    fn is_negligible(&self) -> bool {
+        self.cpu_cores.abs() < 1e-9
+            && self.network_bytes_per_second.abs() < 1e-3
+            && self.pods.abs() < 1e-9
+    }
+
+    pub fn load(&self) -> PodLoad {
+        PodLoad {
+            cpu_cores: self.cpu_cores,
+            network_bytes_per_second: self.network_bytes_per_second,
+        }
     }
 }
 
 #[derive(Debug, Clone)]
 struct Entry {
-    nodes: Vec<String>,
+    /// Where the pod may land and with what probability (summing to 1).
+    shares: Vec<(String, f64)>,
     load: PodLoad,
+    requests: PodRequests,
     expires: Instant,
+    /// Bound: the single share is its node, and its requests count through the occupancy.
     bound: bool,
 }
 
@@ -48,9 +77,9 @@ struct Entry {
 pub struct Ledger {
     ttl: Duration,
     entries: HashMap<String, Entry>,
-    per_node: HashMap<String, PodLoad>,
-    /// Nodes a steered pod was bound away from, until when.
-    passed_over: HashMap<String, Instant>,
+    per_node: HashMap<String, NodeExtra>,
+    /// Requests of every bound pod, from the pod watch.
+    pub occupancy: Occupancy,
 }
 
 impl Ledger {
@@ -59,15 +88,23 @@ impl Ledger {
             ttl,
             entries: HashMap::new(),
             per_node: HashMap::new(),
-            passed_over: HashMap::new(),
+            occupancy: Occupancy::default(),
         }
     }
 
-    /// Records a steered pod, identified by `id`, whose load goes to one of `nodes`.
-    /// `steered_at` may lie in the past (a pod another replica steered); nothing older than
-    /// `ttl` is recorded. An existing entry for `id` is left as it is.
-    pub fn charge(&mut self, id: &str, nodes: &[String], load: PodLoad, steered_at: Instant) {
-        if nodes.is_empty() || self.entries.contains_key(id) {
+    /// Records a steered pod, identified by `id`, that lands on one of `shares` with the given
+    /// probabilities (normalised here). `steered_at` may lie in the past (a pod another replica
+    /// steered); nothing older than `ttl` is recorded. An existing entry for `id` is left as it is.
+    pub fn charge(
+        &mut self,
+        id: &str,
+        shares: &[(String, f64)],
+        load: PodLoad,
+        requests: &PodRequests,
+        steered_at: Instant,
+    ) {
+        let total: f64 = shares.iter().map(|(_, p)| p.max(0.0)).sum();
+        if shares.is_empty() || total.is_nan() || total <= 0.0 || self.entries.contains_key(id) {
             return;
         }
         let Some(expires) = steered_at.checked_add(self.ttl) else {
@@ -77,8 +114,13 @@ impl Ledger {
             return;
         }
         let entry = Entry {
-            nodes: nodes.to_vec(),
+            shares: shares
+                .iter()
+                .filter(|(_, p)| *p > 0.0)
+                .map(|(n, p)| (n.clone(), p / total))
+                .collect(),
             load,
+            requests: requests.clone(),
             expires,
             bound: false,
         };
@@ -86,27 +128,19 @@ impl Ledger {
         self.entries.insert(id.to_string(), entry);
     }
 
-    /// The pod `id` was bound to `node`: its whole load counts there from now on.
-    /// Returns false when the ledger has no such pod.
+    /// The pod `id` was bound to `node`: its whole load counts there from now on, and its
+    /// requests leave the ledger (the occupancy counts them). False when there is no such pod.
     pub fn bind(&mut self, id: &str, node: &str) -> bool {
-        let Some(entry) = self.entries.get(id).cloned() else {
+        let Some(entry) = self.entries.get(id) else {
             return false;
         };
-        if entry.bound && entry.nodes.first().map(String::as_str) == Some(node) {
+        if entry.bound && entry.shares.first().map(|(n, _)| n.as_str()) == Some(node) {
             return true;
         }
-        if !entry.bound && !entry.nodes.iter().any(|n| n == node) {
-            for skipped in &entry.nodes {
-                let until = self
-                    .passed_over
-                    .entry(skipped.clone())
-                    .or_insert(entry.expires);
-                *until = (*until).max(entry.expires);
-            }
-        }
+        let entry = entry.clone();
         self.apply(&entry, -1.0);
         let bound = Entry {
-            nodes: vec![node.to_string()],
+            shares: vec![(node.to_string(), 1.0)],
             bound: true,
             ..entry
         };
@@ -133,22 +167,21 @@ impl Ledger {
         for id in expired {
             self.forget(&id);
         }
-        self.passed_over.retain(|_, until| *until > now);
     }
 
-    /// A pod steered to `node` was recently bound elsewhere: do not prefer it for now.
-    pub fn passed_over(&self, node: &str) -> bool {
-        self.passed_over.contains_key(node)
-    }
-
-    /// The in-flight load counted on `node`.
-    pub fn extra(&self, node: &str) -> Option<PodLoad> {
+    /// The in-flight load and requests counted on `node`.
+    pub fn extra(&self, node: &str) -> Option<NodeExtra> {
         self.per_node.get(node).copied()
     }
 
     /// Nodes that carry in-flight load.
-    pub fn nodes(&self) -> impl Iterator<Item = (&str, PodLoad)> {
+    pub fn nodes(&self) -> impl Iterator<Item = (&str, NodeExtra)> {
         self.per_node.iter().map(|(n, l)| (n.as_str(), *l))
+    }
+
+    /// Where the pod `id` is expected to land, with probabilities; bound pods have one node.
+    pub fn shares(&self, id: &str) -> Option<&[(String, f64)]> {
+        self.entries.get(id).map(|e| e.shares.as_slice())
     }
 
     pub fn contains(&self, id: &str) -> bool {
@@ -164,12 +197,11 @@ impl Ledger {
     }
 
     fn apply(&mut self, entry: &Entry, sign: f64) {
-        let share = sign / entry.nodes.len() as f64;
-        for node in &entry.nodes {
+        for (node, p) in &entry.shares {
             let total = self.per_node.entry(node.clone()).or_default();
-            total.add(entry.load.scaled(share));
+            total.add(entry, sign * p);
             // Float residue must not keep a node looking busy forever.
-            if total.cpu_cores.abs() < 1e-9 && total.network_bytes_per_second.abs() < 1e-3 {
+            if total.is_negligible() {
                 self.per_node.remove(node);
             }
         }
@@ -179,53 +211,59 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduler::Resources;
 
     const TWO_CPU: PodLoad = PodLoad {
         cpu_cores: 2.0,
         network_bytes_per_second: 100.0,
     };
 
-    fn names(n: &[&str]) -> Vec<String> {
-        n.iter().map(|s| s.to_string()).collect()
+    fn requests() -> PodRequests {
+        let requested = Resources::parse(&[("cpu", "2"), ("memory", "4Gi")]).expect("quantities");
+        PodRequests {
+            non_zero_milli_cpu: requested.milli_cpu,
+            non_zero_memory: requested.memory,
+            requested,
+        }
+    }
+
+    fn shares(n: &[(&str, f64)]) -> Vec<(String, f64)> {
+        n.iter().map(|(s, p)| (s.to_string(), *p)).collect()
     }
 
     #[test]
-    fn charge_splits_then_bind_moves_everything() {
+    fn charge_by_probability_then_bind_moves_everything() {
         let mut l = Ledger::new(Duration::from_secs(60));
         let now = Instant::now();
-        l.charge("p1", &names(&["a", "b"]), TWO_CPU, now);
-        assert_eq!(l.extra("a").map(|x| x.cpu_cores), Some(1.0));
-        assert_eq!(l.extra("b").map(|x| x.cpu_cores), Some(1.0));
+        l.charge(
+            "p1",
+            &shares(&[("a", 3.0), ("b", 1.0)]),
+            TWO_CPU,
+            &requests(),
+            now,
+        );
+        let a = l.extra("a").expect("a");
+        assert_eq!((a.cpu_cores, a.milli_cpu, a.pods), (1.5, 1500.0, 0.75));
+        assert_eq!(l.extra("b").map(|x| x.cpu_cores), Some(0.5));
         assert!(l.bind("p1", "c"));
         assert_eq!(l.extra("a"), None);
-        assert_eq!(l.extra("c"), Some(TWO_CPU));
+        let c = l.extra("c").expect("c");
+        assert_eq!(c.load(), TWO_CPU);
+        assert_eq!(
+            c.pods, 0.0,
+            "requests of a bound pod come from the occupancy"
+        );
+        assert_eq!(l.shares("p1"), Some(&shares(&[("c", 1.0)])[..]));
         assert!(!l.bind("unknown", "c"));
-    }
-
-    #[test]
-    fn binding_elsewhere_passes_over_the_steered_nodes_until_expiry() {
-        let mut l = Ledger::new(Duration::from_secs(60));
-        let now = Instant::now();
-        l.charge("p1", &names(&["a", "b"]), TWO_CPU, now);
-        l.charge("p2", &names(&["c"]), TWO_CPU, now);
-        assert!(l.bind("p1", "z"));
-        assert!(l.passed_over("a") && l.passed_over("b"));
-        assert!(l.bind("p2", "c"));
-        assert!(!l.passed_over("c"), "bound where steered");
-        // Re-binding an already bound pod says nothing new.
-        assert!(l.bind("p2", "y"));
-        assert!(!l.passed_over("c"));
-        l.expire(now + Duration::from_secs(61));
-        assert!(!l.passed_over("a"));
     }
 
     #[test]
     fn charge_is_idempotent_per_pod() {
         let mut l = Ledger::new(Duration::from_secs(60));
         let now = Instant::now();
-        l.charge("p1", &names(&["a"]), TWO_CPU, now);
-        l.charge("p1", &names(&["a"]), TWO_CPU, now);
-        assert_eq!(l.extra("a"), Some(TWO_CPU));
+        l.charge("p1", &shares(&[("a", 1.0)]), TWO_CPU, &requests(), now);
+        l.charge("p1", &shares(&[("a", 1.0)]), TWO_CPU, &requests(), now);
+        assert_eq!(l.extra("a").map(|x| x.load()), Some(TWO_CPU));
         assert_eq!(l.len(), 1);
     }
 
@@ -233,22 +271,36 @@ mod tests {
     fn entries_expire_and_forget_clears() {
         let mut l = Ledger::new(Duration::from_secs(60));
         let now = Instant::now();
-        l.charge("p1", &names(&["a"]), TWO_CPU, now);
-        l.charge("p2", &names(&["a"]), TWO_CPU, now);
+        l.charge("p1", &shares(&[("a", 1.0)]), TWO_CPU, &requests(), now);
+        l.charge("p2", &shares(&[("a", 1.0)]), TWO_CPU, &requests(), now);
         l.forget("p2");
-        assert_eq!(l.extra("a"), Some(TWO_CPU));
+        assert_eq!(l.extra("a").map(|x| x.load()), Some(TWO_CPU));
         l.expire(now + Duration::from_secs(61));
         assert!(l.is_empty());
         assert_eq!(l.extra("a"), None);
     }
 
     #[test]
-    fn old_pods_are_not_recorded() {
+    fn old_pods_and_empty_shares_are_not_recorded() {
         let mut l = Ledger::new(Duration::from_secs(60));
         let long_ago = Instant::now()
             .checked_sub(Duration::from_secs(120))
             .expect("the monotonic clock reaches two minutes back");
-        l.charge("old", &names(&["a"]), TWO_CPU, long_ago);
+        l.charge(
+            "old",
+            &shares(&[("a", 1.0)]),
+            TWO_CPU,
+            &requests(),
+            long_ago,
+        );
+        l.charge("none", &[], TWO_CPU, &requests(), Instant::now());
+        l.charge(
+            "zero",
+            &shares(&[("a", 0.0)]),
+            TWO_CPU,
+            &requests(),
+            Instant::now(),
+        );
         assert!(l.is_empty());
     }
 }

@@ -5,8 +5,9 @@ pub mod decide;
 pub mod heat;
 pub mod ledger;
 pub mod note;
+pub mod occupancy;
 pub mod resources;
 pub mod selector;
 
 pub use constraints::{Ineligible, PodConstraints};
-pub use decide::{Decision, RankedNode, TierChoice, assess_all, decide};
+pub use decide::{Decision, PodDemand, RankedNode, TierChoice, assess_all, decide};

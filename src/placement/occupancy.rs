@@ -1,0 +1,223 @@
+//! What the scheduler's cache knows: the requests of every pod bound to each node, from the
+//! cluster-wide pod watch. Kept compact: a 150,000-pod cluster fits in a few megabytes.
+
+use foldhash::HashMap;
+
+use crate::scheduler::{PodRequests, Resources};
+
+/// An extended resource and its amount.
+type Scalar = (Box<str>, i64);
+
+/// A pod's requests without the allocation `Resources` may carry for extended resources.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CompactRequests {
+    milli_cpu: i64,
+    memory: i64,
+    ephemeral_storage: i64,
+    non_zero_milli_cpu: i64,
+    non_zero_memory: i64,
+    scalar: Option<Box<[Scalar]>>,
+}
+
+impl CompactRequests {
+    fn of(r: &PodRequests) -> Self {
+        CompactRequests {
+            milli_cpu: r.requested.milli_cpu,
+            memory: r.requested.memory,
+            ephemeral_storage: r.requested.ephemeral_storage,
+            non_zero_milli_cpu: r.non_zero_milli_cpu,
+            non_zero_memory: r.non_zero_memory,
+            scalar: (!r.requested.scalar.is_empty()).then(|| {
+                r.requested
+                    .scalar
+                    .iter()
+                    .map(|(n, v)| (n.as_str().into(), *v))
+                    .collect()
+            }),
+        }
+    }
+
+    fn apply(&self, node: &mut NodeRequests, sign: i64) {
+        let r = &mut node.requested;
+        r.milli_cpu += sign * self.milli_cpu;
+        r.memory += sign * self.memory;
+        r.ephemeral_storage += sign * self.ephemeral_storage;
+        r.pods += sign;
+        for (name, v) in self.scalar.iter().flatten() {
+            *r.slot(name) += sign * v;
+        }
+        node.non_zero_milli_cpu += sign * self.non_zero_milli_cpu;
+        node.non_zero_memory += sign * self.non_zero_memory;
+    }
+}
+
+/// Requests bound to one node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeRequests {
+    /// As written; `pods` counts the pods.
+    pub requested: Resources,
+    pub non_zero_milli_cpu: i64,
+    pub non_zero_memory: i64,
+}
+
+#[derive(Debug, Clone)]
+struct Placed {
+    node: u32,
+    /// The list generation the pod was last seen in.
+    generation: u32,
+    requests: CompactRequests,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Occupancy {
+    pods: HashMap<u128, Placed>,
+    node_ids: HashMap<String, u32>,
+    nodes: Vec<NodeRequests>,
+    generation: u32,
+}
+
+/// A pod uid as a number: UUIDs (what the apiserver issues) exactly, anything else hashed.
+fn pod_key(uid: &str) -> u128 {
+    let hex: String = uid.chars().filter(|c| *c != '-').collect();
+    if hex.len() == 32
+        && let Ok(v) = u128::from_str_radix(&hex, 16)
+    {
+        return v;
+    }
+    use std::hash::BuildHasher;
+    let state = foldhash::fast::FixedState::with_seed(0x7e57);
+    // The top bit keeps hashed keys apart from any UUID of version < 8.
+    (1 << 127) | u128::from(state.hash_one(uid))
+}
+
+impl Occupancy {
+    /// Records that pod `uid` is bound to `node` with `requests`; `None` for a pod that is not
+    /// (or no longer) counted: pending, finished or deleted.
+    pub fn set(&mut self, uid: &str, node: Option<&str>, requests: &PodRequests) {
+        let key = pod_key(uid);
+        if let Some(old) = self.pods.remove(&key) {
+            old.requests.apply(&mut self.nodes[old.node as usize], -1);
+        }
+        let Some(node) = node else { return };
+        let id = match self.node_ids.get(node) {
+            Some(&id) => id,
+            None => {
+                let id = u32::try_from(self.nodes.len()).unwrap_or(u32::MAX);
+                self.node_ids.insert(node.to_string(), id);
+                self.nodes.push(NodeRequests::default());
+                id
+            }
+        };
+        let placed = Placed {
+            node: id,
+            generation: self.generation,
+            requests: CompactRequests::of(requests),
+        };
+        placed.requests.apply(&mut self.nodes[id as usize], 1);
+        self.pods.insert(key, placed);
+    }
+
+    /// Whether pod `uid` is counted on `node`.
+    pub fn is_on(&self, uid: &str, node: &str) -> bool {
+        self.pods
+            .get(&pod_key(uid))
+            .is_some_and(|p| self.node_ids.get(node) == Some(&p.node))
+    }
+
+    pub fn node(&self, name: &str) -> Option<&NodeRequests> {
+        self.node_ids.get(name).map(|&id| &self.nodes[id as usize])
+    }
+
+    pub fn pods(&self) -> usize {
+        self.pods.len()
+    }
+
+    /// A full list starts: pods it does not mention again are dropped at [`Self::end_relist`].
+    /// Until then the old counts stand, so decisions never see an empty cluster.
+    pub fn begin_relist(&mut self) {
+        self.generation = self.generation.wrapping_add(1);
+    }
+
+    /// The list is complete: drops the pods it did not mention (deleted while unwatched).
+    pub fn end_relist(&mut self) {
+        let generation = self.generation;
+        let nodes = &mut self.nodes;
+        self.pods.retain(|_, p| {
+            let keep = p.generation == generation;
+            if !keep {
+                p.requests.apply(&mut nodes[p.node as usize], -1);
+            }
+            keep
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(cpu: &str, memory: &str) -> PodRequests {
+        let requested = Resources::parse(&[("cpu", cpu), ("memory", memory)]).expect("quantities");
+        PodRequests {
+            non_zero_milli_cpu: requested.milli_cpu,
+            non_zero_memory: requested.memory,
+            requested,
+        }
+    }
+
+    #[test]
+    fn bind_move_and_finish() {
+        let mut o = Occupancy::default();
+        let uid = "5b0c7a0e-1f3c-4d27-9d43-3c1f7a9e2b11";
+        o.set(uid, None, &req("2", "4Gi"));
+        assert!(o.node("a").is_none());
+        o.set(uid, Some("a"), &req("2", "4Gi"));
+        o.set("other", Some("a"), &req("500m", "1Gi"));
+        let a = o.node("a").expect("a");
+        assert_eq!((a.requested.milli_cpu, a.requested.pods), (2500, 2));
+        assert!(o.is_on(uid, "a"));
+        // Seen again on another node (never in practice; the last word wins).
+        o.set(uid, Some("b"), &req("2", "4Gi"));
+        assert_eq!(o.node("a").map(|n| n.requested.milli_cpu), Some(500));
+        assert_eq!(o.node("b").map(|n| n.requested.memory), Some(4 << 30));
+        o.set(uid, None, &req("2", "4Gi"));
+        o.set("other", None, &PodRequests::default());
+        assert_eq!(o.node("a"), Some(&NodeRequests::default()));
+        assert_eq!(o.node("b"), Some(&NodeRequests::default()));
+        assert_eq!(o.pods(), 0);
+    }
+
+    #[test]
+    fn relist_drops_pods_it_no_longer_mentions() {
+        let mut o = Occupancy::default();
+        o.set("gone", Some("a"), &req("1", "1Gi"));
+        o.set("stays", Some("a"), &req("2", "1Gi"));
+        o.begin_relist();
+        assert_eq!(
+            o.node("a").map(|n| n.requested.pods),
+            Some(2),
+            "old counts stand"
+        );
+        o.set("stays", Some("a"), &req("2", "1Gi"));
+        o.end_relist();
+        assert_eq!(o.node("a").map(|n| n.requested.milli_cpu), Some(2000));
+        assert_eq!(o.pods(), 1);
+    }
+
+    #[test]
+    fn extended_resources_are_counted() {
+        let mut o = Occupancy::default();
+        let mut r = req("1", "1Gi");
+        *r.requested.slot("nvidia.com/gpu") = 2;
+        o.set("p", Some("gpu-1"), &r);
+        assert_eq!(
+            o.node("gpu-1").map(|n| n.requested.get("nvidia.com/gpu")),
+            Some(2)
+        );
+        o.set("p", None, &r);
+        assert_eq!(
+            o.node("gpu-1").map(|n| n.requested.get("nvidia.com/gpu")),
+            Some(0)
+        );
+    }
+}

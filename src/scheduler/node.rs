@@ -1,0 +1,60 @@
+//! A node as the scheduler's cache sees it.
+
+use std::collections::BTreeMap;
+
+use super::resources::{PodRequests, Resources};
+use super::terms::Taint;
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelNode {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    /// Every taint, whatever its effect.
+    pub taints: Vec<Taint>,
+    pub unschedulable: bool,
+    pub allocatable: Resources,
+    /// Sum of the requests of the pods on the node as written; `pods` counts them.
+    pub requested: Resources,
+    /// cpu and memory with the non-zero defaults for omitted requests (LeastAllocated).
+    pub non_zero_milli_cpu: i64,
+    pub non_zero_memory: i64,
+}
+
+impl ModelNode {
+    pub fn new(name: &str, labels: BTreeMap<String, String>, allocatable: Resources) -> Self {
+        ModelNode {
+            name: name.to_string(),
+            labels,
+            allocatable,
+            ..ModelNode::default()
+        }
+    }
+
+    /// Accounts a pod bound to this node, as the scheduler cache does on assume/bind.
+    pub fn add_pod(&mut self, pod: &PodRequests) {
+        self.requested.add(&pod.requested);
+        self.requested.pods += 1;
+        self.non_zero_milli_cpu += pod.non_zero_milli_cpu;
+        self.non_zero_memory += pod.non_zero_memory;
+    }
+
+    /// Undoes [`ModelNode::add_pod`].
+    pub fn remove_pod(&mut self, pod: &PodRequests) {
+        self.requested.subtract(&pod.requested);
+        self.requested.pods -= 1;
+        self.non_zero_milli_cpu -= pod.non_zero_milli_cpu;
+        self.non_zero_memory -= pod.non_zero_memory;
+    }
+
+    /// The Fit filter: one more pod must fit, and every non-zero request in what is left.
+    pub fn fits(&self, pod: &PodRequests) -> bool {
+        let max_pods = self.allocatable.pods;
+        if max_pods > 0 && self.requested.pods + 1 > max_pods {
+            return false;
+        }
+        pod.requested
+            .iter()
+            .filter(|(name, value)| *name != super::resources::PODS && *value > 0)
+            .all(|(name, value)| value <= self.allocatable.get(name) - self.requested.get(name))
+    }
+}

@@ -1,0 +1,213 @@
+//! Score plugins with upstream's integer arithmetic: NodeResourcesFit (LeastAllocated,
+//! MostAllocated, RequestedToCapacityRatio), NodeResourcesBalancedAllocation, NodeAffinity,
+//! TaintToleration, and `helper.DefaultNormalizeScore`.
+
+use k8s_openapi::api::core::v1::{PreferredSchedulingTerm, Toleration};
+
+use super::node::ModelNode;
+use super::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, PodRequests};
+use super::terms::{Taint, is_empty_term, term_matches, tolerated};
+use crate::config::scheduler::{ScoringStrategy, ScoringStrategyType, UtilizationShapePoint};
+
+pub const MAX_NODE_SCORE: i64 = 100;
+/// RequestedToCapacityRatio shape scores are 0..10, scaled to 0..100.
+const MAX_CUSTOM_PRIORITY_SCORE: i64 = 10;
+
+/// Extended, hugepage and other scalar resources: skipped when the pod does not request them.
+fn is_scalar(resource: &str) -> bool {
+    ![CPU, MEMORY, EPHEMERAL_STORAGE, PODS].contains(&resource)
+}
+
+/// `calculateResourceAllocatableRequest`: (allocatable, requested with the pod), or `None` when
+/// the resource does not take part for this node. `use_requested` reads requests as written;
+/// otherwise cpu and memory use the non-zero defaults.
+pub fn allocatable_and_requested(
+    node: &ModelNode,
+    pod: &PodRequests,
+    resource: &str,
+    use_requested: bool,
+) -> Option<(i64, i64)> {
+    let pod_request = match resource {
+        CPU if !use_requested => pod.non_zero_milli_cpu,
+        MEMORY if !use_requested => pod.non_zero_memory,
+        _ => pod.requested.get(resource),
+    };
+    if resource == PODS || (pod_request == 0 && is_scalar(resource)) {
+        return None;
+    }
+    let allocatable = node.allocatable.get(resource);
+    if allocatable == 0 {
+        return None;
+    }
+    let existing = match resource {
+        CPU if !use_requested => node.non_zero_milli_cpu,
+        MEMORY if !use_requested => node.non_zero_memory,
+        _ => node.requested.get(resource),
+    };
+    Some((allocatable, existing + pod_request))
+}
+
+/// `(capacity - requested) * 100 / capacity`, 0 once over capacity.
+pub fn least_requested_score(requested: i64, capacity: i64) -> i64 {
+    if capacity == 0 || requested > capacity {
+        return 0;
+    }
+    (capacity - requested) * MAX_NODE_SCORE / capacity
+}
+
+/// `requested * 100 / capacity`, capped at 100.
+pub fn most_requested_score(requested: i64, capacity: i64) -> i64 {
+    if capacity == 0 {
+        return 0;
+    }
+    requested.min(capacity) * MAX_NODE_SCORE / capacity
+}
+
+/// `helper.BuildBrokenLinearFunction` over the shape, scores already scaled to 0..100.
+fn broken_linear(shape: &[UtilizationShapePoint], p: i64) -> i64 {
+    for (i, point) in shape.iter().enumerate() {
+        if p <= point.utilization {
+            if i == 0 {
+                return point.score * (MAX_NODE_SCORE / MAX_CUSTOM_PRIORITY_SCORE);
+            }
+            let prev = shape[i - 1];
+            let (s0, s1) = (
+                prev.score * (MAX_NODE_SCORE / MAX_CUSTOM_PRIORITY_SCORE),
+                point.score * (MAX_NODE_SCORE / MAX_CUSTOM_PRIORITY_SCORE),
+            );
+            return s0
+                + (s1 - s0) * (p - prev.utilization) / (point.utilization - prev.utilization);
+        }
+    }
+    shape.last().map_or(0, |p| {
+        p.score * (MAX_NODE_SCORE / MAX_CUSTOM_PRIORITY_SCORE)
+    })
+}
+
+/// NodeResourcesFit score of `node` for the pod under `strategy`.
+pub fn resources_fit_score(pod: &PodRequests, node: &ModelNode, strategy: &ScoringStrategy) -> i64 {
+    let (mut score, mut weight_sum) = (0, 0);
+    for r in &strategy.resources {
+        let Some((allocatable, requested)) = allocatable_and_requested(node, pod, &r.name, false)
+        else {
+            continue;
+        };
+        let s = match strategy.kind {
+            ScoringStrategyType::LeastAllocated => least_requested_score(requested, allocatable),
+            ScoringStrategyType::MostAllocated => most_requested_score(requested, allocatable),
+            ScoringStrategyType::RequestedToCapacityRatio => {
+                let utilization = if requested > allocatable {
+                    100
+                } else {
+                    requested * 100 / allocatable
+                };
+                broken_linear(&strategy.shape, utilization)
+            }
+        };
+        score += s * r.weight;
+        weight_sum += r.weight;
+    }
+    if weight_sum == 0 {
+        return 0;
+    }
+    match strategy.kind {
+        ScoringStrategyType::RequestedToCapacityRatio => {
+            (score as f64 / weight_sum as f64).round() as i64
+        }
+        _ => score / weight_sum,
+    }
+}
+
+/// v1.35 and earlier: `trunc((1 - std) * 100)` over the request fractions (each capped at 1).
+/// Float operations in upstream's order, so results truncate identically.
+pub fn balanced_resource_scorer(requested: &[i64], allocatable: &[i64]) -> i64 {
+    let fractions: Vec<f64> = requested
+        .iter()
+        .zip(allocatable)
+        .filter(|(_, a)| **a != 0)
+        .map(|(r, a)| (*r as f64 / *a as f64).min(1.0))
+        .collect();
+    let std = match fractions.len() {
+        0 | 1 => 0.0,
+        2 => ((fractions[0] - fractions[1]) / 2.0).abs(),
+        n => {
+            let mean = fractions.iter().sum::<f64>() / n as f64;
+            let sum: f64 = fractions.iter().map(|f| (f - mean) * (f - mean)).sum();
+            (sum / n as f64).sqrt()
+        }
+    };
+    ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
+}
+
+/// The formula after kubernetes/kubernetes#135573 (v1.36), which scores the change in
+/// balance: `50 + (50 + S_with - S_without) / 2`, S being the v1.35 score.
+pub fn balanced_score_change(with_pod: &[i64], without_pod: &[i64], allocatable: &[i64]) -> i64 {
+    let with = balanced_resource_scorer(with_pod, allocatable);
+    let without = balanced_resource_scorer(without_pod, allocatable);
+    MAX_NODE_SCORE / 2 + (MAX_NODE_SCORE / 2 + with - without) / 2
+}
+
+/// PreScore: a pod requesting none of `resources` is skipped (kubernetes#129138).
+pub fn balanced_allocation_skips(pod: &PodRequests, resources: &[String]) -> bool {
+    resources.iter().all(|r| pod.requested.get(r) == 0)
+}
+
+/// BalancedAllocation score of `node` for the pod, on requests as written.
+pub fn balanced_allocation(pod: &PodRequests, node: &ModelNode, resources: &[String]) -> i64 {
+    let mut requested = Vec::with_capacity(resources.len());
+    let mut allocatable = Vec::with_capacity(resources.len());
+    for resource in resources {
+        let (a, r) = allocatable_and_requested(node, pod, resource, true).unwrap_or((0, 0));
+        allocatable.push(a);
+        requested.push(r);
+    }
+    balanced_resource_scorer(&requested, &allocatable)
+}
+
+/// Sum of the weights of the preferred terms the node matches; weight-0 and empty terms count 0.
+pub fn preferred_terms_score(terms: &[PreferredSchedulingTerm], node: &ModelNode) -> i64 {
+    terms
+        .iter()
+        .filter(|t| t.weight != 0 && !is_empty_term(&t.preference))
+        .filter(|t| term_matches(&t.preference, &node.name, &node.labels))
+        .map(|t| i64::from(t.weight))
+        .sum()
+}
+
+/// TaintToleration raw score: PreferNoSchedule taints the pod does not tolerate (lower is
+/// better; normalized reversed).
+pub fn intolerable_prefer_no_schedule(tolerations: &[Toleration], taints: &[Taint]) -> i64 {
+    let relevant: Vec<Toleration> = tolerations
+        .iter()
+        .filter(|t| {
+            t.effect
+                .as_deref()
+                .is_none_or(|e| e.is_empty() || e == "PreferNoSchedule")
+        })
+        .cloned()
+        .collect();
+    taints
+        .iter()
+        .filter(|t| t.effect == "PreferNoSchedule" && !tolerated(&relevant, t))
+        .count() as i64
+}
+
+/// `helper.DefaultNormalizeScore`: `max_priority * s / max` (integer), optionally reversed;
+/// all zero stays zero (or becomes `max_priority` when reversed).
+pub fn default_normalize_score(max_priority: i64, reverse: bool, scores: &mut [i64]) {
+    let max = scores.iter().copied().max().unwrap_or(0).max(0);
+    if max == 0 {
+        if reverse {
+            scores.iter_mut().for_each(|s| *s = max_priority);
+        }
+        return;
+    }
+    for s in scores.iter_mut() {
+        let normalized = max_priority * *s / max;
+        *s = if reverse {
+            max_priority - normalized
+        } else {
+            normalized
+        };
+    }
+}
