@@ -146,9 +146,13 @@ pub struct PlacementConfig {
     /// When the scheduler scores only a sample of the feasible nodes, tier 1 names enough
     /// nodes that none of them is in the sample with at most this probability.
     pub sample_miss: f64,
-    /// Candidates within this utilisation of the best count as tied; each replica orders
-    /// them its own way, so replicas deciding at once rarely pick the same node.
+    /// Candidates within this share of what the pod adds to the best node count as tied;
+    /// each replica orders them its own way, so replicas deciding at once rarely pick the
+    /// same node. 0.5: within half a pod of the best.
     pub tie_band: f64,
+    /// Nodes are ranked on their expected in-flight load plus this many standard deviations
+    /// of it, where sampling leaves the landing uncertain (0: expected load only).
+    pub uncertainty: f64,
 }
 
 impl Default for PlacementConfig {
@@ -174,7 +178,8 @@ impl Default for PlacementConfig {
             pinning: Vec::new(),
             default_node_cpu_cores: 16.0,
             sample_miss: 0.002,
-            tie_band: 0.01,
+            tie_band: 0.5,
+            uncertainty: 1.0,
         }
     }
 }
@@ -379,8 +384,11 @@ impl Config {
         if !(p.sample_miss > 0.0 && p.sample_miss <= 0.5) {
             problems.push("placement.sample_miss must be in (0, 0.5]".into());
         }
-        if !(p.tie_band >= 0.0 && p.tie_band <= 0.5) {
-            problems.push("placement.tie_band must be in [0, 0.5]".into());
+        if !(p.uncertainty >= 0.0 && p.uncertainty <= 5.0) {
+            problems.push("placement.uncertainty must be in [0, 5]".into());
+        }
+        if !(p.tie_band >= 0.0 && p.tie_band <= 1.0) {
+            problems.push("placement.tie_band must be in [0, 1]".into());
         }
         if !(0..=100).contains(&p.avoid_hot.weight) {
             problems.push("placement.avoid_hot.weight must be 0..100".into());

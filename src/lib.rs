@@ -12,6 +12,7 @@ pub mod placement;
 pub mod review_cmd;
 pub mod scheduler;
 pub mod server;
+pub mod simulate;
 pub mod snapshot;
 pub mod telemetry;
 pub mod view;

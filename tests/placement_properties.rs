@@ -453,7 +453,8 @@ proptest! {
         for &a in &candidates {
             for &b in &candidates {
                 let after = |i: usize| o.cpu(i) + POD_CORES / CORES;
-                if after(a) < after(b) - case.policy.tie_band - EPS {
+                let band = case.policy.tie_band * POD_CORES / CORES;
+                if after(a) < after(b) - band - EPS {
                     prop_assert!(weight(a) >= weight(b),
                         "{} (cpu after {}, weight {}) ranked below {} (cpu after {}, weight {})",
                         name(a), after(a), weight(a), name(b), after(b), weight(b));

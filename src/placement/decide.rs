@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::{
 
 use super::constraints::{Ineligible, PodConstraints};
 use super::heat::{Load, heat, is_hot};
-use super::ledger::{Ledger, NodeExtra, PodLoad};
+use super::ledger::{Ledger, PodLoad};
 use crate::config::scheduler::SchedulerConfig;
 use crate::config::{NodeMatch, PlacementConfig};
 use crate::scheduler::cycle::{PodFacts, resource_score};
@@ -151,19 +151,23 @@ pub struct PodDemand<'a> {
     pub load: PodLoad,
 }
 
-/// A node's load with the in-flight pods counted on it.
+/// A node's load with the in-flight pods counted on it (their expected load).
 pub fn effective_load(node: &NodeView, ledger: Option<&Ledger>) -> Load {
-    with_inflight(node, ledger.and_then(|l| l.extra(&node.name)))
+    cautious_load(node, ledger, 0.0)
 }
 
-fn with_inflight(node: &NodeView, extra: Option<NodeExtra>) -> Load {
-    let Some(extra) = extra else {
+/// A node's load with the in-flight pods' expected load plus `z` standard deviations of it:
+/// a node that may well have received more pods than expected is not preferred as if it had
+/// not.
+pub fn cautious_load(node: &NodeView, ledger: Option<&Ledger>, z: f64) -> Load {
+    let Some(extra) = ledger.and_then(|l| l.extra(&node.name)) else {
         return node.load;
     };
+    let inflight = extra.cautious_load(z);
     Load {
-        cpu: node.load.cpu + extra.cpu_cores / node.scale.cpu_cores,
+        cpu: node.load.cpu + inflight.cpu_cores / node.scale.cpu_cores,
         network_bytes_per_second: node.load.network_bytes_per_second
-            + extra.network_bytes_per_second,
+            + inflight.network_bytes_per_second,
         memory: node.load.memory,
     }
 }
@@ -201,30 +205,47 @@ fn fits(node: &NodeView, model: &ModelNode, pod: &PodFacts<'_>) -> bool {
     node.allocatable == Default::default() || model.fits(&pod.requests)
 }
 
-/// The utilisation the pod leaves behind in the dimensions it loads, bottleneck first:
-/// `(bottleneck, sum)`.
+/// What the pod would leave behind on a node, in the dimensions it loads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PodHeat {
+    /// The highest utilisation: CPU, NIC when the pod carries network, memory when configured.
+    pub bottleneck: f64,
+    /// Their sum, to tell equal bottlenecks apart.
+    pub sum: f64,
+    /// The pod would take a NIC of known capacity to the hot threshold or past it.
+    pub nic_over: bool,
+}
+
+/// The utilisation the pod leaves behind in the dimensions it loads, bottleneck first. With
+/// `share` 0: the same dimensions without the pod.
 pub fn pod_heat(
     node: &NodeView,
     load: &Load,
     pod: &PodDemand<'_>,
     policy: &PlacementConfig,
-) -> (f64, f64) {
-    let cpu = load.cpu + pod.load.cpu_cores / node.scale.cpu_cores;
-    let (mut worst, mut sum) = (cpu, cpu);
+    share: f64,
+) -> PodHeat {
+    let cpu = load.cpu + share * pod.load.cpu_cores / node.scale.cpu_cores;
+    let mut heat = PodHeat {
+        bottleneck: cpu,
+        sum: cpu,
+        nic_over: false,
+    };
     if pod.load.network_bytes_per_second > 0.0 && node.scale.network_bytes_per_second > 0.0 {
-        let net = node
-            .scale
-            .network_fraction(load.network_bytes_per_second + pod.load.network_bytes_per_second);
-        worst = worst.max(net);
-        sum += net;
+        let net = node.scale.network_fraction(
+            load.network_bytes_per_second + share * pod.load.network_bytes_per_second,
+        );
+        heat.bottleneck = heat.bottleneck.max(net);
+        heat.sum += net;
+        heat.nic_over = node.scale.network_is_capacity && net >= policy.hot.network;
     }
     if policy.weights.memory > 0.0 && node.allocatable.memory > 0 {
         let mem = load.memory
-            + pod.facts.requests.requested.memory as f64 / node.allocatable.memory as f64;
-        worst = worst.max(mem);
-        sum += mem;
+            + share * pod.facts.requests.requested.memory as f64 / node.allocatable.memory as f64;
+        heat.bottleneck = heat.bottleneck.max(mem);
+        heat.sum += mem;
     }
-    (worst, sum)
+    heat
 }
 
 /// How many tier-1 nodes make it `miss`-unlikely that none is in a sample of `fraction`.
@@ -239,8 +260,7 @@ pub fn tier_size_for_sample(fraction: f64, miss: f64, at_least: usize) -> usize 
 /// One feasible node and how this pod would leave it.
 struct Candidate {
     index: usize,
-    bottleneck: f64,
-    sum: f64,
+    heat: PodHeat,
     tie: u64,
 }
 
@@ -266,33 +286,39 @@ pub fn decide(
             continue;
         }
         feasible += 1;
-        let load = effective_load(node, ledger);
+        let load = cautious_load(node, ledger, policy.uncertainty);
         if is_hot(&load, &node.scale, &policy.hot) {
             hot.push((heat(&load, &node.scale, &policy.weights), index));
             continue;
         }
-        let (bottleneck, sum) = pod_heat(node, &load, pod, policy);
         candidates.push(Candidate {
             index,
-            bottleneck,
-            sum,
+            heat: pod_heat(node, &load, pod, policy, 1.0),
             tie: tie_hasher.hash_one(&node.name),
         });
     }
+    // A NIC is never pushed past the hot threshold to relieve CPU: such nodes come last.
     candidates.sort_by(|a, b| {
-        a.bottleneck
-            .total_cmp(&b.bottleneck)
-            .then(a.sum.total_cmp(&b.sum))
+        a.heat
+            .nic_over
+            .cmp(&b.heat.nic_over)
+            .then(a.heat.bottleneck.total_cmp(&b.heat.bottleneck))
+            .then(a.heat.sum.total_cmp(&b.heat.sum))
             .then(a.tie.cmp(&b.tie))
     });
-    // Near-ties: each replica takes them in its own order, so replicas deciding at the same
-    // moment rarely pick the same node.
-    if let Some(best) = candidates.first().map(|c| c.bottleneck) {
-        let band = candidates
+    // Near-ties (within `tie_band` of what this pod adds to the best node): each replica takes
+    // them in its own order, so replicas deciding at the same moment rarely pick the same node.
+    if let Some(best) = candidates.first().map(|c| c.heat) {
+        let node = &view.nodes[candidates[0].index];
+        let load = cautious_load(node, ledger, policy.uncertainty);
+        let before = pod_heat(node, &load, pod, policy, 0.0);
+        let band = policy.tie_band * (best.bottleneck - before.bottleneck).max(0.0);
+        let tied = candidates
             .iter()
-            .take_while(|c| c.bottleneck <= best + policy.tie_band)
+            .take_while(|c| c.heat.nic_over == best.nic_over)
+            .take_while(|c| c.heat.bottleneck <= best.bottleneck + band)
             .count();
-        candidates[..band].sort_by_key(|c| c.tie);
+        candidates[..tied].sort_by_key(|c| c.tie);
     }
 
     let all_nodes = view.nodes.len() + view.nodes_without_metrics;
@@ -305,17 +331,18 @@ pub fn decide(
     } else {
         (wanted as f64 / feasible as f64).min(1.0)
     };
-    let first_size = tier_size_for_sample(
-        sample_fraction,
-        policy.sample_miss,
-        policy.tiers.first().map_or(1, |t| t.nodes),
-    );
+    // Every tier is sized for the sample: a pod whose tier-1 nodes all fall outside it still
+    // finds cool nodes of tier 2 there, not just whatever the resource scores favour.
+    let tier_size = |configured: usize| {
+        tier_size_for_sample(sample_fraction, policy.sample_miss, configured)
+    };
+    let first_size = tier_size(policy.tiers.first().map_or(1, |t| t.nodes));
 
     let ranked = |c: &Candidate| {
         let node = &view.nodes[c.index];
         RankedNode {
             name: node.name.clone(),
-            heat: c.bottleneck,
+            heat: c.heat.bottleneck,
             match_value: match_value(node, &policy.node_match),
         }
     };
@@ -328,7 +355,7 @@ pub fn decide(
             weight: tier.weight,
             nodes: rest
                 .by_ref()
-                .take(if i == 0 { first_size } else { tier.nodes })
+                .take(if i == 0 { first_size } else { tier_size(tier.nodes) })
                 .map(ranked)
                 .collect(),
         })

@@ -32,12 +32,21 @@ pub struct NodeExtra {
     pub non_zero_milli_cpu: f64,
     pub non_zero_memory: f64,
     pub pods: f64,
+    /// Variance of the in-flight CPU (cores²) and network (bytes²/s²) that landing
+    /// probabilities below 1 leave: where sampling makes the landing uncertain.
+    pub cpu_variance: f64,
+    pub network_variance: f64,
 }
 
 impl NodeExtra {
-    fn add(&mut self, entry: &Entry, share: f64) {
+    /// Adds (`sign` 1) or removes (`sign` -1) `entry`'s share `p` of landing here.
+    fn add(&mut self, entry: &Entry, p: f64, sign: f64) {
+        let share = sign * p;
         self.cpu_cores += entry.load.cpu_cores * share;
         self.network_bytes_per_second += entry.load.network_bytes_per_second * share;
+        let spread = sign * p * (1.0 - p);
+        self.cpu_variance += spread * entry.load.cpu_cores.powi(2);
+        self.network_variance += spread * entry.load.network_bytes_per_second.powi(2);
         if !entry.bound {
             let r = &entry.requests;
             self.milli_cpu += r.requested.milli_cpu as f64 * share;
@@ -58,6 +67,16 @@ impl NodeExtra {
         PodLoad {
             cpu_cores: self.cpu_cores,
             network_bytes_per_second: self.network_bytes_per_second,
+        }
+    }
+
+    /// The expected load plus `z` standard deviations: what the node may well carry when
+    /// landings are uncertain. Equal to [`NodeExtra::load`] when every landing is certain.
+    pub fn cautious_load(&self, z: f64) -> PodLoad {
+        PodLoad {
+            cpu_cores: self.cpu_cores + z * self.cpu_variance.max(0.0).sqrt(),
+            network_bytes_per_second: self.network_bytes_per_second
+                + z * self.network_variance.max(0.0).sqrt(),
         }
     }
 }
@@ -199,7 +218,7 @@ impl Ledger {
     fn apply(&mut self, entry: &Entry, sign: f64) {
         for (node, p) in &entry.shares {
             let total = self.per_node.entry(node.clone()).or_default();
-            total.add(entry, sign * p);
+            total.add(entry, *p, sign);
             // Float residue must not keep a node looking busy forever.
             if total.is_negligible() {
                 self.per_node.remove(node);

@@ -1,0 +1,549 @@
+//! The closed loop: a burst of pods through the real admission path, placed by the scheduler
+//! model, with the pod watch fed back to the webhook as a cluster would feed it. Used by the
+//! closed-loop tests and by `placement-webhook simulate`: one code path for both.
+//!
+//! Time is virtual: reviews arrive every `review_interval` (the apiserver sends them
+//! concurrently), the scheduler binds one pod every `bind_interval` in admission order, and the
+//! watch delivers "created" and "bound" events `watch_lag` later (or, in the "binds after the
+//! burst" mode, only once every pod has been admitted).
+
+pub mod figures;
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use base64::Engine;
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{Value, json};
+
+use crate::admission::Admission;
+use crate::config::Config;
+use crate::inventory::pods::apply_pod_event;
+use crate::placement::ledger::Ledger;
+use crate::scheduler::cycle::PodFacts;
+use crate::scheduler::{ModelNode, PodRequests, Resources, Scheduler};
+use crate::snapshot::LoadSnapshot;
+use crate::view::ViewStore;
+
+pub use figures::{Figures, figures};
+
+/// What arrives: `count` copies of `pod` (a Pod object as the apiserver sends it after
+/// defaulting), each adding `cpu_cores` and `network_bytes_per_second` of real load.
+#[derive(Debug, Clone)]
+pub struct Burst {
+    pub pod: Value,
+    pub count: usize,
+    pub cpu_cores: f64,
+    pub network_bytes_per_second: f64,
+}
+
+/// How the webhook hears about the burst.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timing {
+    pub replicas: usize,
+    pub review_interval: Duration,
+    pub bind_interval: Duration,
+    /// `None`: no watch event reaches the webhook until the whole burst is admitted.
+    pub watch_lag: Option<Duration>,
+}
+
+impl Timing {
+    /// 100 reviews answered in about 0.3 s, binds every 10 ms, watch events 10 ms later.
+    pub fn typical(replicas: usize) -> Self {
+        Timing {
+            replicas,
+            review_interval: Duration::from_millis(3),
+            bind_interval: Duration::from_millis(10),
+            watch_lag: Some(Duration::from_millis(10)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Method {
+    /// The default scheduler alone.
+    NoWebhook,
+    /// This webhook, as configured.
+    Webhook(Timing),
+    /// Every pod prefers the coolest feasible node at the start of the burst.
+    CoolestForAll,
+    /// Water-filling: each pod to the feasible node with the lowest bottleneck utilisation
+    /// (max of CPU and NIC) whose NIC stays under the hot threshold.
+    Ideal,
+}
+
+impl Method {
+    pub fn label(&self) -> String {
+        match self {
+            Method::NoWebhook => "no webhook".into(),
+            Method::Webhook(t) => {
+                let binds = match t.watch_lag {
+                    None => "binds after burst".to_string(),
+                    Some(lag) => format!("binds +{}ms", lag.as_millis()),
+                };
+                if t.replicas == 1 {
+                    format!("webhook, {binds}")
+                } else {
+                    format!("webhook x{}, {binds}", t.replicas)
+                }
+            }
+            Method::CoolestForAll => "coolest node for all".into(),
+            Method::Ideal => "ideal water-filling".into(),
+        }
+    }
+}
+
+/// Where each pod of the burst landed, in arrival order; `None` stayed Pending.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub method: Method,
+    pub landed: Vec<Option<usize>>,
+    /// Pods whose preferred nodes were all outside the scheduler's sample, of those that had
+    /// preferred nodes and were scored.
+    pub preferred_outside_sample: usize,
+    pub with_preferences: usize,
+    /// Pods whose first-tier nodes were all full by requests when the scheduler ran.
+    pub predicted_landing_held: usize,
+}
+
+/// The cluster as both sides see it: the snapshot the webhook reads, and the nodes the
+/// scheduler model places on (allocatable and requests from the same snapshot).
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    pub snapshot: LoadSnapshot,
+    pub nodes: Vec<ModelNode>,
+    /// Real capacity for the load arithmetic.
+    pub cores: Vec<f64>,
+    pub nic: Vec<Option<f64>>,
+}
+
+impl Cluster {
+    pub fn new(snapshot: LoadSnapshot, config: &Config) -> Self {
+        let mut nodes = Vec::with_capacity(snapshot.nodes.len());
+        let mut cores = Vec::with_capacity(snapshot.nodes.len());
+        let mut nic = Vec::with_capacity(snapshot.nodes.len());
+        for n in &snapshot.nodes {
+            let node_cores = n
+                .cpu_capacity_cores
+                .unwrap_or(config.placement.default_node_cpu_cores);
+            let mut allocatable = quantities(&n.allocatable);
+            if allocatable.milli_cpu == 0 {
+                allocatable.milli_cpu = (node_cores * 1000.0) as i64;
+            }
+            if allocatable.memory == 0 {
+                // Unknown memory: nothing the burst would exhaust.
+                allocatable.memory = 1 << 50;
+            }
+            if allocatable.pods == 0 {
+                allocatable.pods = 110;
+            }
+            let mut model = ModelNode::new(&n.name, n.labels.clone(), allocatable);
+            model.taints = n.taints.clone();
+            model.unschedulable = n.unschedulable;
+            let requested = quantities(&n.requested);
+            model.non_zero_milli_cpu = requested.milli_cpu;
+            model.non_zero_memory = requested.memory;
+            model.requested = requested;
+            nodes.push(model);
+            cores.push(node_cores);
+            nic.push(n.network_capacity_bytes_per_second);
+        }
+        Cluster {
+            snapshot,
+            nodes,
+            cores,
+            nic,
+        }
+    }
+
+    /// Real CPU busy fraction of node `i` with `pods` burst pods on it.
+    pub fn cpu_after(&self, i: usize, pods: usize, burst: &Burst) -> f64 {
+        self.snapshot.nodes[i].cpu + pods as f64 * burst.cpu_cores / self.cores[i]
+    }
+
+    /// NIC use of node `i` with `pods` burst pods on it, when its capacity is known.
+    pub fn nic_after(&self, i: usize, pods: usize, burst: &Burst) -> Option<f64> {
+        let bytes = self.snapshot.nodes[i].network_bytes_per_second.unwrap_or(0.0)
+            + pods as f64 * burst.network_bytes_per_second;
+        self.nic[i].map(|cap| bytes / cap)
+    }
+
+    /// max(CPU, NIC) of node `i` with `pods` burst pods on it.
+    pub fn bottleneck(&self, i: usize, pods: usize, burst: &Burst) -> f64 {
+        let cpu = self.cpu_after(i, pods, burst);
+        self.nic_after(i, pods, burst).map_or(cpu, |n| cpu.max(n))
+    }
+}
+
+fn quantities(list: &std::collections::BTreeMap<String, String>) -> Resources {
+    let mut out = Resources::default();
+    for (name, q) in list {
+        if let Some(v) = crate::scheduler::quantity::amount(name, q) {
+            *out.slot(name) += v;
+        }
+    }
+    out
+}
+
+/// Runs the burst with `method`. `seed` drives the scheduler's tie-breaking and the replicas'
+/// salts, so a run is repeatable.
+pub fn run(cluster: &Cluster, config: &Config, burst: &Burst, method: Method, seed: u64) -> Outcome {
+    match method {
+        Method::NoWebhook => place_in_order(cluster, config, burst, method, seed, |_, pod| pod),
+        Method::CoolestForAll => {
+            let probe = pod_of(&burst.pod);
+            let facts = probe.as_ref().map(PodFacts::of);
+            let coolest = (0..cluster.nodes.len())
+                .filter(|&i| {
+                    facts.as_ref().is_some_and(|f| {
+                        crate::scheduler::cycle::filter(f, &cluster.nodes[i]).is_ok()
+                    })
+                })
+                .min_by(|&a, &b| {
+                    cluster
+                        .bottleneck(a, 0, burst)
+                        .total_cmp(&cluster.bottleneck(b, 0, burst))
+                });
+            let name = coolest.map(|i| cluster.nodes[i].name.clone());
+            place_in_order(cluster, config, burst, method, seed, |_, mut pod| {
+                if let Some(name) = &name {
+                    pod["spec"]["affinity"] = json!({"nodeAffinity": {
+                        "preferredDuringSchedulingIgnoredDuringExecution": [{
+                            "weight": 100,
+                            "preference": {"matchFields": [
+                                {"key": "metadata.name", "operator": "In", "values": [name]}
+                            ]}
+                        }]
+                    }});
+                }
+                pod
+            })
+        }
+        Method::Ideal => ideal(cluster, config, burst),
+        Method::Webhook(timing) => webhook(cluster, config, burst, timing, seed),
+    }
+}
+
+fn pod_of(value: &Value) -> Option<Pod> {
+    serde_json::from_value(value.clone()).ok()
+}
+
+/// The `index`-th pod of the burst: a distinct name and uid, created now.
+fn nth_pod(template: &Value, index: usize) -> Value {
+    let mut pod = template.clone();
+    let base = template["metadata"]["name"]
+        .as_str()
+        .unwrap_or("taskmanager")
+        .to_string();
+    pod["metadata"]["name"] = json!(format!("{base}-{}", index + 1));
+    pod["metadata"]["uid"] = json!(uid(index));
+    pod
+}
+
+/// A uuid-shaped uid per pod.
+fn uid(index: usize) -> String {
+    let mut z = (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    format!(
+        "{:08x}-{:04x}-4{:03x}-9{:03x}-{:012x}",
+        z >> 32,
+        (z >> 16) & 0xffff,
+        z & 0xfff,
+        index & 0xfff,
+        index
+    )
+}
+
+/// Each pod, as `prepare` makes it, through the scheduler model one after another.
+fn place_in_order(
+    cluster: &Cluster,
+    config: &Config,
+    burst: &Burst,
+    method: Method,
+    seed: u64,
+    prepare: impl Fn(usize, Value) -> Value,
+) -> Outcome {
+    let mut nodes = cluster.nodes.clone();
+    let mut scheduler = Scheduler::new(config.scheduler.clone(), seed);
+    let landed = (0..burst.count)
+        .map(|i| {
+            let pod = pod_of(&prepare(i, nth_pod(&burst.pod, i)))?;
+            let facts = PodFacts::of(&pod);
+            let node = scheduler.schedule(&facts, &nodes).node?;
+            nodes[node].add_pod(&facts.requests);
+            Some(node)
+        })
+        .collect();
+    Outcome {
+        method,
+        landed,
+        preferred_outside_sample: 0,
+        with_preferences: 0,
+        predicted_landing_held: 0,
+    }
+}
+
+fn ideal(cluster: &Cluster, config: &Config, burst: &Burst) -> Outcome {
+    let mut nodes = cluster.nodes.clone();
+    let mut pods_on = vec![0usize; nodes.len()];
+    let hot_nic = config.placement.hot.network;
+    let landed = (0..burst.count)
+        .map(|i| {
+            let pod = pod_of(&nth_pod(&burst.pod, i))?;
+            let facts = PodFacts::of(&pod);
+            let feasible: Vec<usize> = (0..nodes.len())
+                .filter(|&k| crate::scheduler::cycle::filter(&facts, &nodes[k]).is_ok())
+                .collect();
+            let nic_ok = |k: usize| {
+                cluster
+                    .nic_after(k, pods_on[k] + 1, burst)
+                    .is_none_or(|n| n < hot_nic)
+            };
+            let best = feasible
+                .iter()
+                .copied()
+                .filter(|&k| nic_ok(k))
+                .chain(feasible.iter().copied())
+                .min_by(|&a, &b| {
+                    // Keeping the NIC under the hot threshold comes first.
+                    (!nic_ok(a))
+                        .cmp(&!nic_ok(b))
+                        .then(
+                            cluster
+                                .bottleneck(a, pods_on[a], burst)
+                                .total_cmp(&cluster.bottleneck(b, pods_on[b], burst)),
+                        )
+                        .then_with(|| nodes[a].name.cmp(&nodes[b].name))
+                })?;
+            nodes[best].add_pod(&facts.requests);
+            pods_on[best] += 1;
+            Some(best)
+        })
+        .collect();
+    Outcome {
+        method: Method::Ideal,
+        landed,
+        preferred_outside_sample: 0,
+        with_preferences: 0,
+        predicted_landing_held: 0,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    /// Watch events first at equal times: they happened before.
+    Created { replica: usize, pod: usize },
+    Bound { replica: usize, pod: usize },
+    Bind { pod: usize },
+    Admit { pod: usize },
+}
+
+fn webhook(cluster: &Cluster, config: &Config, burst: &Burst, timing: Timing, seed: u64) -> Outcome {
+    let mut config = config.clone();
+    config.inflight.network_bytes_per_second = burst.network_bytes_per_second;
+    let config = Arc::new(config);
+    let store = Arc::new(ViewStore::new(config.placement.clone()));
+    let mut snapshot = cluster.snapshot.clone();
+    snapshot.taken_at = Some(SystemTime::now());
+    store.publish_snapshot(snapshot);
+    let replicas = timing.replicas.max(1);
+    let ledgers: Vec<Arc<Mutex<Ledger>>> = (0..replicas)
+        .map(|_| Arc::new(Mutex::new(Ledger::new(config.inflight.ttl))))
+        .collect();
+    let admissions: Vec<Admission> = ledgers
+        .iter()
+        .enumerate()
+        .map(|(r, ledger)| {
+            Admission::with_salt(
+                config.clone(),
+                store.clone(),
+                ledger.clone(),
+                seed.wrapping_add(r as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            )
+        })
+        .collect();
+
+    // The schedule, in virtual microseconds.
+    let us = |d: Duration| d.as_micros() as u64;
+    let admit_at = |i: usize| i as u64 * us(timing.review_interval);
+    let mut bind_at = Vec::with_capacity(burst.count);
+    let mut last = 0;
+    for i in 0..burst.count {
+        last = last.max(admit_at(i)) + us(timing.bind_interval);
+        bind_at.push(last);
+    }
+    let burst_end = admit_at(burst.count.saturating_sub(1)) + 1;
+    let deliver = |t: u64| match timing.watch_lag {
+        Some(lag) => t + us(lag),
+        None => t.max(burst_end),
+    };
+    let mut events: Vec<(u64, Event)> = Vec::with_capacity(burst.count * (2 + 2 * replicas));
+    for i in 0..burst.count {
+        events.push((admit_at(i), Event::Admit { pod: i }));
+        events.push((bind_at[i], Event::Bind { pod: i }));
+        for replica in 0..replicas {
+            events.push((deliver(admit_at(i)), Event::Created { replica, pod: i }));
+            events.push((deliver(bind_at[i]), Event::Bound { replica, pod: i }));
+        }
+    }
+    events.sort();
+
+    let mut nodes = cluster.nodes.clone();
+    let mut scheduler = Scheduler::new(config.scheduler.clone(), seed);
+    let mut patched: Vec<Option<Value>> = vec![None; burst.count];
+    let mut landed: Vec<Option<usize>> = vec![None; burst.count];
+    let mut outcome = Outcome {
+        method: Method::Webhook(timing),
+        landed: Vec::new(),
+        preferred_outside_sample: 0,
+        with_preferences: 0,
+        predicted_landing_held: 0,
+    };
+    let mut predicted: Vec<Vec<String>> = vec![Vec::new(); burst.count];
+    for (_, event) in events {
+        match event {
+            Event::Admit { pod } => {
+                let object = nth_pod(&burst.pod, pod);
+                let review = review_of(&object, pod);
+                let admission = &admissions[pod % replicas];
+                let Ok(answer) = admission.review_bytes(&review) else {
+                    patched[pod] = Some(object);
+                    continue;
+                };
+                let mut doc = object;
+                if let Some(encoded) = answer.review.response.patch.as_deref()
+                    && let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(encoded)
+                    && let Ok(patch) = serde_json::from_slice::<json_patch::Patch>(&bytes)
+                {
+                    // A patch that does not apply would reject the pod: keep it visible.
+                    if json_patch::patch(&mut doc, &patch.0).is_err() {
+                        continue;
+                    }
+                }
+                predicted[pod] = landing_of(&doc);
+                patched[pod] = Some(doc);
+            }
+            Event::Bind { pod } => {
+                let Some(object) = patched[pod].as_ref().and_then(pod_of) else {
+                    continue;
+                };
+                let facts = PodFacts::of(&object);
+                let cycle = scheduler.schedule(&facts, &nodes);
+                let preferred = preferred_names(&facts);
+                if !preferred.is_empty() && !cycle.sample.is_empty() {
+                    outcome.with_preferences += 1;
+                    if !cycle
+                        .sample
+                        .iter()
+                        .any(|&k| preferred.contains(nodes[k].name.as_str()))
+                    {
+                        if std::env::var("DBG").is_ok() { eprintln!("pod {pod} prefs {} sample {} first {:?}", preferred.len(), cycle.sample.len(), cycle.sample.first()); }
+                        outcome.preferred_outside_sample += 1;
+                    }
+                }
+                if let Some(k) = cycle.node {
+                    if predicted[pod].iter().any(|n| *n == nodes[k].name) {
+                        outcome.predicted_landing_held += 1;
+                    }
+                    nodes[k].add_pod(&facts.requests);
+                    landed[pod] = Some(k);
+                }
+            }
+            Event::Created { replica, pod } => {
+                if let Some(object) = &patched[pod] {
+                    watch(&ledgers[replica], object, None);
+                }
+            }
+            Event::Bound { replica, pod } => {
+                if let (Some(object), Some(k)) = (&patched[pod], landed[pod]) {
+                    watch(&ledgers[replica], object, Some(&nodes[k].name));
+                }
+            }
+        }
+    }
+    if std::env::var("DBG").is_ok() {
+        let l = ledgers[0].lock().unwrap();
+        let mut rows: Vec<(f64, String)> = Vec::new();
+        for (k, n) in nodes.iter().enumerate() {
+            let pods = landed.iter().filter(|x| **x == Some(k)).count();
+            let charged = l.extra(&n.name).map_or(0.0, |e| e.cpu_cores) / burst.cpu_cores;
+            let after = cluster.cpu_after(k, pods, burst);
+            rows.push((after, format!("{} cpu0 {:.3} after {:.3} pods {} charged-now {:.2} cores {} req {}/{}", n.name, cluster.snapshot.nodes[k].cpu, after, pods, charged, cluster.cores[k], n.requested.milli_cpu, n.allocatable.milli_cpu)));
+        }
+        rows.sort_by(|a, b| b.0.total_cmp(&a.0));
+        for r in rows.iter().filter(|r| !r.1.contains(" pods 0 ")).take(8) { eprintln!("DBG {}", r.1); }
+    }
+    outcome.landed = landed;
+    outcome
+}
+
+/// The nodes the decision annotation says the pod lands on.
+fn landing_of(doc: &Value) -> Vec<String> {
+    doc["metadata"]["annotations"][crate::placement::note::ANNOTATION]
+        .as_str()
+        .and_then(crate::placement::note::DecisionNote::parse)
+        .map(|n| n.nodes.into_iter().map(|(name, _)| name).collect())
+        .unwrap_or_default()
+}
+
+/// Node names a pod's preferred `In` terms name (by field or by label value).
+fn preferred_names<'a>(facts: &'a PodFacts<'_>) -> BTreeSet<&'a str> {
+    let mut names = BTreeSet::new();
+    for term in facts.preferred_terms {
+        let requirements = term
+            .preference
+            .match_fields
+            .iter()
+            .flatten()
+            .chain(term.preference.match_expressions.iter().flatten());
+        for r in requirements.filter(|r| r.operator == "In") {
+            names.extend(r.values.iter().flatten().map(String::as_str));
+        }
+    }
+    names
+}
+
+/// One pod event as the watch delivers it to a replica.
+fn watch(ledger: &Mutex<Ledger>, object: &Value, node: Option<&str>) {
+    let mut pod = object.clone();
+    pod["metadata"]["creationTimestamp"] =
+        json!(humantime::format_rfc3339_seconds(SystemTime::now()).to_string());
+    if let Some(node) = node {
+        pod["spec"]["nodeName"] = json!(node);
+        pod["status"] = json!({"phase": "Running"});
+    } else {
+        pod["status"] = json!({"phase": "Pending"});
+    }
+    let Some(pod) = pod_of(&pod) else { return };
+    let mut ledger = ledger.lock().unwrap_or_else(|e| e.into_inner());
+    apply_pod_event(&mut ledger, &pod, false, Instant::now(), SystemTime::now());
+}
+
+fn review_of(object: &Value, index: usize) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid(index ^ 0x5a5a5a),
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": object["metadata"]["name"],
+            "namespace": object["metadata"]["namespace"],
+            "operation": "CREATE",
+            "object": object,
+            "oldObject": null,
+            "dryRun": false,
+        }
+    }))
+    .unwrap_or_default()
+}
+
+/// Requests of the burst pod, for callers that size scenarios.
+pub fn pod_requests(burst: &Burst) -> PodRequests {
+    pod_of(&burst.pod)
+        .map(|p| PodRequests::of(&p))
+        .unwrap_or_default()
+}

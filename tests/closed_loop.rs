@@ -1,0 +1,331 @@
+//! The closed loop: bursts of Flink TaskManagers through the real admission path, several
+//! reviews in flight at once, placed by the scheduler model (with its sampling above 100
+//! nodes), with the pod watch feeding "created" and "bound" events back to the webhook.
+//! Compared with ideal water-filling, with every pod sent to the coolest node, and with no
+//! webhook at all, on generated clusters.
+//!
+//! Targets, in every scenario and mode: the hottest node that receives a pod is at most one
+//! TaskManager hotter than ideal's; no more than ideal's count + 2 pods land on nodes already
+//! at or above 70%; at 5,000 nodes at least 99% of the pods have a preferred node inside the
+//! scheduler's sample. Run with `--nocapture` to see the table.
+
+use std::collections::BTreeMap;
+
+use placement_webhook::config::Config;
+use placement_webhook::simulate::{Burst, Cluster, Figures, Method, Timing, figures, run};
+use placement_webhook::snapshot::{LoadSnapshot, NodeLoad};
+use serde_json::{Value, json};
+
+const BUSY: f64 = 0.70;
+/// 10 GbE, in bytes per second.
+const NIC: f64 = 1.25e9;
+
+/// splitmix64: deterministic scenarios without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn range(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * self.next()
+    }
+}
+
+/// One generated node: size, real load and what its pods already request.
+struct Spec {
+    cores: u32,
+    cpu: f64,
+    nic: f64,
+    requested_cores: f64,
+}
+
+fn snapshot(specs: &[Spec]) -> LoadSnapshot {
+    // Names are a permutation of positions, so name order says nothing about load.
+    let n = specs.len();
+    let stride = (1..n).rev().find(|s| gcd(*s, n) == 1 && *s > n / 3).unwrap_or(1);
+    LoadSnapshot {
+        taken_at: None,
+        nodes: specs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let name = format!("worker-{:05}", (i * stride) % n);
+                let mut node = NodeLoad::new(name.clone(), s.cpu);
+                node.cpu_capacity_cores = Some(f64::from(s.cores));
+                node.network_bytes_per_second = Some(s.nic * NIC);
+                node.network_capacity_bytes_per_second = Some(NIC);
+                node.labels = BTreeMap::from([
+                    ("kubernetes.io/hostname".to_string(), name),
+                    ("node-pool".to_string(), "flink".to_string()),
+                ]);
+                node.allocatable = BTreeMap::from([
+                    ("cpu".to_string(), s.cores.to_string()),
+                    ("memory".to_string(), format!("{}Gi", s.cores * 4)),
+                    ("pods".to_string(), "110".to_string()),
+                ]);
+                node.requested = BTreeMap::from([
+                    ("cpu".to_string(), format!("{}m", (s.requested_cores * 1000.0) as i64)),
+                    ("memory".to_string(), format!("{}Mi", (s.requested_cores * 2048.0) as i64)),
+                    ("pods".to_string(), "4".to_string()),
+                ]);
+                node
+            })
+            .collect(),
+    }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// A native-mode TaskManager after apiserver defaulting: a log sidecar before
+/// `flink-main-container`, requests equal to limits.
+fn taskmanager() -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "clickstream-taskmanager-1",
+            "namespace": "flink-jobs",
+            "labels": {"app": "clickstream", "component": "taskmanager",
+                       "type": "flink-native-kubernetes"}
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "schedulerName": "default-scheduler",
+            "nodeSelector": {"node-pool": "flink"},
+            "tolerations": [
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                 "effect": "NoExecute", "tolerationSeconds": 300}
+            ],
+            "containers": [
+                {"name": "log-shipper", "image": "fluent/fluent-bit:3.1",
+                 "resources": {"requests": {"cpu": "100m", "memory": "64Mi"},
+                               "limits": {"cpu": "100m", "memory": "64Mi"}}},
+                {"name": "flink-main-container", "image": "flink:1.20",
+                 "resources": {"requests": {"cpu": "2", "memory": "4Gi"},
+                               "limits": {"cpu": "2", "memory": "4Gi"}}}
+            ]
+        }
+    })
+}
+
+fn burst(count: usize, network: f64) -> Burst {
+    Burst {
+        pod: taskmanager(),
+        count,
+        cpu_cores: 2.0,
+        network_bytes_per_second: network,
+    }
+}
+
+fn modes() -> [Timing; 3] {
+    [
+        Timing {
+            watch_lag: None,
+            ..Timing::typical(1)
+        },
+        Timing::typical(1),
+        Timing::typical(2),
+    ]
+}
+
+fn row(name: &str, f: &Figures) -> String {
+    format!(
+        "{name:<15} {:<32} {:>7.3} {:>7} {:>6} {:>5} {:>5} {:>8} {:>8}",
+        f.method,
+        f.hottest_cpu,
+        f.hottest_nic.map_or("-".into(), |n| format!("{n:.3}")),
+        f.onto_busy,
+        f.nodes_used,
+        f.most_pods_on_one_node,
+        f.preferred_outside_sample
+            .map_or("-".into(), |s| format!("{:.1}%", s * 100.0)),
+        f.landed_as_predicted
+            .map_or("-".into(), |s| format!("{:.0}%", s * 100.0)),
+    )
+}
+
+/// Runs every method on the scenario, prints the table, checks the targets.
+fn check(name: &str, specs: &[Spec], burst: &Burst) {
+    let config = Config::default();
+    let cluster = Cluster::new(snapshot(specs), &config);
+    let ideal = figures(&cluster, burst, &run(&cluster, &config, burst, Method::Ideal, 1), BUSY);
+    let mut rows = vec![ideal.clone()];
+    for method in [Method::NoWebhook, Method::CoolestForAll] {
+        rows.push(figures(&cluster, burst, &run(&cluster, &config, burst, method, 1), BUSY));
+    }
+    let mut failures = Vec::new();
+    for timing in modes() {
+        let f = figures(
+            &cluster,
+            burst,
+            &run(&cluster, &config, burst, Method::Webhook(timing), 1),
+            BUSY,
+        );
+        let allowed = ideal.hottest_cpu + f.one_pod_on_hottest + 1e-9;
+        if f.hottest_cpu > allowed {
+            failures.push(format!(
+                "{}: hottest node {:.3} > ideal {:.3} + one TaskManager {:.3}",
+                f.method, f.hottest_cpu, ideal.hottest_cpu, f.one_pod_on_hottest
+            ));
+        }
+        if f.onto_busy > ideal.onto_busy + 2 {
+            failures.push(format!(
+                "{}: {} pods onto nodes >= {BUSY} (ideal {})",
+                f.method, f.onto_busy, ideal.onto_busy
+            ));
+        }
+        let hot_nic = config.placement.hot.network;
+        if ideal.hottest_nic.is_some_and(|n| n < hot_nic)
+            && f.hottest_nic.is_some_and(|n| n >= hot_nic)
+        {
+            failures.push(format!(
+                "{}: a NIC pushed to {:.3}, past the hot threshold",
+                f.method,
+                f.hottest_nic.unwrap_or_default()
+            ));
+        }
+        if f.pending > ideal.pending {
+            failures.push(format!("{}: {} pods left Pending", f.method, f.pending));
+        }
+        if cluster.nodes.len() >= 5000
+            && let Some(outside) = f.preferred_outside_sample
+            && outside > 0.01
+        {
+            failures.push(format!(
+                "{}: {:.1}% of pods had no preferred node in the sample",
+                f.method,
+                outside * 100.0
+            ));
+        }
+        rows.push(f);
+    }
+    println!(
+        "\n{:<15} {:<32} {:>7} {:>7} {:>6} {:>5} {:>5} {:>8} {:>8}",
+        "scenario", "method", "hot CPU", "hot NIC", ">=70%", "nodes", "most", "outside", "as pred"
+    );
+    for f in &rows {
+        println!("{}", row(name, f));
+    }
+    assert!(failures.is_empty(), "{name}:\n{}", failures.join("\n"));
+}
+
+/// 40 x 16 cores, about half requested, skewed load: a few busy nodes with few requests,
+/// nearly idle nodes whose pods over-request.
+#[test]
+fn skewed_load_half_requested() {
+    let mut rng = Rng(11);
+    let specs: Vec<Spec> = (0..40)
+        .map(|i| {
+            let (cpu, requested) = match i {
+                0..4 => (0.70 + 0.03 * i as f64, 4.0),
+                4..30 => (rng.range(0.30, 0.62), rng.range(6.0, 10.0)),
+                _ => (rng.range(0.03, 0.15), rng.range(11.0, 13.0)),
+            };
+            Spec {
+                cores: 16,
+                cpu,
+                nic: rng.range(0.05, 0.3),
+                requested_cores: requested,
+            }
+        })
+        .collect();
+    check("skewed-40", &specs, &burst(100, 0.0));
+}
+
+/// Room for 3 TaskManagers per node by requests.
+#[test]
+fn request_tight() {
+    let mut rng = Rng(12);
+    let specs: Vec<Spec> = (0..40)
+        .map(|_| Spec {
+            cores: 16,
+            cpu: rng.range(0.05, 0.65),
+            nic: rng.range(0.05, 0.3),
+            requested_cores: 9.5,
+        })
+        .collect();
+    check("request-tight", &specs, &burst(80, 0.0));
+}
+
+/// 60 nodes of 8 to 64 cores, real load unrelated to requests.
+#[test]
+fn mixed_node_sizes() {
+    let mut rng = Rng(13);
+    let specs: Vec<Spec> = (0..60)
+        .map(|i| {
+            let cores = [8, 16, 32, 64][i % 4];
+            Spec {
+                cores,
+                cpu: rng.range(0.05, 0.75),
+                nic: rng.range(0.05, 0.3),
+                requested_cores: f64::from(cores) * rng.range(0.2, 0.7),
+            }
+        })
+        .collect();
+    check("mixed-sizes", &specs, &burst(120, 0.0));
+}
+
+/// NICs near saturation on idle-CPU nodes; each TaskManager moves 50 MB/s.
+#[test]
+fn nics_near_saturation() {
+    let mut rng = Rng(14);
+    let specs: Vec<Spec> = (0..40)
+        .map(|i| {
+            let (cpu, nic) = if i % 3 == 0 {
+                (rng.range(0.03, 0.15), rng.range(0.74, 0.82))
+            } else {
+                (rng.range(0.30, 0.60), rng.range(0.10, 0.30))
+            };
+            Spec {
+                cores: 16,
+                cpu,
+                nic,
+                requested_cores: rng.range(4.0, 8.0),
+            }
+        })
+        .collect();
+    check("nic-saturated", &specs, &burst(80, 5e7));
+}
+
+fn large(count: usize, seed: u64) -> Vec<Spec> {
+    let mut rng = Rng(seed);
+    (0..count)
+        .map(|_| {
+            let cores = if rng.next() < 0.5 { 16 } else { 32 };
+            // Most nodes moderately busy, a tail of hot ones and of idle ones.
+            let u = rng.next();
+            let cpu = if u < 0.1 {
+                rng.range(0.75, 0.95)
+            } else if u < 0.3 {
+                rng.range(0.02, 0.2)
+            } else {
+                rng.range(0.3, 0.65)
+            };
+            Spec {
+                cores,
+                cpu,
+                nic: rng.range(0.05, 0.5),
+                requested_cores: f64::from(cores) * rng.range(0.3, 0.75),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn five_hundred_nodes() {
+    check("500-nodes", &large(500, 15), &burst(1000, 0.0));
+}
+
+#[test]
+fn five_thousand_nodes() {
+    check("5000-nodes", &large(5000, 16), &burst(2000, 0.0));
+}
