@@ -62,7 +62,7 @@ fn run_promtool(promtool: &Path, args: &[&str], dir: &Path) -> String {
 /// A YAML file of the repository as JSON values.
 fn yaml(path: &str) -> Value {
     let text = std::fs::read_to_string(repo_path(path)).expect("readable file");
-    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+    serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 fn alert_rules(rules: &Value) -> Vec<&Value> {

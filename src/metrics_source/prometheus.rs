@@ -641,7 +641,7 @@ mod tests {
 
     #[test]
     fn config_parses_with_defaults_and_validates() {
-        let config: PrometheusConfig = serde_yaml::from_str(
+        let config: PrometheusConfig = serde_saphyr::from_str(
             "url: https://thanos:10902/prefix\nnode_mapping: {by: label, name: nodename}\nauth: {type: basic, username: u, password_file: /p}\n",
         )
         .expect("parse");
@@ -653,10 +653,10 @@ mod tests {
             "url: http://x\nnode_mapping: {by: label, name: 'bad-label'}",
             "url: ''",
         ] {
-            let c: PrometheusConfig = serde_yaml::from_str(bad).expect("parse");
+            let c: PrometheusConfig = serde_saphyr::from_str(bad).expect("parse");
             assert!(c.validate().is_err(), "accepted {bad}");
         }
-        assert!(serde_yaml::from_str::<PrometheusConfig>("url: x\nrefresh: 1s").is_err());
+        assert!(serde_saphyr::from_str::<PrometheusConfig>("url: x\nrefresh: 1s").is_err());
     }
 
     #[test]
