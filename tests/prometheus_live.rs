@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use placement_webhook::config::Config;
+use placement_webhook::config::prometheus::{NodeMapping, PrometheusConfig};
 use placement_webhook::inventory::{Inventory, NodeFacts};
-use placement_webhook::metrics_source::prometheus::{PrometheusConfig, PrometheusSource};
-use placement_webhook::metrics_source::readings::NodeMapping;
+use placement_webhook::metrics_source::prometheus::PrometheusSource;
 use placement_webhook::snapshot::LoadSnapshot;
 use serde_json::Value;
 use support::exporter::{Emit, Exporter, FakeNode};

@@ -7,7 +7,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::metrics_source::prometheus::PrometheusConfig;
+pub mod names;
+pub mod prometheus;
+
+use names::is_qualified_name;
+use prometheus::PrometheusConfig;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -358,7 +362,7 @@ impl Config {
             problems.push("placement.avoid_hot.weight must be 0..100".into());
         }
         if let NodeMatch::Label { key } = &p.node_match
-            && !crate::placement::selector::is_qualified_name(key)
+            && !is_qualified_name(key)
         {
             problems.push(format!(
                 "placement.node_match.key {key:?} is not a valid label key"
@@ -366,7 +370,7 @@ impl Config {
         }
         for (i, rule) in p.pinning.iter().enumerate() {
             for key in [&rule.pod_label, &rule.node_label] {
-                if !crate::placement::selector::is_qualified_name(key) {
+                if !is_qualified_name(key) {
                     problems.push(format!(
                         "placement.pinning[{i}]: {key:?} is not a valid label key"
                     ));
