@@ -1,4 +1,5 @@
-//! The webhook's own Prometheus metrics (`GET /metrics`), in one registry.
+//! The webhook's own Prometheus metrics (`GET /metrics`), in one registry, and the default
+//! log filter.
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
@@ -9,6 +10,14 @@ use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
 use crate::config::Mode;
+
+/// The log filter when `RUST_LOG` is not set. kube's HTTP layer logs an ERROR for every failed
+/// request (target `kube_client::client::builder`), and its watcher a WARN for every 403, so an
+/// apiserver outage or missing RBAC would print one line per retry; the watches say "failing"
+/// and "recovered" once themselves (`inventory::client::WatchHealth`). `RUST_LOG` overrides all
+/// of it, e.g. `RUST_LOG=info,kube=debug` shows every retry.
+pub const DEFAULT_LOG_FILTER: &str =
+    "info,kube_client::client::builder=off,kube_runtime::watcher=error";
 
 /// How a review ended.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
