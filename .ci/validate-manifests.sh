@@ -144,6 +144,20 @@ CRD_SCHEMAS = {
             })},
         }, ["selector", "endpoints"]),
     }, ["apiVersion", "kind", "metadata", "spec"]),
+    ("monitoring.coreos.com/v1", "PrometheusRule"): obj({
+        "apiVersion": STR, "kind": STR, "metadata": METADATA,
+        "spec": obj({
+            "groups": {"type": "array", "minItems": 1, "items": obj({
+                "name": STR, "interval": DURATION,
+                "rules": {"type": "array", "minItems": 1, "items": obj(
+                    {"alert": STR, "record": STR, "expr": STR, "for": DURATION,
+                     "keep_firing_for": DURATION, "labels": LABELS, "annotations": LABELS},
+                    ["expr"],
+                    oneOf=[{"required": ["alert"]}, {"required": ["record"]}],
+                )},
+            }, ["name", "rules"])},
+        }, ["groups"]),
+    }, ["apiVersion", "kind", "metadata", "spec"]),
 }
 
 failures = 0

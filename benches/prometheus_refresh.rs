@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use exporter::{Exporter, FakeNode};
 use placement_webhook::config::Config;
-use placement_webhook::metrics_source::prometheus::{PrometheusConfig, PrometheusSource};
+use placement_webhook::config::prometheus::PrometheusConfig;
+use placement_webhook::metrics_source::prometheus::PrometheusSource;
 use prometheus::Prometheus;
 use serde_json::Value;
 

@@ -14,6 +14,7 @@ use crate::config::Config;
 use crate::metrics_source::file::spawn_file_source;
 use crate::metrics_source::prometheus::{PrometheusSource, spawn_refresher};
 use crate::placement::ledger::Ledger;
+use crate::readiness::Readiness;
 use crate::server::tls::{CertSource, ServerTls};
 use crate::server::{self, AppState};
 use crate::telemetry::Metrics;
@@ -28,6 +29,8 @@ pub struct Running {
     pub store: Arc<ViewStore>,
     pub ledger: Arc<Mutex<Ledger>>,
     pub metrics: Arc<Metrics>,
+    /// What `/readyz` answers; the inventory watches set it.
+    pub readiness: Arc<Readiness>,
     pub tls: Arc<ServerTls>,
     stop: watch::Sender<bool>,
     server: JoinHandle<()>,
@@ -66,6 +69,7 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
     crate::install_crypto_provider();
     let config = Arc::new(config);
     let metrics = Arc::new(Metrics::new());
+    let readiness = Arc::new(Readiness::new());
     let store = Arc::new(ViewStore::new(config.placement.clone()));
     let ledger = Arc::new(Mutex::new(Ledger::new(config.inflight.ttl)));
     let (stop, stopped) = watch::channel(false);
@@ -98,9 +102,11 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
         && let Some(client) = crate::inventory::client::try_client().await
     {
         info!("kube API reachable: watching nodes and target pods");
+        readiness.set_cluster_access();
         background.push(tokio::spawn(crate::inventory::nodes::watch_nodes(
             client.clone(),
             store.clone(),
+            readiness.clone(),
             wait_for(stopped.clone()),
         )));
         background.push(tokio::spawn(crate::inventory::pods::watch_pods(
@@ -128,11 +134,10 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
     let listener = TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
     let admission = Admission::new(config.clone(), store.clone(), ledger.clone());
-    let state = Arc::new(AppState::new(
-        admission,
-        metrics.clone(),
-        config.limits.clone(),
-    ));
+    let state = Arc::new(
+        AppState::new(admission, metrics.clone(), config.limits.clone())
+            .with_readiness(readiness.clone()),
+    );
     info!(%addr, mode = config.mode.as_str(), source, "serving");
     let server = tokio::spawn(server::serve(
         listener,
@@ -145,6 +150,7 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
         store,
         ledger,
         metrics,
+        readiness,
         tls,
         stop,
         server,

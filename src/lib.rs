@@ -9,6 +9,7 @@ pub mod inventory;
 pub mod metrics_source;
 pub mod patch;
 pub mod placement;
+pub mod readiness;
 pub mod review_cmd;
 pub mod scheduler;
 pub mod server;

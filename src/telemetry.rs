@@ -1,12 +1,23 @@
-//! The webhook's own Prometheus metrics (`GET /metrics`), in one registry.
+//! The webhook's own Prometheus metrics (`GET /metrics`), in one registry, and the default
+//! log filter.
 
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
+
+use crate::config::Mode;
+
+/// The log filter when `RUST_LOG` is not set. kube's HTTP layer logs an ERROR for every failed
+/// request (target `kube_client::client::builder`), and its watcher a WARN for every 403, so an
+/// apiserver outage or missing RBAC would print one line per retry; the watches say "failing"
+/// and "recovered" once themselves (`inventory::client::WatchHealth`). `RUST_LOG` overrides all
+/// of it, e.g. `RUST_LOG=info,kube=debug` shows every retry.
+pub const DEFAULT_LOG_FILTER: &str =
+    "info,kube_client::client::builder=off,kube_runtime::watcher=error";
 
 /// How a review ended.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
@@ -38,6 +49,46 @@ pub struct QueryLabels {
     pub query: &'static str,
 }
 
+/// Where a steered pod was bound, compared with the nodes it was steered to.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum Landing {
+    /// On one of its first-tier nodes.
+    FirstTier,
+    /// On a node of a later tier.
+    OtherTier,
+    /// On a node it was not steered to.
+    Elsewhere,
+}
+
+impl Landing {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Landing::FirstTier => "first_tier",
+            Landing::OtherTier => "other_tier",
+            Landing::Elsewhere => "elsewhere",
+        }
+    }
+}
+
+// Written by hand for snake_case values: the derive writes the variant name as it is.
+impl EncodeLabelValue for Landing {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        std::fmt::Write::write_str(encoder, self.as_str())
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LandingLabels {
+    /// Exposed as `where` (the derive strips the raw-identifier prefix).
+    pub r#where: Landing,
+}
+
+/// Upper bounds of the landing-heat histogram: heat is 0 (idle) .. 1 (saturated), a little
+/// above 1 when a NIC is measured against the busiest node rather than its capacity.
+const LANDING_HEAT_BUCKETS: [f64; 14] = [
+    0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2,
+];
+
 pub struct Metrics {
     registry: Registry,
     pub reviews: Family<OutcomeLabels, Counter>,
@@ -48,6 +99,10 @@ pub struct Metrics {
     pub prometheus_query_errors: Family<QueryLabels, Counter>,
     pub prometheus_refresh_duration: Histogram,
     pub inflight_entries: Gauge,
+    pub landings: Family<LandingLabels, Counter>,
+    pub landing_heat: Histogram,
+    pub inventory_nodes: Gauge,
+    pub inventory_ready: Gauge,
 }
 
 impl Default for Metrics {
@@ -108,6 +163,55 @@ impl Metrics {
             "Steered pods whose estimated load is still counted on their nodes",
             inflight_entries.clone(),
         );
+        let landings = Family::<LandingLabels, Counter>::default();
+        registry.register(
+            "landings",
+            "Steered pods seen bound, by where they landed relative to the nodes they were steered to",
+            landings.clone(),
+        );
+        let landing_heat = Histogram::new(LANDING_HEAT_BUCKETS);
+        registry.register(
+            "landing_heat",
+            "Heat at decision time of the node a steered pod landed on (0 idle, 1 saturated)",
+            landing_heat.clone(),
+        );
+        let inventory_nodes = Gauge::default();
+        registry.register(
+            "inventory_nodes",
+            "Nodes known from the apiserver (0 without cluster access)",
+            inventory_nodes.clone(),
+        );
+        let inventory_ready = Gauge::default();
+        registry.register(
+            "inventory_ready",
+            "1 when the node and pod watches have completed their first list, else 0",
+            inventory_ready.clone(),
+        );
+        // prometheus-client leaves label families without children out of the exposition (as
+        // the Go client does). Every label value known in advance starts at 0, so each family
+        // is exposed from the first scrape and rate()/ratio rules see a series before the
+        // first event.
+        for outcome in [
+            Outcome::Patched,
+            Outcome::Skipped,
+            Outcome::FailedOpen,
+            Outcome::Overloaded,
+            Outcome::Rejected,
+        ] {
+            let _ = reviews.get_or_create(&OutcomeLabels { outcome });
+        }
+        for mode in [Mode::Affinity, Mode::SchedulerName, Mode::Both] {
+            let _ = patches.get_or_create(&ModeLabels {
+                mode: mode.as_str(),
+            });
+        }
+        // The two queries every Prometheus refresh sends; optional ones appear when they fail.
+        for query in ["cpu", "network"] {
+            let _ = prometheus_query_errors.get_or_create(&QueryLabels { query });
+        }
+        for place in [Landing::FirstTier, Landing::OtherTier, Landing::Elsewhere] {
+            let _ = landings.get_or_create(&LandingLabels { r#where: place });
+        }
         Metrics {
             registry,
             reviews,
@@ -118,11 +222,37 @@ impl Metrics {
             prometheus_query_errors,
             prometheus_refresh_duration,
             inflight_entries,
+            landings,
+            landing_heat,
+            inventory_nodes,
+            inventory_ready,
         }
     }
 
     pub fn count_review(&self, outcome: Outcome) {
         self.reviews.get_or_create(&OutcomeLabels { outcome }).inc();
+    }
+
+    /// Counts one steered pod seen bound; `heat` is the heat its node had at decision time,
+    /// when the decision knew that node.
+    pub fn count_landing(&self, place: Landing, heat: Option<f64>) {
+        self.landings
+            .get_or_create(&LandingLabels { r#where: place })
+            .inc();
+        if let Some(heat) = heat.filter(|h| h.is_finite()) {
+            self.landing_heat.observe(heat);
+        }
+    }
+
+    /// Nodes known from the apiserver.
+    pub fn set_inventory_nodes(&self, nodes: usize) {
+        self.inventory_nodes
+            .set(i64::try_from(nodes).unwrap_or(i64::MAX));
+    }
+
+    /// Whether the node and pod watches have completed their first list.
+    pub fn set_inventory_ready(&self, ready: bool) {
+        self.inventory_ready.set(i64::from(ready));
     }
 
     /// The registry in the Prometheus text exposition format.
@@ -131,5 +261,97 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `# TYPE` lines of an exposition, as (name, type).
+    fn families(text: &str) -> Vec<(String, String)> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split_once(' '))
+            .map(|(n, t)| (n.to_owned(), t.to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn every_family_is_exposed_before_any_sample() {
+        let text = Metrics::new().encode();
+        let got = families(&text);
+        for (name, kind) in [
+            ("placement_webhook_reviews", "counter"),
+            ("placement_webhook_review_duration_seconds", "histogram"),
+            ("placement_webhook_patches", "counter"),
+            ("placement_webhook_snapshot_age_seconds", "gauge"),
+            ("placement_webhook_nodes_in_snapshot", "gauge"),
+            ("placement_webhook_prometheus_query_errors", "counter"),
+            (
+                "placement_webhook_prometheus_refresh_duration_seconds",
+                "histogram",
+            ),
+            ("placement_webhook_inflight_entries", "gauge"),
+            ("placement_webhook_landings", "counter"),
+            ("placement_webhook_landing_heat", "histogram"),
+            ("placement_webhook_inventory_nodes", "gauge"),
+            ("placement_webhook_inventory_ready", "gauge"),
+        ] {
+            assert!(
+                got.iter().any(|(n, k)| n == name && k == kind),
+                "{name} ({kind}) missing from\n{text}"
+            );
+        }
+        assert!(
+            text.contains("# HELP placement_webhook_landings "),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn landings_are_labelled_where_in_snake_case() {
+        let m = Metrics::new();
+        m.count_landing(Landing::FirstTier, Some(0.12));
+        m.count_landing(Landing::FirstTier, None);
+        m.count_landing(Landing::OtherTier, Some(0.3));
+        m.count_landing(Landing::Elsewhere, Some(f64::NAN));
+        let text = m.encode();
+        for want in [
+            "placement_webhook_landings_total{where=\"first_tier\"} 2",
+            "placement_webhook_landings_total{where=\"other_tier\"} 1",
+            "placement_webhook_landings_total{where=\"elsewhere\"} 1",
+            // Only the two finite heats are observed.
+            "placement_webhook_landing_heat_count 2",
+            "placement_webhook_landing_heat_bucket{le=\"0.15\"} 1",
+            "placement_webhook_landing_heat_bucket{le=\"0.3\"} 2",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn inventory_gauges() {
+        let m = Metrics::new();
+        let text = m.encode();
+        assert!(
+            text.contains("placement_webhook_inventory_nodes 0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("placement_webhook_inventory_ready 0\n"),
+            "{text}"
+        );
+        m.set_inventory_nodes(42);
+        m.set_inventory_ready(true);
+        let text = m.encode();
+        assert!(
+            text.contains("placement_webhook_inventory_nodes 42\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("placement_webhook_inventory_ready 1\n"),
+            "{text}"
+        );
     }
 }

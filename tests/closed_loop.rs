@@ -49,7 +49,10 @@ struct Spec {
 fn snapshot(specs: &[Spec]) -> LoadSnapshot {
     // Names are a permutation of positions, so name order says nothing about load.
     let n = specs.len();
-    let stride = (1..n).rev().find(|s| gcd(*s, n) == 1 && *s > n / 3).unwrap_or(1);
+    let stride = (1..n)
+        .rev()
+        .find(|s| gcd(*s, n) == 1 && *s > n / 3)
+        .unwrap_or(1);
     LoadSnapshot {
         taken_at: None,
         nodes: specs
@@ -71,8 +74,14 @@ fn snapshot(specs: &[Spec]) -> LoadSnapshot {
                     ("pods".to_string(), "110".to_string()),
                 ]);
                 node.requested = BTreeMap::from([
-                    ("cpu".to_string(), format!("{}m", (s.requested_cores * 1000.0) as i64)),
-                    ("memory".to_string(), format!("{}Mi", (s.requested_cores * 2048.0) as i64)),
+                    (
+                        "cpu".to_string(),
+                        format!("{}m", (s.requested_cores * 1000.0) as i64),
+                    ),
+                    (
+                        "memory".to_string(),
+                        format!("{}Mi", (s.requested_cores * 2048.0) as i64),
+                    ),
                     ("pods".to_string(), "4".to_string()),
                 ]);
                 node
@@ -157,10 +166,20 @@ fn row(name: &str, f: &Figures) -> String {
 fn check(name: &str, specs: &[Spec], burst: &Burst) {
     let config = Config::default();
     let cluster = Cluster::new(snapshot(specs), &config);
-    let ideal = figures(&cluster, burst, &run(&cluster, &config, burst, Method::Ideal, 1), BUSY);
+    let ideal = figures(
+        &cluster,
+        burst,
+        &run(&cluster, &config, burst, Method::Ideal, 1),
+        BUSY,
+    );
     let mut rows = vec![ideal.clone()];
     for method in [Method::NoWebhook, Method::CoolestForAll] {
-        rows.push(figures(&cluster, burst, &run(&cluster, &config, burst, method, 1), BUSY));
+        rows.push(figures(
+            &cluster,
+            burst,
+            &run(&cluster, &config, burst, method, 1),
+            BUSY,
+        ));
     }
     let mut failures = Vec::new();
     for timing in modes() {

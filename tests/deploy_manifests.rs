@@ -11,7 +11,6 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use placement_webhook::config::{Config, SelectorOperator};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use support::webhook::repo_path;
 
@@ -63,11 +62,9 @@ fn build(dir: &str) -> Option<Vec<Value>> {
         String::from_utf8_lossy(&output.stderr)
     );
     let text = String::from_utf8(output.stdout).expect("UTF-8 output");
-    let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
-        .map(|doc| {
-            let yaml = serde_yaml::Value::deserialize(doc).expect("valid YAML document");
-            serde_json::to_value(yaml).expect("YAML maps to JSON")
-        })
+    let docs: Vec<Value> = serde_saphyr::from_multiple::<Value>(&text)
+        .expect("valid YAML documents")
+        .into_iter()
         .filter(|v| !v.is_null())
         .collect();
     assert!(!docs.is_empty(), "{dir} builds to nothing");

@@ -19,6 +19,7 @@ use placement_webhook::inventory::nodes::{node_facts, watch_nodes};
 use placement_webhook::inventory::pods::watch_pods;
 use placement_webhook::inventory::{Inventory, NodeFacts};
 use placement_webhook::placement::ledger::Ledger;
+use placement_webhook::readiness::Readiness;
 use placement_webhook::view::ViewStore;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
@@ -154,9 +155,12 @@ async fn node_watch_publishes_the_list_then_watch_changes() {
         let store = Arc::new(ViewStore::new(PlacementConfig::default()));
         let client = Client::new(service, "default");
         let s = store.clone();
-        let (tx, task) = spawn_with_shutdown(move |shutdown| watch_nodes(client, s, shutdown));
+        let readiness = Arc::new(Readiness::new());
+        let r = readiness.clone();
+        let (tx, task) = spawn_with_shutdown(move |shutdown| watch_nodes(client, s, r, shutdown));
 
         let (request, uri, send) = next_request(&mut handle).await;
+        assert!(!readiness.nodes_synced(), "synced before any list");
         assert_eq!(request.method(), http::Method::GET);
         assert!(uri.starts_with("/api/v1/nodes?"), "{uri}");
         assert!(uri.contains("limit=500"), "{uri}");
@@ -165,6 +169,7 @@ async fn node_watch_publishes_the_list_then_watch_changes() {
         send.send_response(json_response(StatusCode::OK, &list));
 
         eventually("first inventory", || store.inventory().is_some()).await;
+        eventually("node list synced", || readiness.nodes_synced()).await;
         let inv = store.inventory().unwrap();
         assert_eq!(*inv, listed_inventory());
         assert_eq!(inv.nodes.len(), 6);
@@ -250,7 +255,9 @@ async fn node_watch_retries_and_keeps_the_last_inventory() {
         let store = Arc::new(ViewStore::new(PlacementConfig::default()));
         let client = Client::new(service, "default");
         let s = store.clone();
-        let (tx, task) = spawn_with_shutdown(move |shutdown| watch_nodes(client, s, shutdown));
+        let readiness = Arc::new(Readiness::new());
+        let r = readiness.clone();
+        let (tx, task) = spawn_with_shutdown(move |shutdown| watch_nodes(client, s, r, shutdown));
 
         // A failed list publishes nothing; the watcher lists again after a backoff.
         let (_, uri, send) = next_request(&mut handle).await;
@@ -259,8 +266,10 @@ async fn node_watch_retries_and_keeps_the_last_inventory() {
         let (_, uri, send) = next_request(&mut handle).await;
         assert!(!uri.contains("watch=true"), "{uri}");
         assert!(store.inventory().is_none());
+        assert!(!readiness.nodes_synced(), "a failed list is not a sync");
         send.send_response(json_response(StatusCode::OK, &fixture("nodes-list.json")));
         eventually("inventory after retry", || store.inventory().is_some()).await;
+        eventually("node list synced", || readiness.nodes_synced()).await;
         let first = store.inventory().unwrap();
 
         // A failing watch is retried; the inventory keeps serving meanwhile.

@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use placement_webhook::config::Config;
+use placement_webhook::config::prometheus::{NodeMapping, PrometheusConfig};
 use placement_webhook::inventory::{Inventory, NodeFacts};
-use placement_webhook::metrics_source::prometheus::{PrometheusConfig, PrometheusSource};
-use placement_webhook::metrics_source::readings::NodeMapping;
+use placement_webhook::metrics_source::prometheus::PrometheusSource;
 use placement_webhook::snapshot::LoadSnapshot;
 use serde_json::Value;
 use support::exporter::{Emit, Exporter, FakeNode};
@@ -276,6 +276,14 @@ async fn decisions_prefer_the_cool_nodes_and_the_cli_reads_prometheus() {
 }
 
 /// Answers a review and returns (patched, warning text).
+/// The value of one exposed series (0 when absent).
+fn sample(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
 async fn probe(client: &webhook::Client, uid: &str) -> (Option<Vec<String>>, String) {
     let sent = plain_taskmanager_review(uid);
     let reply = client.review(&sent).await;
@@ -361,13 +369,21 @@ async fn faults_keep_the_last_snapshot_then_fail_open_and_recover() {
     );
     assert!(failed_open, "stale snapshot made the webhook fail open");
     let metrics = String::from_utf8(client.get("/metrics").await.body).expect("utf8");
+    // These series exist at 0 from the start: the counts must have moved.
     assert!(
-        metrics.lines().any(
-            |l| l.starts_with("placement_webhook_prometheus_query_errors_total{query=\"cpu\"}")
-        ),
+        sample(
+            &metrics,
+            "placement_webhook_prometheus_query_errors_total{query=\"cpu\"}"
+        ) >= 1.0,
         "query errors are counted:\n{metrics}"
     );
-    assert!(metrics.contains("placement_webhook_reviews_total{outcome=\"FailedOpen\"}"));
+    assert!(
+        sample(
+            &metrics,
+            "placement_webhook_reviews_total{outcome=\"FailedOpen\"}"
+        ) >= 1.0,
+        "fail-open reviews are counted:\n{metrics}"
+    );
 
     // Prometheus comes back, the nodes recover: patches resume.
     exporter.update("worker-0000", |n| n.emit = Emit::Normal);

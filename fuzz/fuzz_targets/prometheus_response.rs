@@ -12,10 +12,9 @@ use std::time::{Duration, SystemTime};
 
 use libfuzzer_sys::fuzz_target;
 use placement_webhook::config::PlacementConfig;
-use placement_webhook::metrics_source::readings::{
-    NodeMapping, Readings, build_snapshot, parse_vector,
-};
+use placement_webhook::config::prometheus::NodeMapping;
 use placement_webhook::config::scheduler::SchedulerConfig;
+use placement_webhook::metrics_source::readings::{Readings, build_snapshot, parse_vector};
 use placement_webhook::placement::{PodDemand, decide};
 use placement_webhook::view::ClusterView;
 

@@ -6,11 +6,17 @@
 
 use std::time::Duration;
 
+use http::HeaderValue;
+use http::header::USER_AGENT as USER_AGENT_HEADER;
 use kube::{Client, Config};
 use tracing::{info, warn};
 
 /// How long the first call to the apiserver may take before we give up on it.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Sent with every apiserver request, so that audit logs, metrics and API Priority and Fairness
+/// name this component and its version (kube sends no User-Agent of its own).
+pub const USER_AGENT: &str = concat!("placement-webhook/", env!("CARGO_PKG_VERSION"));
 
 /// A client from the in-cluster environment or a kubeconfig, checked with one request.
 ///
@@ -33,7 +39,7 @@ pub async fn probe(config: Config, timeout: Duration) -> Option<Client> {
     // pick one by itself and kube's TLS setup would panic. Prefer ring, as the rest of the crate
     // does; an error only means a provider was installed already.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = match Client::try_from(config) {
+    let client = match Client::try_from(with_user_agent(config)) {
         Ok(client) => client,
         Err(error) => {
             warn!(%error, "cannot build a kube client: using the snapshot's node list");
@@ -59,6 +65,15 @@ pub async fn probe(config: Config, timeout: Duration) -> Option<Client> {
     }
 }
 
+/// `config` with our User-Agent in place of any configured one.
+fn with_user_agent(mut config: Config) -> Config {
+    config.headers.retain(|(name, _)| name != USER_AGENT_HEADER);
+    config
+        .headers
+        .push((USER_AGENT_HEADER, HeaderValue::from_static(USER_AGENT)));
+    config
+}
+
 /// Remembers whether a watch is failing, so errors are logged once per change of state and not
 /// once per retry (the watcher retries with backoff for as long as the apiserver is away).
 #[derive(Debug, Default)]
@@ -81,5 +96,115 @@ impl WatchHealth {
             self.failing = false;
             info!("{what} watch recovered");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tracing_subscriber::EnvFilter;
+
+    use super::*;
+
+    /// Reads one request's head from the first connection, answers it as `/version` would.
+    async fn answer_version(listener: tokio::net::TcpListener) -> String {
+        let (mut conn, _) = listener.accept().await.expect("accept");
+        let mut request = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = conn.read(&mut buf).await.expect("read");
+            assert!(n > 0, "client closed early");
+            request.extend_from_slice(&buf[..n]);
+        }
+        let body = r#"{"major":"1","minor":"33","gitVersion":"v1.33.1","gitCommit":"x","gitTreeState":"clean","buildDate":"2025-05-15T08:19:08Z","goVersion":"go1.24.2","compiler":"gc","platform":"linux/amd64"}"#;
+        let response = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        conn.write_all(response.as_bytes()).await.expect("write");
+        String::from_utf8_lossy(&request).into_owned()
+    }
+
+    #[tokio::test]
+    async fn apiserver_requests_carry_our_user_agent() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let server = tokio::spawn(answer_version(listener));
+        let mut config = Config::new(format!("http://{addr}").parse().expect("url"));
+        // A user agent from elsewhere (e.g. a kubeconfig) is replaced, not sent twice.
+        config.headers.push((
+            USER_AGENT_HEADER,
+            HeaderValue::from_static("someone-else/1.0"),
+        ));
+        let client = probe(config, Duration::from_secs(3)).await;
+        assert!(client.is_some(), "the probe got its answer");
+        let request = server.await.expect("server task").to_ascii_lowercase();
+        let agents: Vec<&str> = request
+            .lines()
+            .filter_map(|l| l.strip_prefix("user-agent:"))
+            .map(str::trim)
+            .collect();
+        assert_eq!(
+            agents,
+            [format!("placement-webhook/{}", env!("CARGO_PKG_VERSION"))],
+            "{request}"
+        );
+    }
+
+    /// Log lines written through a subscriber with `filter` while probing a closed port.
+    async fn logs_of_a_failed_probe(filter: &str) -> String {
+        #[derive(Clone, Default)]
+        struct Sink(Arc<Mutex<Vec<u8>>>);
+        impl Write for Sink {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().expect("sink").extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let sink = Sink::default();
+        let writer = sink.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(EnvFilter::new(filter))
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        // Bind then drop: the port is (almost certainly) closed now.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let config = Config::new(format!("http://127.0.0.1:{port}").parse().expect("url"));
+        // The test runtime has one thread: everything below logs to this subscriber.
+        let _guard = tracing::subscriber::set_default(subscriber);
+        assert!(probe(config, Duration::from_secs(3)).await.is_none());
+        let bytes = sink.0.lock().expect("sink").clone();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    #[tokio::test]
+    async fn default_log_filter_drops_kube_per_request_errors_and_keeps_ours() {
+        // Without the filter's directives, kube's HTTP layer logs the failed request at ERROR...
+        let everything = logs_of_a_failed_probe("info").await;
+        assert!(
+            everything
+                .lines()
+                .any(|l| l.contains("ERROR") && l.contains("kube_client::client::builder")),
+            "kube no longer logs failed requests there; revisit DEFAULT_LOG_FILTER:\n{everything}"
+        );
+        // ...with them, only our own one-line account remains.
+        let filtered = logs_of_a_failed_probe(crate::telemetry::DEFAULT_LOG_FILTER).await;
+        assert!(!filtered.contains("ERROR"), "{filtered}");
+        assert!(
+            filtered.contains("apiserver unreachable: using the snapshot's node list"),
+            "{filtered}"
+        );
     }
 }

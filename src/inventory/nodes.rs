@@ -16,6 +16,7 @@ use tracing::{debug, info};
 use super::client::WatchHealth;
 use super::{Inventory, NodeFacts};
 use crate::placement::resources::parse_cpu_cores;
+use crate::readiness::Readiness;
 use crate::snapshot::Taint;
 use crate::view::ViewStore;
 
@@ -84,11 +85,13 @@ pub fn inventory_from(nodes: &[Arc<Node>]) -> Inventory {
 ///
 /// Watch errors are retried with backoff; meanwhile the last published inventory keeps
 /// serving. Publishing is throttled to one per [`PUBLISH_INTERVAL`] and skipped when nothing
-/// the placement code reads has changed (most node updates are status heartbeats).
+/// the placement code reads has changed (most node updates are status heartbeats). The first
+/// publication, after the first complete list, marks the node list synced in `readiness`.
 #[tracing::instrument(name = "node_watch", skip_all, fields(resource = "nodes"))]
 pub async fn watch_nodes(
     client: Client,
     store: Arc<ViewStore>,
+    readiness: Arc<Readiness>,
     shutdown: impl Future<Output = ()> + Send,
 ) {
     let (reader, writer) = reflector::store::<Node>();
@@ -107,7 +110,11 @@ pub async fn watch_nodes(
                 debug!("node watch stopped");
                 return;
             }
-            () = sleep_until_opt(deadline) => publisher.publish(&reader, &store),
+            () = sleep_until_opt(deadline) => {
+                // Only due after InitDone: the inventory now holds a complete list.
+                publisher.publish(&reader, &store);
+                readiness.set_nodes_synced();
+            }
             event = events.next() => match event {
                 Some(Ok(event)) => {
                     health.ok("node");

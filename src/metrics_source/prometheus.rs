@@ -13,12 +13,10 @@ use std::time::{Duration, Instant, SystemTime};
 use base64::Engine;
 use futures::future::join_all;
 use reqwest::header::{AUTHORIZATION, HeaderValue};
-use serde::{Deserialize, Serialize};
 use tracing::{Instrument, info, info_span, warn};
 
-use super::readings::{
-    self, BuildError, BuildReport, NodeMapping, Readings, ResponseError, Series,
-};
+use super::readings::{self, BuildError, BuildReport, Readings, ResponseError, Series};
+use crate::config::prometheus::{Auth, NodeMapping, PrometheusConfig};
 use crate::inventory::Inventory;
 use crate::snapshot::LoadSnapshot;
 use crate::telemetry::{Metrics, QueryLabels};
@@ -26,151 +24,6 @@ use crate::view::ViewStore;
 
 /// Responses larger than this are refused (5,000 nodes answer in well under 2 MiB).
 const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct PrometheusConfig {
-    /// Base URL of Prometheus or a compatible querier (Thanos, Mimir: include the path prefix).
-    pub url: String,
-    #[serde(with = "humantime_serde")]
-    pub refresh_interval: Duration,
-    /// Per-query budget, sent to Prometheus too; well under `refresh_interval`.
-    #[serde(with = "humantime_serde")]
-    pub query_timeout: Duration,
-    /// The `rate()` window: at least four scrape intervals.
-    #[serde(with = "humantime_serde")]
-    pub rate_window: Duration,
-    pub node_mapping: NodeMapping,
-    /// Network devices left out of the bandwidth sum (a PromQL regex).
-    pub exclude_devices: String,
-    pub auth: Option<Auth>,
-    /// PEM CA bundle trusted for an `https` URL, besides the system roots.
-    pub ca_file: Option<PathBuf>,
-    pub queries: QueryTemplates,
-}
-
-impl Default for PrometheusConfig {
-    fn default() -> Self {
-        PrometheusConfig {
-            url: String::new(),
-            refresh_interval: Duration::from_secs(15),
-            query_timeout: Duration::from_secs(5),
-            rate_window: Duration::from_secs(120),
-            node_mapping: NodeMapping::default(),
-            exclude_devices: "lo|veth.*|cali.*|flannel.*|cni.*|docker.*".into(),
-            auth: None,
-            ca_file: None,
-            queries: QueryTemplates::default(),
-        }
-    }
-}
-
-/// Credentials sent with every query.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Auth {
-    /// `Authorization: Bearer <file contents>`; the file is re-read each refresh, so projected
-    /// service-account tokens rotate.
-    Bearer { token_file: PathBuf },
-    Basic {
-        username: String,
-        password_file: PathBuf,
-    },
-}
-
-/// PromQL templates. `{by}` is the grouping label of the node mapping, `{window}` the rate
-/// window, `{exclude_devices}` the device regex. Optional queries can be turned off with `null`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct QueryTemplates {
-    /// CPU busy fraction, 0..1.
-    pub cpu: String,
-    /// Receive + transmit bytes per second.
-    pub network: String,
-    /// CPU cores, for the in-flight ledger when no inventory knows the node.
-    pub cpu_cores: Option<String>,
-    /// NIC speed in bytes per second.
-    pub network_capacity: Option<String>,
-    /// Memory used fraction, 0..1.
-    pub memory: Option<String>,
-    /// `instance` → `nodename`, used by the `uname` node mapping only.
-    pub uname: String,
-}
-
-impl Default for QueryTemplates {
-    fn default() -> Self {
-        QueryTemplates {
-            cpu: r#"1 - avg by ({by}) (rate(node_cpu_seconds_total{mode="idle"}[{window}]))"#.into(),
-            // Two sums, not one rate over a name regex: rate() drops the name, and receive and
-            // transmit of one device would then clash.
-            network: concat!(
-                r#"sum by ({by}) (rate(node_network_receive_bytes_total{device!~"{exclude_devices}"}[{window}]))"#,
-                r#" + sum by ({by}) (rate(node_network_transmit_bytes_total{device!~"{exclude_devices}"}[{window}]))"#
-            )
-            .into(),
-            cpu_cores: Some(r#"count by ({by}) (node_cpu_seconds_total{mode="idle"})"#.into()),
-            network_capacity: Some(
-                r#"max by ({by}) (node_network_speed_bytes{device!~"{exclude_devices}"} > 0)"#.into(),
-            ),
-            memory: Some(
-                "1 - sum by ({by}) (node_memory_MemAvailable_bytes) / sum by ({by}) (node_memory_MemTotal_bytes)".into(),
-            ),
-            uname: "max by (instance, nodename) (node_uname_info)".into(),
-        }
-    }
-}
-
-impl PrometheusConfig {
-    /// A config for `url` with every other key at its default.
-    pub fn for_url(url: &str) -> Self {
-        PrometheusConfig {
-            url: url.into(),
-            ..PrometheusConfig::default()
-        }
-    }
-
-    pub fn validate(&self) -> Result<(), String> {
-        let mut problems = Vec::new();
-        match reqwest::Url::parse(&self.url) {
-            Ok(u) if matches!(u.scheme(), "http" | "https") => {}
-            Ok(u) => problems.push(format!("url scheme {:?} is not http or https", u.scheme())),
-            Err(e) => problems.push(format!("url {:?}: {e}", self.url)),
-        }
-        if self.refresh_interval < Duration::from_secs(1) {
-            problems.push("refresh_interval must be >= 1s".into());
-        }
-        if self.query_timeout.is_zero() || self.query_timeout >= self.refresh_interval {
-            problems.push("query_timeout must be > 0 and shorter than refresh_interval".into());
-        }
-        if self.rate_window < Duration::from_secs(1) {
-            problems.push("rate_window must be >= 1s".into());
-        }
-        if !is_label_name(self.node_mapping.group_label()) {
-            problems.push(format!(
-                "node_mapping label {:?} is not a Prometheus label name",
-                self.node_mapping.group_label()
-            ));
-        }
-        let q = &self.queries;
-        if q.cpu.trim().is_empty() || q.network.trim().is_empty() || q.uname.trim().is_empty() {
-            problems
-                .push("queries.cpu, queries.network and queries.uname must not be empty".into());
-        }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems.join("; "))
-        }
-    }
-}
-
-fn is_label_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
 
 /// The queries of one refresh, rendered once from the templates.
 #[derive(Debug, Clone, PartialEq)]
@@ -637,26 +490,6 @@ mod tests {
                 .network
                 .contains(r#"device!~"lo|eth\\d+\"x""#)
         );
-    }
-
-    #[test]
-    fn config_parses_with_defaults_and_validates() {
-        let config: PrometheusConfig = serde_yaml::from_str(
-            "url: https://thanos:10902/prefix\nnode_mapping: {by: label, name: nodename}\nauth: {type: basic, username: u, password_file: /p}\n",
-        )
-        .expect("parse");
-        assert_eq!(config.refresh_interval, Duration::from_secs(15));
-        config.validate().expect("valid");
-        for bad in [
-            "url: ftp://x",
-            "url: http://x\nquery_timeout: 20s",
-            "url: http://x\nnode_mapping: {by: label, name: 'bad-label'}",
-            "url: ''",
-        ] {
-            let c: PrometheusConfig = serde_yaml::from_str(bad).expect("parse");
-            assert!(c.validate().is_err(), "accepted {bad}");
-        }
-        assert!(serde_yaml::from_str::<PrometheusConfig>("url: x\nrefresh: 1s").is_err());
     }
 
     #[test]

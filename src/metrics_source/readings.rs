@@ -6,34 +6,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::SystemTime;
 
 use prometheus_http_query::response::Data;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
+use crate::config::prometheus::NodeMapping;
 use crate::snapshot::{LoadSnapshot, NodeLoad};
-
-/// How a series names its node.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(tag = "by", rename_all = "snake_case", deny_unknown_fields)]
-pub enum NodeMapping {
-    /// A label already holds the node name (`node`, `nodename`, `instance`…); a `:port`
-    /// suffix is dropped.
-    Label { name: String },
-    /// `instance` joined with `node_uname_info{nodename}`: plain node_exporter, and the
-    /// kube-prometheus-stack default where `instance` is `<ip>:9100`.
-    #[default]
-    Uname,
-    /// The host part of `instance` is a node's InternalIP, as the node inventory knows it.
-    InternalIp,
-}
-
-impl NodeMapping {
-    /// The label every query aggregates by.
-    pub fn group_label(&self) -> &str {
-        match self {
-            NodeMapping::Label { name } => name,
-            NodeMapping::Uname | NodeMapping::InternalIp => "instance",
-        }
-    }
-}
 
 /// One series of an instant vector: its labels and value.
 #[derive(Debug, Clone, PartialEq)]

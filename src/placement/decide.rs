@@ -333,9 +333,8 @@ pub fn decide(
     };
     // Every tier is sized for the sample: a pod whose tier-1 nodes all fall outside it still
     // finds cool nodes of tier 2 there, not just whatever the resource scores favour.
-    let tier_size = |configured: usize| {
-        tier_size_for_sample(sample_fraction, policy.sample_miss, configured)
-    };
+    let tier_size =
+        |configured: usize| tier_size_for_sample(sample_fraction, policy.sample_miss, configured);
     let first_size = tier_size(policy.tiers.first().map_or(1, |t| t.nodes));
 
     let ranked = |c: &Candidate| {
@@ -355,7 +354,11 @@ pub fn decide(
             weight: tier.weight,
             nodes: rest
                 .by_ref()
-                .take(if i == 0 { first_size } else { tier_size(tier.nodes) })
+                .take(if i == 0 {
+                    first_size
+                } else {
+                    tier_size(tier.nodes)
+                })
                 .map(ranked)
                 .collect(),
         })

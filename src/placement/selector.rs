@@ -7,35 +7,6 @@ use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Tole
 use crate::config::{LabelRequirement, SelectorOperator, Targets};
 use crate::snapshot::Taint;
 
-/// A label key as the apiserver validates it: `[prefix/]name`, prefix a DNS subdomain.
-pub fn is_qualified_name(key: &str) -> bool {
-    let (prefix, name) = match key.rsplit_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, key),
-    };
-    let name_ok = !name.is_empty()
-        && name.len() <= 63
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    let prefix_ok = prefix.is_none_or(|p| {
-        !p.is_empty()
-            && p.len() <= 253
-            && p.split('.').all(|label| {
-                !label.is_empty()
-                    && label.len() <= 63
-                    && label.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-                    && label.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-                    && label
-                        .chars()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-            })
-    });
-    name_ok && prefix_ok
-}
-
 /// Does a pod with these labels match the configured target selector?
 pub fn targets_match(targets: &Targets, labels: &BTreeMap<String, String>) -> bool {
     targets
@@ -149,30 +120,6 @@ mod tests {
             key: key.into(),
             operator: op.into(),
             values: Some(values.iter().map(|v| v.to_string()).collect()),
-        }
-    }
-
-    #[test]
-    fn qualified_names() {
-        for ok in [
-            "a",
-            "kubernetes.io/hostname",
-            "placement-webhook.io/inject",
-            "a_b.c-d",
-        ] {
-            assert!(is_qualified_name(ok), "{ok}");
-        }
-        for bad in [
-            "",
-            "/a",
-            "a/",
-            "-a",
-            "a-",
-            "Upper.IO/x",
-            "a b",
-            &"x".repeat(64),
-        ] {
-            assert!(!is_qualified_name(bad), "{bad}");
         }
     }
 

@@ -15,6 +15,7 @@ use tracing::{Instrument, info_span, warn};
 
 use crate::admission::{self, Admission, BadReview, review::ResponseOut};
 use crate::config::Limits;
+use crate::readiness::Readiness;
 use crate::telemetry::{Metrics, ModeLabels, Outcome};
 
 pub struct AppState {
@@ -23,16 +24,25 @@ pub struct AppState {
     pub limits: Limits,
     /// Reviews allowed in progress at once.
     pub permits: Semaphore,
+    pub readiness: Arc<Readiness>,
 }
 
 impl AppState {
+    /// State without cluster access: ready once a snapshot exists.
     pub fn new(admission: Admission, metrics: Arc<Metrics>, limits: Limits) -> Self {
         AppState {
             permits: Semaphore::new(limits.max_concurrent_reviews),
             admission,
             metrics,
             limits,
+            readiness: Arc::new(Readiness::new()),
         }
+    }
+
+    /// Uses `readiness`, which the inventory watches update.
+    pub fn with_readiness(mut self, readiness: Arc<Readiness>) -> Self {
+        self.readiness = readiness;
+        self
     }
 }
 
@@ -40,9 +50,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/mutate", post(mutate))
         .route("/healthz", get(|| async { "ok" }))
-        // Ready even without metrics: failing open keeps pods flowing, and an unready webhook
-        // would only turn into apiserver call errors.
-        .route("/readyz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .with_state(state)
 }
@@ -178,8 +186,31 @@ fn deadline(timeout: Option<&str>, limit: Duration) -> Duration {
         .max(Duration::from_millis(100))
 }
 
+/// 200 once this replica can steer pods (see `readiness`), else 503 with what is missing. It
+/// only moves the replica in and out of the Service's endpoints: reviews that do arrive are
+/// always answered, failing open when needed.
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    let has_snapshot = state.admission.store().current().is_some();
+    match state.readiness.check(has_snapshot) {
+        Ok(()) => (StatusCode::OK, "ready\n").into_response(),
+        Err(missing) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {missing}\n"),
+        )
+            .into_response(),
+    }
+}
+
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let m = &state.metrics;
+    m.set_inventory_nodes(
+        state
+            .admission
+            .store()
+            .inventory()
+            .map_or(0, |inventory| inventory.nodes.len()),
+    );
+    m.set_inventory_ready(state.readiness.inventory_synced());
     match state.admission.store().current() {
         Some(view) => {
             m.snapshot_age_seconds
@@ -295,6 +326,119 @@ mod overload_tests {
         assert!(
             out["response"]["patch"].is_string(),
             "served again once a permit is free"
+        );
+    }
+}
+
+#[cfg(test)]
+mod readiness_tests {
+    use std::sync::Mutex;
+
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::inventory::{Inventory, NodeFacts};
+    use crate::placement::ledger::Ledger;
+    use crate::view::ViewStore;
+
+    fn state(readiness: Arc<Readiness>) -> Arc<AppState> {
+        let config = Arc::new(Config::default());
+        let store = Arc::new(ViewStore::new(config.placement.clone()));
+        let ledger = Arc::new(Mutex::new(Ledger::new(config.inflight.ttl)));
+        Arc::new(
+            AppState::new(
+                Admission::new(config, store, ledger),
+                Arc::new(Metrics::new()),
+                Limits::default(),
+            )
+            .with_readiness(readiness),
+        )
+    }
+
+    async fn get(state: &Arc<AppState>, path: &str) -> (StatusCode, String) {
+        let response = router(state.clone())
+            .oneshot(Request::get(path).body(Body::empty()).expect("request"))
+            .await
+            .expect("infallible");
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        (status, String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    fn publish_snapshot(state: &AppState) {
+        state
+            .admission
+            .store()
+            .publish_snapshot(crate::metrics_source::file::embedded_example().expect("example"));
+    }
+
+    #[tokio::test]
+    async fn without_cluster_access_ready_once_a_snapshot_exists() {
+        let state = state(Arc::new(Readiness::new()));
+        assert_eq!(
+            get(&state, "/readyz").await,
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not ready: no node-load snapshot yet\n".into()
+            )
+        );
+        publish_snapshot(&state);
+        assert_eq!(
+            get(&state, "/readyz").await,
+            (StatusCode::OK, "ready\n".into())
+        );
+        let (_, metrics) = get(&state, "/metrics").await;
+        assert!(
+            metrics.contains("placement_webhook_inventory_ready 0\n"),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("placement_webhook_inventory_nodes 0\n"),
+            "{metrics}"
+        );
+    }
+
+    #[tokio::test]
+    async fn with_cluster_access_ready_after_both_lists() {
+        let readiness = Arc::new(Readiness::new());
+        readiness.set_cluster_access();
+        let state = state(readiness.clone());
+        publish_snapshot(&state);
+        let (status, body) = get(&state, "/readyz").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            body,
+            "not ready: node list not complete, pod list not complete\n"
+        );
+
+        let nodes =
+            ["worker-01", "worker-02", "worker-03"].map(|n| (n.to_owned(), NodeFacts::default()));
+        state.admission.store().publish_inventory(Inventory {
+            nodes: nodes.into_iter().collect(),
+        });
+        readiness.set_nodes_synced();
+        let (status, body) = get(&state, "/readyz").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body, "not ready: pod list not complete\n");
+
+        readiness.set_pods_synced();
+        assert_eq!(
+            get(&state, "/readyz").await,
+            (StatusCode::OK, "ready\n".into())
+        );
+        let (_, metrics) = get(&state, "/metrics").await;
+        assert!(
+            metrics.contains("placement_webhook_inventory_ready 1\n"),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("placement_webhook_inventory_nodes 3\n"),
+            "{metrics}"
         );
     }
 }

@@ -51,7 +51,9 @@ pub fn figures(cluster: &Cluster, burst: &Burst, outcome: &Outcome, busy: f64) -
     let hottest_nic = used
         .iter()
         .filter_map(|&i| cluster.nic_after(i, pods_on[i], burst))
-        .fold(None, |acc: Option<f64>, v| Some(acc.map_or(v, |a| a.max(v))));
+        .fold(None, |acc: Option<f64>, v| {
+            Some(acc.map_or(v, |a| a.max(v)))
+        });
     let steered = outcome.landed.iter().flatten().count();
     Figures {
         method: outcome.method.label(),
@@ -65,9 +67,8 @@ pub fn figures(cluster: &Cluster, burst: &Burst, outcome: &Outcome, busy: f64) -
         busy,
         nodes_used: used.len(),
         most_pods_on_one_node: pods_on.iter().copied().max().unwrap_or(0),
-        preferred_outside_sample: (outcome.with_preferences > 0).then(|| {
-            outcome.preferred_outside_sample as f64 / outcome.with_preferences as f64
-        }),
+        preferred_outside_sample: (outcome.with_preferences > 0)
+            .then(|| outcome.preferred_outside_sample as f64 / outcome.with_preferences as f64),
         landed_as_predicted: (matches!(outcome.method, super::Method::Webhook(_)) && steered > 0)
             .then(|| outcome.predicted_landing_held as f64 / steered as f64),
     }

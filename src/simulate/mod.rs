@@ -164,7 +164,9 @@ impl Cluster {
 
     /// NIC use of node `i` with `pods` burst pods on it, when its capacity is known.
     pub fn nic_after(&self, i: usize, pods: usize, burst: &Burst) -> Option<f64> {
-        let bytes = self.snapshot.nodes[i].network_bytes_per_second.unwrap_or(0.0)
+        let bytes = self.snapshot.nodes[i]
+            .network_bytes_per_second
+            .unwrap_or(0.0)
             + pods as f64 * burst.network_bytes_per_second;
         self.nic[i].map(|cap| bytes / cap)
     }
@@ -188,7 +190,13 @@ fn quantities(list: &std::collections::BTreeMap<String, String>) -> Resources {
 
 /// Runs the burst with `method`. `seed` drives the scheduler's tie-breaking and the replicas'
 /// salts, so a run is repeatable.
-pub fn run(cluster: &Cluster, config: &Config, burst: &Burst, method: Method, seed: u64) -> Outcome {
+pub fn run(
+    cluster: &Cluster,
+    config: &Config,
+    burst: &Burst,
+    method: Method,
+    seed: u64,
+) -> Outcome {
     match method {
         Method::NoWebhook => place_in_order(cluster, config, burst, method, seed, |_, pod| pod),
         Method::CoolestForAll => {
@@ -335,13 +343,29 @@ fn ideal(cluster: &Cluster, config: &Config, burst: &Burst) -> Outcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
     /// Watch events first at equal times: they happened before.
-    Created { replica: usize, pod: usize },
-    Bound { replica: usize, pod: usize },
-    Bind { pod: usize },
-    Admit { pod: usize },
+    Created {
+        replica: usize,
+        pod: usize,
+    },
+    Bound {
+        replica: usize,
+        pod: usize,
+    },
+    Bind {
+        pod: usize,
+    },
+    Admit {
+        pod: usize,
+    },
 }
 
-fn webhook(cluster: &Cluster, config: &Config, burst: &Burst, timing: Timing, seed: u64) -> Outcome {
+fn webhook(
+    cluster: &Cluster,
+    config: &Config,
+    burst: &Burst,
+    timing: Timing,
+    seed: u64,
+) -> Outcome {
     let mut config = config.clone();
     config.inflight.network_bytes_per_second = burst.network_bytes_per_second;
     let config = Arc::new(config);
@@ -361,7 +385,8 @@ fn webhook(cluster: &Cluster, config: &Config, burst: &Burst, timing: Timing, se
                 config.clone(),
                 store.clone(),
                 ledger.clone(),
-                seed.wrapping_add(r as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                seed.wrapping_add(r as u64 + 1)
+                    .wrapping_mul(0x9E37_79B9_7F4A_7C15),
             )
         })
         .collect();
@@ -381,12 +406,12 @@ fn webhook(cluster: &Cluster, config: &Config, burst: &Burst, timing: Timing, se
         None => t.max(burst_end),
     };
     let mut events: Vec<(u64, Event)> = Vec::with_capacity(burst.count * (2 + 2 * replicas));
-    for i in 0..burst.count {
+    for (i, &bound) in bind_at.iter().enumerate() {
         events.push((admit_at(i), Event::Admit { pod: i }));
-        events.push((bind_at[i], Event::Bind { pod: i }));
+        events.push((bound, Event::Bind { pod: i }));
         for replica in 0..replicas {
             events.push((deliver(admit_at(i)), Event::Created { replica, pod: i }));
-            events.push((deliver(bind_at[i]), Event::Bound { replica, pod: i }));
+            events.push((deliver(bound), Event::Bound { replica, pod: i }));
         }
     }
     events.sort();
@@ -440,7 +465,14 @@ fn webhook(cluster: &Cluster, config: &Config, burst: &Burst, timing: Timing, se
                         .iter()
                         .any(|&k| preferred.contains(nodes[k].name.as_str()))
                     {
-                        if std::env::var("DBG").is_ok() { eprintln!("pod {pod} prefs {} sample {} first {:?}", preferred.len(), cycle.sample.len(), cycle.sample.first()); }
+                        if std::env::var("DBG").is_ok() {
+                            eprintln!(
+                                "pod {pod} prefs {} sample {} first {:?}",
+                                preferred.len(),
+                                cycle.sample.len(),
+                                cycle.sample.first()
+                            );
+                        }
                         outcome.preferred_outside_sample += 1;
                     }
                 }
@@ -471,10 +503,25 @@ fn webhook(cluster: &Cluster, config: &Config, burst: &Burst, timing: Timing, se
             let pods = landed.iter().filter(|x| **x == Some(k)).count();
             let charged = l.extra(&n.name).map_or(0.0, |e| e.cpu_cores) / burst.cpu_cores;
             let after = cluster.cpu_after(k, pods, burst);
-            rows.push((after, format!("{} cpu0 {:.3} after {:.3} pods {} charged-now {:.2} cores {} req {}/{}", n.name, cluster.snapshot.nodes[k].cpu, after, pods, charged, cluster.cores[k], n.requested.milli_cpu, n.allocatable.milli_cpu)));
+            rows.push((
+                after,
+                format!(
+                    "{} cpu0 {:.3} after {:.3} pods {} charged-now {:.2} cores {} req {}/{}",
+                    n.name,
+                    cluster.snapshot.nodes[k].cpu,
+                    after,
+                    pods,
+                    charged,
+                    cluster.cores[k],
+                    n.requested.milli_cpu,
+                    n.allocatable.milli_cpu
+                ),
+            ));
         }
         rows.sort_by(|a, b| b.0.total_cmp(&a.0));
-        for r in rows.iter().filter(|r| !r.1.contains(" pods 0 ")).take(8) { eprintln!("DBG {}", r.1); }
+        for r in rows.iter().filter(|r| !r.1.contains(" pods 0 ")).take(8) {
+            eprintln!("DBG {}", r.1);
+        }
     }
     outcome.landed = landed;
     outcome

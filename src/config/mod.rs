@@ -7,7 +7,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::metrics_source::prometheus::PrometheusConfig;
+pub mod names;
+pub mod prometheus;
+
+use names::is_qualified_name;
+use prometheus::PrometheusConfig;
 
 pub mod scheduler;
 
@@ -318,17 +322,16 @@ impl Default for Limits {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("config file {path} is not valid: {source}")]
+    // The reasons are part of the message and deliberately not `#[source]`: callers print
+    // error chains, which would repeat them.
+    #[error("cannot read config file {path}: {error}")]
+    Read { path: String, error: std::io::Error },
+    /// One line (`... at line L, column C`), without the source snippet the parser can draw.
+    /// Boxed: the parser's error is large and `Result<_, ConfigError>` is returned often.
+    #[error("config file {path} is not valid: {}", error.without_snippet())]
     Parse {
         path: String,
-        #[source]
-        source: serde_yaml::Error,
+        error: Box<serde_saphyr::Error>,
     },
     #[error("invalid config: {0}")]
     Invalid(String),
@@ -336,13 +339,13 @@ pub enum ConfigError {
 
 impl Config {
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
             path: path.display().to_string(),
-            source,
+            error,
         })?;
-        let config: Config = serde_yaml::from_str(&text).map_err(|source| ConfigError::Parse {
+        let config: Config = serde_saphyr::from_str(&text).map_err(|error| ConfigError::Parse {
             path: path.display().to_string(),
-            source,
+            error: Box::new(error),
         })?;
         config.validate()?;
         Ok(config)
@@ -394,7 +397,7 @@ impl Config {
             problems.push("placement.avoid_hot.weight must be 0..100".into());
         }
         if let NodeMatch::Label { key } = &p.node_match
-            && !crate::placement::selector::is_qualified_name(key)
+            && !is_qualified_name(key)
         {
             problems.push(format!(
                 "placement.node_match.key {key:?} is not a valid label key"
@@ -402,7 +405,7 @@ impl Config {
         }
         for (i, rule) in p.pinning.iter().enumerate() {
             for key in [&rule.pod_label, &rule.node_label] {
-                if !crate::placement::selector::is_qualified_name(key) {
+                if !is_qualified_name(key) {
                     problems.push(format!(
                         "placement.pinning[{i}]: {key:?} is not a valid label key"
                     ));
@@ -462,20 +465,38 @@ mod tests {
 
     #[test]
     fn empty_file_gives_valid_defaults() {
-        let c: Config = serde_yaml::from_str("{}").expect("parse");
+        let c: Config = serde_saphyr::from_str("{}").expect("parse");
         assert_eq!(c, Config::default());
         c.validate().expect("defaults are valid");
     }
 
     #[test]
     fn unknown_keys_are_rejected() {
-        let err = serde_yaml::from_str::<Config>("mdoe: affinity").expect_err("typo accepted");
+        let err = serde_saphyr::from_str::<Config>("mdoe: affinity").expect_err("typo accepted");
         assert!(err.to_string().contains("mdoe"), "{err}");
     }
 
     #[test]
+    fn parse_errors_name_the_unknown_key_and_its_line() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("config.yaml");
+        std::fs::write(
+            &path,
+            "mode: affinity\nplacement:\n  tiers: [{nodes: 2, weight: 50}]\n  avoid_hot:\n    wieght: 10\n",
+        )
+        .expect("write");
+        let msg = Config::from_file(&path)
+            .expect_err("typo accepted")
+            .to_string();
+        eprintln!("{msg}");
+        assert!(msg.contains("wieght"), "{msg}");
+        assert!(msg.contains("line 5,"), "{msg}");
+        assert!(msg.contains("config.yaml"), "{msg}");
+    }
+
+    #[test]
     fn invalid_values_are_named() {
-        let c: Config = serde_yaml::from_str(
+        let c: Config = serde_saphyr::from_str(
             "placement:\n  tiers: [{nodes: 2, weight: 300}]\n  hot: {cpu: 0}\nmax_staleness: 0s\n",
         )
         .expect("parse");
@@ -487,7 +508,7 @@ mod tests {
 
     #[test]
     fn modes_and_node_match_parse() {
-        let c: Config = serde_yaml::from_str(
+        let c: Config = serde_saphyr::from_str(
             "mode: both\nplacement:\n  node_match: {by: label, key: kubernetes.io/hostname}\n",
         )
         .expect("parse");

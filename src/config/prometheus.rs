@@ -1,0 +1,202 @@
+//! The `prometheus` section: where node load is read and how series map to nodes. Plain data
+//! and its validation; the client that uses it is `metrics_source::prometheus`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PrometheusConfig {
+    /// Base URL of Prometheus or a compatible querier (Thanos, Mimir: include the path prefix).
+    pub url: String,
+    #[serde(with = "humantime_serde")]
+    pub refresh_interval: Duration,
+    /// Per-query budget, sent to Prometheus too; well under `refresh_interval`.
+    #[serde(with = "humantime_serde")]
+    pub query_timeout: Duration,
+    /// The `rate()` window: at least four scrape intervals.
+    #[serde(with = "humantime_serde")]
+    pub rate_window: Duration,
+    pub node_mapping: NodeMapping,
+    /// Network devices left out of the bandwidth sum (a PromQL regex).
+    pub exclude_devices: String,
+    pub auth: Option<Auth>,
+    /// PEM CA bundle trusted for an `https` URL, besides the system roots.
+    pub ca_file: Option<PathBuf>,
+    pub queries: QueryTemplates,
+}
+
+impl Default for PrometheusConfig {
+    fn default() -> Self {
+        PrometheusConfig {
+            url: String::new(),
+            refresh_interval: Duration::from_secs(15),
+            query_timeout: Duration::from_secs(5),
+            rate_window: Duration::from_secs(120),
+            node_mapping: NodeMapping::default(),
+            exclude_devices: "lo|veth.*|cali.*|flannel.*|cni.*|docker.*".into(),
+            auth: None,
+            ca_file: None,
+            queries: QueryTemplates::default(),
+        }
+    }
+}
+
+/// Credentials sent with every query.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Auth {
+    /// `Authorization: Bearer <file contents>`; the file is re-read each refresh, so projected
+    /// service-account tokens rotate.
+    Bearer { token_file: PathBuf },
+    Basic {
+        username: String,
+        password_file: PathBuf,
+    },
+}
+
+/// PromQL templates. `{by}` is the grouping label of the node mapping, `{window}` the rate
+/// window, `{exclude_devices}` the device regex. Optional queries can be turned off with `null`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QueryTemplates {
+    /// CPU busy fraction, 0..1.
+    pub cpu: String,
+    /// Receive + transmit bytes per second.
+    pub network: String,
+    /// CPU cores, for the in-flight ledger when no inventory knows the node.
+    pub cpu_cores: Option<String>,
+    /// NIC speed in bytes per second.
+    pub network_capacity: Option<String>,
+    /// Memory used fraction, 0..1.
+    pub memory: Option<String>,
+    /// `instance` → `nodename`, used by the `uname` node mapping only.
+    pub uname: String,
+}
+
+impl Default for QueryTemplates {
+    fn default() -> Self {
+        QueryTemplates {
+            cpu: r#"1 - avg by ({by}) (rate(node_cpu_seconds_total{mode="idle"}[{window}]))"#.into(),
+            // Two sums, not one rate over a name regex: rate() drops the name, and receive and
+            // transmit of one device would then clash.
+            network: concat!(
+                r#"sum by ({by}) (rate(node_network_receive_bytes_total{device!~"{exclude_devices}"}[{window}]))"#,
+                r#" + sum by ({by}) (rate(node_network_transmit_bytes_total{device!~"{exclude_devices}"}[{window}]))"#
+            )
+            .into(),
+            cpu_cores: Some(r#"count by ({by}) (node_cpu_seconds_total{mode="idle"})"#.into()),
+            network_capacity: Some(
+                r#"max by ({by}) (node_network_speed_bytes{device!~"{exclude_devices}"} > 0)"#.into(),
+            ),
+            memory: Some(
+                "1 - sum by ({by}) (node_memory_MemAvailable_bytes) / sum by ({by}) (node_memory_MemTotal_bytes)".into(),
+            ),
+            uname: "max by (instance, nodename) (node_uname_info)".into(),
+        }
+    }
+}
+
+impl PrometheusConfig {
+    /// A config for `url` with every other key at its default.
+    pub fn for_url(url: &str) -> Self {
+        PrometheusConfig {
+            url: url.into(),
+            ..PrometheusConfig::default()
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        let mut problems = Vec::new();
+        match reqwest::Url::parse(&self.url) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") => {}
+            Ok(u) => problems.push(format!("url scheme {:?} is not http or https", u.scheme())),
+            Err(e) => problems.push(format!("url {:?}: {e}", self.url)),
+        }
+        if self.refresh_interval < Duration::from_secs(1) {
+            problems.push("refresh_interval must be >= 1s".into());
+        }
+        if self.query_timeout.is_zero() || self.query_timeout >= self.refresh_interval {
+            problems.push("query_timeout must be > 0 and shorter than refresh_interval".into());
+        }
+        if self.rate_window < Duration::from_secs(1) {
+            problems.push("rate_window must be >= 1s".into());
+        }
+        if !is_label_name(self.node_mapping.group_label()) {
+            problems.push(format!(
+                "node_mapping label {:?} is not a Prometheus label name",
+                self.node_mapping.group_label()
+            ));
+        }
+        let q = &self.queries;
+        if q.cpu.trim().is_empty() || q.network.trim().is_empty() || q.uname.trim().is_empty() {
+            problems
+                .push("queries.cpu, queries.network and queries.uname must not be empty".into());
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+}
+
+fn is_label_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// How a series names its node.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(tag = "by", rename_all = "snake_case", deny_unknown_fields)]
+pub enum NodeMapping {
+    /// A label already holds the node name (`node`, `nodename`, `instance`…); a `:port`
+    /// suffix is dropped.
+    Label { name: String },
+    /// `instance` joined with `node_uname_info{nodename}`: plain node_exporter, and the
+    /// kube-prometheus-stack default where `instance` is `<ip>:9100`.
+    #[default]
+    Uname,
+    /// The host part of `instance` is a node's InternalIP, as the node inventory knows it.
+    InternalIp,
+}
+
+impl NodeMapping {
+    /// The label every query aggregates by.
+    pub fn group_label(&self) -> &str {
+        match self {
+            NodeMapping::Label { name } => name,
+            NodeMapping::Uname | NodeMapping::InternalIp => "instance",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_parses_with_defaults_and_validates() {
+        let config: PrometheusConfig = serde_saphyr::from_str(
+            "url: https://thanos:10902/prefix\nnode_mapping: {by: label, name: nodename}\nauth: {type: basic, username: u, password_file: /p}\n",
+        )
+        .expect("parse");
+        assert_eq!(config.refresh_interval, Duration::from_secs(15));
+        config.validate().expect("valid");
+        for bad in [
+            "url: ftp://x",
+            "url: http://x\nquery_timeout: 20s",
+            "url: http://x\nnode_mapping: {by: label, name: 'bad-label'}",
+            "url: ''",
+        ] {
+            let c: PrometheusConfig = serde_saphyr::from_str(bad).expect("parse");
+            assert!(c.validate().is_err(), "accepted {bad}");
+        }
+        assert!(serde_saphyr::from_str::<PrometheusConfig>("url: x\nrefresh: 1s").is_err());
+    }
+}
