@@ -98,22 +98,14 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
             "none"
         }
     };
-    if options.use_cluster
-        && let Some(client) = crate::inventory::client::try_client().await
-    {
-        info!("kube API reachable: watching nodes and target pods");
-        readiness.set_cluster_access();
-        background.push(tokio::spawn(crate::inventory::nodes::watch_nodes(
-            client.clone(),
+    if options.use_cluster {
+        background.push(spawn_cluster_watches(
             store.clone(),
-            readiness.clone(),
-            wait_for(stopped.clone()),
-        )));
-        background.push(tokio::spawn(crate::inventory::pods::watch_pods(
-            client,
             ledger.clone(),
-            wait_for(stopped.clone()),
-        )));
+            readiness.clone(),
+            metrics.clone(),
+            stopped.clone(),
+        ));
     }
 
     background.push(spawn_ledger_expiry(ledger.clone()));
@@ -155,6 +147,40 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
         stop,
         server,
         background,
+    })
+}
+
+/// Connects to the apiserver (retrying with backoff while a configured one does not answer),
+/// then watches nodes and pods until shutdown. Without cluster configuration: nothing to do.
+fn spawn_cluster_watches(
+    store: Arc<ViewStore>,
+    ledger: Arc<Mutex<Ledger>>,
+    readiness: Arc<Readiness>,
+    metrics: Arc<Metrics>,
+    stopped: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let Some(client) = crate::inventory::client::connect(wait_for(stopped.clone())).await
+        else {
+            return;
+        };
+        info!("kube API reachable: watching nodes and pods");
+        readiness.set_cluster_access();
+        tokio::join!(
+            crate::inventory::nodes::watch_nodes(
+                client.clone(),
+                store,
+                readiness.clone(),
+                wait_for(stopped.clone()),
+            ),
+            crate::inventory::pods::watch_pods(
+                client,
+                ledger,
+                readiness,
+                metrics,
+                wait_for(stopped)
+            ),
+        );
     })
 }
 

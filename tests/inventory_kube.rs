@@ -327,7 +327,10 @@ async fn pod_watch_keeps_the_ledger_in_step_with_other_replicas() {
         let ledger = Arc::new(Mutex::new(Ledger::new(Duration::from_secs(90))));
         let client = Client::new(service, "default");
         let l = ledger.clone();
-        let (tx, task) = spawn_with_shutdown(move |shutdown| watch_pods(client, l, shutdown));
+        let readiness = Arc::new(placement_webhook::readiness::Readiness::new());
+        let metrics = Arc::new(placement_webhook::telemetry::Metrics::new());
+        let (r, m) = (readiness.clone(), metrics.clone());
+        let (tx, task) = spawn_with_shutdown(move |shutdown| watch_pods(client, l, r, m, shutdown));
 
         // Every unfinished pod: the scheduler counts the requests of all of them.
         let selector = "fieldSelector=status.phase!=Succeeded,status.phase!=Failed&";
@@ -342,6 +345,12 @@ async fn pod_watch_keeps_the_ledger_in_step_with_other_replicas() {
         // Pending pod → split over its first tier; bound pod → its node; the unannotated and the
         // failed pods leave no trace.
         eventually("listed pods charged", || ledger.lock().unwrap().len() == 2).await;
+        eventually("pod list complete", || readiness.pods_synced()).await;
+        // As if this replica had decided the pending pod: its bind is counted here, once.
+        ledger
+            .lock()
+            .unwrap()
+            .remember_decision("9b3e1f20a7c4", vec![("worker-1".into(), 0.25)]);
         assert_eq!(cpu(&ledger, "worker-1"), 1.0);
         assert_eq!(cpu(&ledger, "worker-4"), 1.0 + 2.0);
         assert_eq!(cpu(&ledger, "worker-5"), 0.0);
@@ -364,6 +373,13 @@ async fn pod_watch_keeps_the_ledger_in_step_with_other_replicas() {
         let mut bound = items[0].clone();
         bound["metadata"]["resourceVersion"] = json!("918720");
         bound["spec"]["nodeName"] = json!("worker-1");
+        bound["spec"]["affinity"] = json!({"nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "preference": {"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ["worker-1"]}]}},
+            {"weight": 20, "preference": {"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ["worker-4"]}]}}
+        ]}});
         let mut deleted = items[1].clone();
         deleted["metadata"]["resourceVersion"] = json!("918730");
         send.send_response(watch_response(&[
@@ -377,6 +393,15 @@ async fn pod_watch_keeps_the_ledger_in_step_with_other_replicas() {
         .await;
         assert_eq!(ledger.lock().unwrap().len(), 1);
         assert_eq!(bound_milli_cpu(&ledger, "worker-1"), 2000);
+        let exported = metrics.encode();
+        assert!(
+            exported.contains("placement_webhook_landings_total{where=\"first_tier\"} 1\n"),
+            "{exported}"
+        );
+        assert!(
+            exported.contains("placement_webhook_landing_heat_count 1\n"),
+            "{exported}"
+        );
 
         let (_, uri, _pending) = next_request(&mut handle).await;
         assert!(
@@ -473,4 +498,71 @@ async fn try_client_returns_promptly() {
     )
     .await;
     assert!(result.is_ok(), "try_client hung");
+}
+
+/// An apiserver that is down when the webhook starts is retried until it answers.
+#[tokio::test]
+async fn connect_retries_until_the_apiserver_answers() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Down at first: the port refuses connections until the server starts below.
+    drop(listener);
+    let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+    let connecting = tokio::spawn(placement_webhook::inventory::client::connect_to(
+        config,
+        Duration::from_millis(100),
+        std::future::pending(),
+    ));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(!connecting.is_finished(), "gave up or connected to nothing");
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let server = tokio::spawn(async move {
+        let (mut conn, _) = listener.accept().await.unwrap();
+        let mut request = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = conn.read(&mut buf).await.unwrap();
+            assert!(n > 0, "client closed early");
+            request.extend_from_slice(&buf[..n]);
+        }
+        let body = json!({"major": "1", "minor": "33", "gitVersion": "v1.33.1",
+            "gitCommit": "8adc0f041b8e7ad1d30e29cc59c6ae7a15e19828", "gitTreeState": "clean",
+            "buildDate": "2025-05-15T08:19:08Z", "goVersion": "go1.24.2", "compiler": "gc",
+            "platform": "linux/amd64"})
+        .to_string();
+        let response = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        conn.write_all(response.as_bytes()).await.unwrap();
+    });
+    let client = timeout(Duration::from_secs(10), connecting)
+        .await
+        .expect("connected once the apiserver answered")
+        .unwrap();
+    assert!(client.is_some());
+    server.await.unwrap();
+}
+
+/// Shutdown ends the retries.
+#[tokio::test]
+async fn connect_stops_on_shutdown() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
+    let result = timeout(
+        Duration::from_secs(5),
+        placement_webhook::inventory::client::connect_to(
+            config,
+            Duration::from_millis(50),
+            tokio::time::sleep(Duration::from_millis(300)),
+        ),
+    )
+    .await
+    .expect("returned on shutdown");
+    assert!(result.is_none());
 }

@@ -252,6 +252,14 @@ impl Admission {
                 &demand.facts.requests,
                 Instant::now(),
             );
+            let heats = decision
+                .tiers
+                .iter()
+                .flat_map(|t| &t.nodes)
+                .filter(|n| decision.landing.iter().any(|(l, _)| *l == n.name))
+                .map(|n| (n.name.clone(), n.heat as f32))
+                .collect();
+            ledger.remember_decision(id, heats);
         }
         decision
     }

@@ -32,6 +32,50 @@ pub async fn try_client() -> Option<Client> {
     }
 }
 
+/// Backoff between attempts to reach a configured apiserver that does not answer.
+pub const RETRY_FIRST: Duration = Duration::from_secs(1);
+pub const RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// A client once the apiserver answers. `None` at once when there is no cluster configuration
+/// (snapshot-only mode); a configured apiserver that does not answer is retried with backoff
+/// (1 s doubling to 60 s) until it does, or until `shutdown`.
+pub async fn connect(shutdown: impl std::future::Future<Output = ()>) -> Option<Client> {
+    let config = match Config::infer().await {
+        Ok(config) => config,
+        Err(error) => {
+            info!(%error, "no cluster access: using the snapshot's node list");
+            return None;
+        }
+    };
+    connect_to(config, RETRY_FIRST, shutdown).await
+}
+
+/// [`connect`] to a given apiserver, the first retry after `first_wait`.
+pub async fn connect_to(
+    config: Config,
+    first_wait: Duration,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Option<Client> {
+    let retry = async {
+        let mut wait = first_wait;
+        loop {
+            if let Some(client) = probe(config.clone(), PROBE_TIMEOUT).await {
+                return client;
+            }
+            info!(
+                retry_in_secs = wait.as_secs(),
+                "apiserver not reachable yet: serving from the snapshot, retrying"
+            );
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(RETRY_MAX);
+        }
+    };
+    tokio::select! {
+        client = retry => Some(client),
+        () = shutdown => None,
+    }
+}
+
 /// Builds a client from `config` and keeps it only if the apiserver answers `/version` in time.
 #[tracing::instrument(name = "kube_probe", skip_all, fields(cluster = %config.cluster_url))]
 pub async fn probe(config: Config, timeout: Duration) -> Option<Client> {

@@ -32,7 +32,9 @@ use tracing::{debug, trace};
 use super::client::WatchHealth;
 use crate::placement::ledger::Ledger;
 use crate::placement::note::{ANNOTATION, DecisionNote};
+use crate::readiness::Readiness;
 use crate::scheduler::PodRequests;
+use crate::telemetry::{Landing, Metrics};
 
 /// What one pod event did to the ledger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,6 +147,53 @@ pub fn apply_pod_event(
     }
 }
 
+/// Where a bound pod this replica decided landed, relative to its decision, and the heat its
+/// node had then; once per pod (`None` afterwards, and for pods another replica decided).
+///
+/// The tier is read off the pod's own preferred terms: the node named by the heaviest term is
+/// first tier, a node named by a lighter one another tier, any other node elsewhere.
+pub fn landing_of(ledger: &mut Ledger, pod: &Pod) -> Option<(Landing, Option<f64>)> {
+    let note = pod
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(ANNOTATION)
+        .and_then(|text| DecisionNote::parse(text))?;
+    let node = occupied_node(pod, false)?;
+    let heats = ledger.take_decision(&note.id)?;
+    let terms = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|na| {
+            na.preferred_during_scheduling_ignored_during_execution
+                .as_deref()
+        })
+        .unwrap_or_default();
+    let names = |t: &k8s_openapi::api::core::v1::PreferredSchedulingTerm| {
+        let p = &t.preference;
+        p.match_fields
+            .iter()
+            .flatten()
+            .chain(p.match_expressions.iter().flatten())
+            .filter(|r| r.operator == "In")
+            .any(|r| r.values.iter().flatten().any(|v| v == node))
+    };
+    let top = terms.iter().map(|t| t.weight).max().unwrap_or(0);
+    let weight = terms.iter().filter(|t| names(t)).map(|t| t.weight).max();
+    let place = match weight {
+        Some(w) if w == top => Landing::FirstTier,
+        Some(_) => Landing::OtherTier,
+        None => Landing::Elsewhere,
+    };
+    let heat = heats
+        .iter()
+        .find(|(n, _)| n == node)
+        .map(|(_, h)| f64::from(*h));
+    Some((place, heat))
+}
+
 /// When the pod was steered, on the monotonic clock: its creation (admission happens just
 /// before). A creation time ahead of our clock (skew) counts as now; a pod without one (never
 /// so from the apiserver) as well. `None` when the moment predates what `Instant` can express.
@@ -169,6 +218,8 @@ pub const UNFINISHED_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed"
 pub async fn watch_pods(
     client: Client,
     ledger: Arc<Mutex<Ledger>>,
+    readiness: Arc<Readiness>,
+    metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()> + Send,
 ) {
     let config = watcher::Config::default().fields(UNFINISHED_PODS);
@@ -195,6 +246,7 @@ pub async fn watch_pods(
             Some(Ok(Event::InitDone)) => {
                 // Pods that vanished while the watch was away are not in the new list.
                 lock(&ledger).occupancy.end_relist();
+                readiness.set_pods_synced();
                 continue;
             }
             Some(Err(error)) => {
@@ -207,16 +259,24 @@ pub async fn watch_pods(
             }
         };
         health.ok("pod");
-        let effect = {
+        let (effect, landed) = {
             let mut ledger = lock(&ledger);
-            apply_pod_event(
+            let effect = apply_pod_event(
                 &mut ledger,
                 &pod,
                 deleted,
                 Instant::now(),
                 SystemTime::now(),
-            )
+            );
+            let landed = match effect {
+                PodEffect::Bound => landing_of(&mut ledger, &pod),
+                _ => None,
+            };
+            (effect, landed)
         };
+        if let Some((place, heat)) = landed {
+            metrics.count_landing(place, heat);
+        }
         if effect != PodEffect::Ignored {
             debug!(
                 pod = pod.metadata.name.as_deref().unwrap_or_default(),

@@ -90,6 +90,9 @@ struct Entry {
     expires: Instant,
     /// Bound: the single share is its node, and its requests count through the occupancy.
     bound: bool,
+    /// For pods this replica decided, until their bind is counted: each preferred node's heat
+    /// at decision time (landing accuracy).
+    decided_here: Option<Box<[(String, f32)]>>,
 }
 
 #[derive(Debug, Clone)]
@@ -142,6 +145,7 @@ impl Ledger {
             requests: requests.clone(),
             expires,
             bound: false,
+            decided_here: None,
         };
         self.apply(&entry, 1.0);
         self.entries.insert(id.to_string(), entry);
@@ -166,6 +170,19 @@ impl Ledger {
         self.apply(&bound, 1.0);
         self.entries.insert(id.to_string(), bound);
         true
+    }
+
+    /// Marks `id` as decided by this replica, with the heat its landing nodes had then.
+    pub fn remember_decision(&mut self, id: &str, heats: Vec<(String, f32)>) {
+        if let Some(entry) = self.entries.get_mut(id) {
+            entry.decided_here = Some(heats.into_boxed_slice());
+        }
+    }
+
+    /// Once per pod this replica decided: the heats remembered at decision time. `None` for
+    /// pods another replica decided, or whose landing was counted already.
+    pub fn take_decision(&mut self, id: &str) -> Option<Box<[(String, f32)]>> {
+        self.entries.get_mut(id)?.decided_here.take()
     }
 
     /// The pod is gone (deleted, or failed before running).
