@@ -31,6 +31,10 @@ pub struct Figures {
     /// Share of the steered pods that landed where the webhook predicted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub landed_as_predicted: Option<f64>,
+    /// Landing accuracy as `placement_webhook_landings_total` counts it: first tier, another
+    /// tier, elsewhere (webhook runs only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub landings: Option<[usize; 3]>,
 }
 
 pub fn figures(cluster: &Cluster, burst: &Burst, outcome: &Outcome, busy: f64) -> Figures {
@@ -71,5 +75,6 @@ pub fn figures(cluster: &Cluster, burst: &Burst, outcome: &Outcome, busy: f64) -
             .then(|| outcome.preferred_outside_sample as f64 / outcome.with_preferences as f64),
         landed_as_predicted: (matches!(outcome.method, super::Method::Webhook(_)) && steered > 0)
             .then(|| outcome.predicted_landing_held as f64 / steered as f64),
+        landings: matches!(outcome.method, super::Method::Webhook(_)).then_some(outcome.landings),
     }
 }

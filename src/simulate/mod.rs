@@ -19,11 +19,12 @@ use serde_json::{Value, json};
 
 use crate::admission::Admission;
 use crate::config::Config;
-use crate::inventory::pods::apply_pod_event;
+use crate::inventory::pods::{apply_pod_event, landing_of};
 use crate::placement::ledger::Ledger;
 use crate::scheduler::cycle::PodFacts;
 use crate::scheduler::{ModelNode, PodRequests, Resources, Scheduler};
 use crate::snapshot::LoadSnapshot;
+use crate::telemetry::Landing;
 use crate::view::ViewStore;
 
 pub use figures::{Figures, figures};
@@ -103,8 +104,10 @@ pub struct Outcome {
     /// preferred nodes and were scored.
     pub preferred_outside_sample: usize,
     pub with_preferences: usize,
-    /// Pods whose first-tier nodes were all full by requests when the scheduler ran.
+    /// Pods that landed on a node the webhook predicted.
     pub predicted_landing_held: usize,
+    /// Landing accuracy as the webhook counts it: first tier, another tier, elsewhere.
+    pub landings: [usize; 3],
 }
 
 /// The cluster as both sides see it: the snapshot the webhook reads, and the nodes the
@@ -291,6 +294,7 @@ fn place_in_order(
         preferred_outside_sample: 0,
         with_preferences: 0,
         predicted_landing_held: 0,
+        landings: [0; 3],
     }
 }
 
@@ -337,21 +341,23 @@ fn ideal(cluster: &Cluster, config: &Config, burst: &Burst) -> Outcome {
         preferred_outside_sample: 0,
         with_preferences: 0,
         predicted_landing_held: 0,
+        landings: [0; 3],
     }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
-    /// Watch events first at equal times: they happened before.
+    /// At equal times: a bind happens before the watch reports it, and watch events reach
+    /// the webhook before the next review.
+    Bind {
+        pod: usize,
+    },
     Created {
         replica: usize,
         pod: usize,
     },
     Bound {
         replica: usize,
-        pod: usize,
-    },
-    Bind {
         pod: usize,
     },
     Admit {
@@ -426,6 +432,7 @@ fn webhook(
         preferred_outside_sample: 0,
         with_preferences: 0,
         predicted_landing_held: 0,
+        landings: [0; 3],
     };
     let mut predicted: Vec<Vec<String>> = vec![Vec::new(); burst.count];
     for (_, event) in events {
@@ -448,7 +455,7 @@ fn webhook(
                         continue;
                     }
                 }
-                predicted[pod] = landing_of(&doc);
+                predicted[pod] = predicted_nodes(&doc);
                 patched[pod] = Some(doc);
             }
             Event::Bind { pod } => {
@@ -465,14 +472,6 @@ fn webhook(
                         .iter()
                         .any(|&k| preferred.contains(nodes[k].name.as_str()))
                     {
-                        if std::env::var("DBG").is_ok() {
-                            eprintln!(
-                                "pod {pod} prefs {} sample {} first {:?}",
-                                preferred.len(),
-                                cycle.sample.len(),
-                                cycle.sample.first()
-                            );
-                        }
                         outcome.preferred_outside_sample += 1;
                     }
                 }
@@ -490,37 +489,17 @@ fn webhook(
                 }
             }
             Event::Bound { replica, pod } => {
-                if let (Some(object), Some(k)) = (&patched[pod], landed[pod]) {
-                    watch(&ledgers[replica], object, Some(&nodes[k].name));
+                if let (Some(object), Some(k)) = (&patched[pod], landed[pod])
+                    && let Some((place, _)) = watch(&ledgers[replica], object, Some(&nodes[k].name))
+                {
+                    let slot = match place {
+                        Landing::FirstTier => 0,
+                        Landing::OtherTier => 1,
+                        Landing::Elsewhere => 2,
+                    };
+                    outcome.landings[slot] += 1;
                 }
             }
-        }
-    }
-    if std::env::var("DBG").is_ok() {
-        let l = ledgers[0].lock().unwrap();
-        let mut rows: Vec<(f64, String)> = Vec::new();
-        for (k, n) in nodes.iter().enumerate() {
-            let pods = landed.iter().filter(|x| **x == Some(k)).count();
-            let charged = l.extra(&n.name).map_or(0.0, |e| e.cpu_cores) / burst.cpu_cores;
-            let after = cluster.cpu_after(k, pods, burst);
-            rows.push((
-                after,
-                format!(
-                    "{} cpu0 {:.3} after {:.3} pods {} charged-now {:.2} cores {} req {}/{}",
-                    n.name,
-                    cluster.snapshot.nodes[k].cpu,
-                    after,
-                    pods,
-                    charged,
-                    cluster.cores[k],
-                    n.requested.milli_cpu,
-                    n.allocatable.milli_cpu
-                ),
-            ));
-        }
-        rows.sort_by(|a, b| b.0.total_cmp(&a.0));
-        for r in rows.iter().filter(|r| !r.1.contains(" pods 0 ")).take(8) {
-            eprintln!("DBG {}", r.1);
         }
     }
     outcome.landed = landed;
@@ -528,7 +507,7 @@ fn webhook(
 }
 
 /// The nodes the decision annotation says the pod lands on.
-fn landing_of(doc: &Value) -> Vec<String> {
+fn predicted_nodes(doc: &Value) -> Vec<String> {
     doc["metadata"]["annotations"][crate::placement::note::ANNOTATION]
         .as_str()
         .and_then(crate::placement::note::DecisionNote::parse)
@@ -553,8 +532,13 @@ fn preferred_names<'a>(facts: &'a PodFacts<'_>) -> BTreeSet<&'a str> {
     names
 }
 
-/// One pod event as the watch delivers it to a replica.
-fn watch(ledger: &Mutex<Ledger>, object: &Value, node: Option<&str>) {
+/// One pod event as the watch delivers it to a replica; for a bind of a pod this replica
+/// decided, where it landed (the landing-accuracy metric's reading).
+fn watch(
+    ledger: &Mutex<Ledger>,
+    object: &Value,
+    node: Option<&str>,
+) -> Option<(Landing, Option<f64>)> {
     let mut pod = object.clone();
     pod["metadata"]["creationTimestamp"] =
         json!(humantime::format_rfc3339_seconds(SystemTime::now()).to_string());
@@ -564,9 +548,10 @@ fn watch(ledger: &Mutex<Ledger>, object: &Value, node: Option<&str>) {
     } else {
         pod["status"] = json!({"phase": "Pending"});
     }
-    let Some(pod) = pod_of(&pod) else { return };
+    let pod = pod_of(&pod)?;
     let mut ledger = ledger.lock().unwrap_or_else(|e| e.into_inner());
     apply_pod_event(&mut ledger, &pod, false, Instant::now(), SystemTime::now());
+    node.and_then(|_| landing_of(&mut ledger, &pod))
 }
 
 fn review_of(object: &Value, index: usize) -> Vec<u8> {
