@@ -11,9 +11,9 @@ use tracing::info;
 
 use crate::admission::Admission;
 use crate::config::Config;
+use crate::inflight::ledger::Ledger;
 use crate::metrics_source::file::spawn_file_source;
 use crate::metrics_source::prometheus::{PrometheusSource, spawn_refresher};
-use crate::placement::ledger::Ledger;
 use crate::readiness::Readiness;
 use crate::server::tls::{CertSource, ServerTls};
 use crate::server::{self, AppState};

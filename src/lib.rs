@@ -5,6 +5,8 @@ pub mod admission;
 pub mod app;
 pub mod certs;
 pub mod config;
+pub mod facts;
+pub mod inflight;
 pub mod inventory;
 pub mod metrics_source;
 pub mod patch;

@@ -9,9 +9,9 @@ use serde::Deserialize;
 
 use crate::admission::{self, Admission, BadReview};
 use crate::config::Config;
+use crate::inflight::ledger::Ledger;
 use crate::metrics_source::prometheus::PrometheusSource;
 use crate::placement;
-use crate::placement::ledger::Ledger;
 use crate::snapshot::LoadSnapshot;
 use crate::view::ViewStore;
 

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use placement_webhook::config::scheduler::SchedulerConfig;
 use placement_webhook::config::{PinningRule, PlacementConfig};
-use placement_webhook::placement::ledger::{Ledger, PodLoad};
+use placement_webhook::inflight::ledger::{Ledger, PodLoad};
 use placement_webhook::placement::{Decision, PodConstraints, PodDemand, decide};
 use placement_webhook::scheduler::PodFacts;
 use placement_webhook::snapshot::{LoadSnapshot, NodeLoad, Taint};

@@ -16,7 +16,7 @@ use placement_webhook::config::scheduler::SchedulerConfig;
 use placement_webhook::config::{
     AvoidHot, HeatWeights, HotThresholds, NodeMatch, PlacementConfig, Tier,
 };
-use placement_webhook::placement::ledger::{Ledger, PodLoad};
+use placement_webhook::inflight::ledger::{Ledger, PodLoad};
 use placement_webhook::placement::{PodConstraints, PodDemand, decide};
 use placement_webhook::scheduler::PodFacts;
 use placement_webhook::snapshot::{LoadSnapshot, NodeLoad, Taint};

@@ -13,7 +13,7 @@ use libfuzzer_sys::fuzz_target;
 use placement_webhook::admission::{self, Admission};
 use placement_webhook::config::Config;
 use placement_webhook::metrics_source::file::embedded_example;
-use placement_webhook::placement::ledger::Ledger;
+use placement_webhook::inflight::ledger::Ledger;
 use placement_webhook::view::ViewStore;
 use serde::Deserialize;
 use serde_json::Value;

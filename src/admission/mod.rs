@@ -11,11 +11,12 @@ use serde::Deserialize;
 use tracing::{debug, warn};
 
 use crate::config::Config;
+use crate::inflight::ledger::{Ledger, PodLoad};
+use crate::inflight::note::{ANNOTATION, DecisionNote};
 use crate::patch::{self, Changes};
-use crate::placement::ledger::{Ledger, PodLoad};
-use crate::placement::note::{ANNOTATION, DecisionNote};
-use crate::placement::{self, Decision, PodConstraints, PodDemand, resources};
+use crate::placement::{self, Decision, PodConstraints, PodDemand};
 use crate::scheduler::PodFacts;
+use crate::scheduler::cores;
 use crate::telemetry::Outcome;
 use crate::view::{ClusterView, ViewStore};
 use review::{API_VERSION, KIND, RequestIn, ResponseOut, ReviewIn, ReviewOut};
@@ -105,8 +106,7 @@ impl Admission {
     pub fn demand<'a>(&self, pod: &'a Pod) -> PodDemand<'a> {
         let facts = PodFacts::of(pod);
         let load = PodLoad {
-            cpu_cores: resources::pod_cpu_cores(pod)
-                .unwrap_or(self.config.inflight.default_cpu_cores),
+            cpu_cores: cores::pod_cpu_cores(pod).unwrap_or(self.config.inflight.default_cpu_cores),
             network_bytes_per_second: self.config.inflight.network_bytes_per_second,
         };
         PodDemand {

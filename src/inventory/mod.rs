@@ -1,39 +1,6 @@
-//! What the kube API says about nodes: the facts the scheduler filters on.
+//! Cluster access and the kube watches: nodes into the view, pods into the in-flight ledger.
 
-use std::collections::{BTreeMap, HashMap};
-
-use crate::snapshot::Taint;
-
-/// One node as the inventory knows it.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NodeFacts {
-    pub labels: BTreeMap<String, String>,
-    pub taints: Vec<Taint>,
-    pub unschedulable: bool,
-    /// The Ready condition is True.
-    pub ready: bool,
-    /// Allocatable CPU in cores.
-    pub allocatable_cpu_cores: Option<f64>,
-    /// Everything allocatable, in the scheduler's units.
-    pub allocatable: crate::scheduler::Resources,
-    pub internal_ip: Option<String>,
-}
-
-/// Every node the kube API reported, by name.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Inventory {
-    pub nodes: HashMap<String, NodeFacts>,
-}
-
-impl Inventory {
-    /// InternalIP → node name, for mapping Prometheus `instance` hosts to nodes.
-    pub fn node_by_internal_ip(&self) -> HashMap<String, String> {
-        self.nodes
-            .iter()
-            .filter_map(|(name, facts)| Some((facts.internal_ip.clone()?, name.clone())))
-            .collect()
-    }
-}
+pub use crate::facts::{Inventory, NodeFacts};
 
 pub mod client;
 pub mod nodes;

@@ -15,8 +15,8 @@ use tracing::{debug, info};
 
 use super::client::WatchHealth;
 use super::{Inventory, NodeFacts};
-use crate::placement::resources::parse_cpu_cores;
 use crate::readiness::Readiness;
+use crate::scheduler::cores::parse_cpu_cores;
 use crate::snapshot::Taint;
 use crate::view::ViewStore;
 

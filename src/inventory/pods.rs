@@ -30,8 +30,8 @@ use kube::{Api, Client};
 use tracing::{debug, trace};
 
 use super::client::WatchHealth;
-use crate::placement::ledger::Ledger;
-use crate::placement::note::{ANNOTATION, DecisionNote};
+use crate::inflight::ledger::Ledger;
+use crate::inflight::note::{ANNOTATION, DecisionNote};
 use crate::readiness::Readiness;
 use crate::scheduler::PodRequests;
 use crate::telemetry::{Landing, Metrics};
@@ -301,7 +301,7 @@ fn lock(ledger: &Mutex<Ledger>) -> std::sync::MutexGuard<'_, Ledger> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::placement::ledger::PodLoad;
+    use crate::inflight::ledger::PodLoad;
 
     const TTL: Duration = Duration::from_secs(90);
     const NOTE: &str =

@@ -17,7 +17,7 @@ use tracing::{Instrument, info, info_span, warn};
 
 use super::readings::{self, BuildError, BuildReport, Readings, ResponseError, Series};
 use crate::config::prometheus::{Auth, NodeMapping, PrometheusConfig};
-use crate::inventory::Inventory;
+use crate::facts::Inventory;
 use crate::snapshot::LoadSnapshot;
 use crate::telemetry::{Metrics, QueryLabels};
 use crate::view::ViewStore;

@@ -20,12 +20,12 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::constraints::{Ineligible, PodConstraints};
-use super::heat::{Load, heat, is_hot};
-use super::ledger::{Ledger, PodLoad};
 use crate::config::scheduler::SchedulerConfig;
 use crate::config::{NodeMatch, PlacementConfig};
+use crate::inflight::ledger::{Ledger, PodLoad};
 use crate::scheduler::cycle::{PodFacts, resource_score};
 use crate::scheduler::{ModelNode, num_feasible_nodes_to_find};
+use crate::view::heat::{Load, heat, is_hot};
 use crate::view::{ClusterView, NodeView};
 
 /// A node chosen for a tier.

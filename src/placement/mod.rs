@@ -2,11 +2,6 @@
 
 pub mod constraints;
 pub mod decide;
-pub mod heat;
-pub mod ledger;
-pub mod note;
-pub mod occupancy;
-pub mod resources;
 pub mod selector;
 
 pub use constraints::{Ineligible, PodConstraints};

@@ -11,6 +11,7 @@
 //! Not modelled: PodTopologySpread and InterPodAffinity (Flink TaskManagers carry no spread
 //! constraints or pod affinity by default), ImageLocality, ports, volumes, preemption.
 
+pub mod cores;
 pub mod cycle;
 pub mod node;
 pub mod quantity;

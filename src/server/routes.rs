@@ -264,7 +264,7 @@ mod overload_tests {
 
     use super::*;
     use crate::config::Config;
-    use crate::placement::ledger::Ledger;
+    use crate::inflight::ledger::Ledger;
     use crate::view::ViewStore;
 
     fn state(max: usize) -> Arc<AppState> {
@@ -340,8 +340,8 @@ mod readiness_tests {
 
     use super::*;
     use crate::config::Config;
-    use crate::inventory::{Inventory, NodeFacts};
-    use crate::placement::ledger::Ledger;
+    use crate::facts::{Inventory, NodeFacts};
+    use crate::inflight::ledger::Ledger;
     use crate::view::ViewStore;
 
     fn state(readiness: Arc<Readiness>) -> Arc<AppState> {

@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 
 use crate::admission::Admission;
 use crate::config::Config;
+use crate::inflight::ledger::Ledger;
 use crate::inventory::pods::{apply_pod_event, landing_of};
-use crate::placement::ledger::Ledger;
 use crate::scheduler::cycle::PodFacts;
 use crate::scheduler::{ModelNode, PodRequests, Resources, Scheduler};
 use crate::snapshot::LoadSnapshot;
@@ -508,9 +508,9 @@ fn webhook(
 
 /// The nodes the decision annotation says the pod lands on.
 fn predicted_nodes(doc: &Value) -> Vec<String> {
-    doc["metadata"]["annotations"][crate::placement::note::ANNOTATION]
+    doc["metadata"]["annotations"][crate::inflight::note::ANNOTATION]
         .as_str()
-        .and_then(crate::placement::note::DecisionNote::parse)
+        .and_then(crate::inflight::note::DecisionNote::parse)
         .map(|n| n.nodes.into_iter().map(|(name, _)| name).collect())
         .unwrap_or_default()
 }

@@ -2,20 +2,22 @@
 //!
 //! Handlers never wait on Prometheus or the kube API: they load an `Arc<ClusterView>`.
 
+pub mod heat;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use arc_swap::ArcSwapOption;
-// Looked up for every in-flight node on every decision (see placement::ledger).
+// Looked up for every in-flight node on every decision (see inflight::ledger).
 use foldhash::HashMap;
 
 use crate::config::PlacementConfig;
-use crate::inventory::Inventory;
-use crate::placement::heat::{Load, NodeScale};
-use crate::placement::occupancy::NodeRequests;
+use crate::facts::Inventory;
+use crate::inflight::occupancy::NodeRequests;
 use crate::scheduler::{Resources, Taint};
 use crate::snapshot::LoadSnapshot;
+use crate::view::heat::{Load, NodeScale};
 
 /// One candidate node: its readings and the facts eligibility is checked against.
 #[derive(Debug, Clone)]
@@ -115,8 +117,8 @@ impl ClusterView {
                 };
                 Some(NodeView {
                     name: n.name.clone(),
-                    base_hot: crate::placement::heat::is_hot(&load, &scale, &policy.hot),
-                    base_heat: crate::placement::heat::heat(&load, &scale, &policy.weights),
+                    base_hot: crate::view::heat::is_hot(&load, &scale, &policy.hot),
+                    base_heat: crate::view::heat::heat(&load, &scale, &policy.weights),
                     load,
                     scale,
                     labels,

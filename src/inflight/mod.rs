@@ -1,0 +1,8 @@
+//! What the webhook knows that the metrics do not show yet: pods steered and not yet visible in
+//! the load (the ledger), the requests of every bound pod (the occupancy), and the decision
+//! annotation through which replicas share their decisions. Fed by admission and the pod watch;
+//! read by placement.
+
+pub mod ledger;
+pub mod note;
+pub mod occupancy;
