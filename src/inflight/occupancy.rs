@@ -9,7 +9,7 @@ use crate::scheduler::{PodRequests, Resources};
 type Scalar = (Box<str>, i64);
 
 /// A pod's requests without the allocation `Resources` may carry for extended resources.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct CompactRequests {
     milli_cpu: i64,
     memory: i64,
@@ -60,12 +60,14 @@ pub struct NodeRequests {
     pub non_zero_memory: i64,
 }
 
-#[derive(Debug, Clone)]
+/// 12 bytes a pod: the node and the request shape are numbers into tables of their own.
+#[derive(Debug, Clone, Copy)]
 struct Placed {
     node: u32,
     /// The list generation the pod was last seen in.
     generation: u32,
-    requests: CompactRequests,
+    /// Index into `shapes`: the pods of one Flink job all request the same.
+    requests: u32,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -73,6 +75,8 @@ pub struct Occupancy {
     pods: HashMap<u128, Placed>,
     node_ids: HashMap<String, u32>,
     nodes: Vec<NodeRequests>,
+    shapes: Vec<CompactRequests>,
+    shape_ids: HashMap<CompactRequests, u32>,
     generation: u32,
 }
 
@@ -96,7 +100,7 @@ impl Occupancy {
     pub fn set(&mut self, uid: &str, node: Option<&str>, requests: &PodRequests) {
         let key = pod_key(uid);
         if let Some(old) = self.pods.remove(&key) {
-            old.requests.apply(&mut self.nodes[old.node as usize], -1);
+            self.shapes[old.requests as usize].apply(&mut self.nodes[old.node as usize], -1);
         }
         let Some(node) = node else { return };
         let id = match self.node_ids.get(node) {
@@ -108,13 +112,25 @@ impl Occupancy {
                 id
             }
         };
-        let placed = Placed {
-            node: id,
-            generation: self.generation,
-            requests: CompactRequests::of(requests),
+        let shape = CompactRequests::of(requests);
+        let shape_id = match self.shape_ids.get(&shape) {
+            Some(&s) => s,
+            None => {
+                let s = u32::try_from(self.shapes.len()).unwrap_or(u32::MAX);
+                self.shapes.push(shape.clone());
+                self.shape_ids.insert(shape, s);
+                s
+            }
         };
-        placed.requests.apply(&mut self.nodes[id as usize], 1);
-        self.pods.insert(key, placed);
+        self.shapes[shape_id as usize].apply(&mut self.nodes[id as usize], 1);
+        self.pods.insert(
+            key,
+            Placed {
+                node: id,
+                generation: self.generation,
+                requests: shape_id,
+            },
+        );
     }
 
     /// Whether pod `uid` is counted on `node`.
@@ -141,11 +157,11 @@ impl Occupancy {
     /// The list is complete: drops the pods it did not mention (deleted while unwatched).
     pub fn end_relist(&mut self) {
         let generation = self.generation;
-        let nodes = &mut self.nodes;
+        let (nodes, shapes) = (&mut self.nodes, &self.shapes);
         self.pods.retain(|_, p| {
             let keep = p.generation == generation;
             if !keep {
-                p.requests.apply(&mut nodes[p.node as usize], -1);
+                shapes[p.requests as usize].apply(&mut nodes[p.node as usize], -1);
             }
             keep
         });
