@@ -43,7 +43,7 @@ fn node(i: usize) -> Value {
             "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
             "node.kubernetes.io/instance-type": "m6i.8xlarge",
             "topology.kubernetes.io/zone": format!("zone-{}", i % 3), "node-pool": "flink"}},
-        "spec": {"taints": if i % 17 == 0 { json!([{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]) } else { json!([]) }},
+        "spec": {"taints": if i.is_multiple_of(17) { json!([{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]) } else { json!([]) }},
         "status": {
             "allocatable": {"cpu": "31850m", "memory": "125Gi", "pods": "110", "ephemeral-storage": "95Gi"},
             "conditions": [{"type": "Ready", "status": "True"}],
