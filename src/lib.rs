@@ -16,6 +16,7 @@ pub mod review_cmd;
 pub mod scheduler;
 pub mod server;
 pub mod simulate;
+pub mod simulate_cmd;
 pub mod snapshot;
 pub mod telemetry;
 pub mod view;

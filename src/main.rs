@@ -45,6 +45,38 @@ enum Command {
         #[arg(long)]
         explain: bool,
     },
+    /// What a burst of TaskManagers would do to the cluster, with and without the webhook.
+    Simulate {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// How many TaskManagers arrive at once.
+        #[arg(long, default_value_t = 200)]
+        pods: usize,
+        /// Cores each TaskManager requests and uses.
+        #[arg(long, default_value_t = 2.0, allow_negative_numbers = true)]
+        cpu: f64,
+        /// Memory each TaskManager requests (a Kubernetes quantity).
+        #[arg(long, default_value = "4Gi")]
+        memory: String,
+        /// Network each TaskManager moves, e.g. 50MB/s.
+        #[arg(long, default_value = "0")]
+        network: String,
+        /// A TaskManager pod (YAML or JSON) from a real job's pod template, used as it is.
+        #[arg(long)]
+        pod_file: Option<PathBuf>,
+        /// Webhook replicas sharing the burst.
+        #[arg(long, default_value_t = 1)]
+        replicas: usize,
+        /// Delay between a bind and the webhook hearing of it.
+        #[arg(long, default_value = "10ms")]
+        bind_lag: humantime::Duration,
+        /// Write the picture to this SVG file.
+        #[arg(long)]
+        svg: Option<PathBuf>,
+        /// Print the result as one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
     /// Make a CA and a serving certificate for the webhook Service.
     Certs {
         #[arg(long)]
@@ -150,6 +182,64 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 config, &body, explain,
             ))?;
             println!("{out}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Simulate {
+            common,
+            pods,
+            cpu,
+            memory,
+            network,
+            pod_file,
+            replicas,
+            bind_lag,
+            svg,
+            json,
+        } => {
+            use placement_webhook::simulate_cmd;
+            let config = common.load()?;
+            config.validate()?;
+            let network_bytes_per_second = simulate_cmd::parse_bytes_per_second(&network)
+                .ok_or_else(|| {
+                    anyhow::anyhow!("--network {network:?} is not a rate like 50MB/s")
+                })?;
+            let pod = match &pod_file {
+                Some(path) => {
+                    let text = std::fs::read_to_string(path)
+                        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+                    Some(
+                        simulate_cmd::pod_from_text(&text)
+                            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
+                    )
+                }
+                None => None,
+            };
+            let request = simulate_cmd::Request {
+                pods,
+                cpu_cores: cpu,
+                memory,
+                network_bytes_per_second,
+                pod,
+                replicas,
+                bind_lag: bind_lag.into(),
+                seed: 1,
+            };
+            // Flags are checked before anything is loaded.
+            simulate_cmd::burst_of(&request)?;
+            let snapshot =
+                runtime.block_on(placement_webhook::review_cmd::load_snapshot(&config))?;
+            let report = simulate_cmd::simulate(snapshot, &config, &request)?;
+            if let Some(path) = &svg {
+                let picture = simulate_cmd::svg(&report)
+                    .map_err(|e| anyhow::anyhow!("cannot draw the picture: {e}"))?;
+                std::fs::write(path, picture)
+                    .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", simulate_cmd::table(&report));
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Certs {

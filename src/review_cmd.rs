@@ -43,7 +43,7 @@ fn status_of(e: &BadReview) -> u16 {
     }
 }
 
-async fn load_snapshot(config: &Config) -> anyhow::Result<LoadSnapshot> {
+pub async fn load_snapshot(config: &Config) -> anyhow::Result<LoadSnapshot> {
     if let Some(prom) = &config.prometheus {
         let source = PrometheusSource::new(prom.clone())?;
         let refresh = source.refresh(None).await;

@@ -1,0 +1,399 @@
+//! `placement-webhook simulate`: what a burst of TaskManagers would do to a cluster, with and
+//! without the webhook, through the same closed loop the tests run (`simulate`).
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::config::Config;
+use crate::scheduler::quantity::amount;
+use crate::simulate::{Burst, Cluster, Figures, Method, Outcome, Timing, figures, run};
+use crate::snapshot::LoadSnapshot;
+
+/// What to simulate; `simulate`'s flags.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub pods: usize,
+    /// Cores requested and used by each TaskManager (ignored with `pod`).
+    pub cpu_cores: f64,
+    pub memory: String,
+    pub network_bytes_per_second: f64,
+    /// A Pod object (e.g. from a job's pod template) instead of a generated TaskManager.
+    pub pod: Option<Value>,
+    pub replicas: usize,
+    pub bind_lag: Duration,
+    /// Seed of the scheduler's tie-breaking: the same input gives the same answer.
+    pub seed: u64,
+}
+
+/// One node after the burst, for the "hottest nodes" lists.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeAfter {
+    pub node: String,
+    pub cpu_before: f64,
+    pub cpu_after: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nic_after: Option<f64>,
+    pub pods: usize,
+}
+
+/// One method's result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MethodReport {
+    #[serde(flatten)]
+    pub figures: Figures,
+    /// The ten hottest nodes after the burst (by real CPU), hottest first.
+    pub hottest_nodes: Vec<NodeAfter>,
+}
+
+/// The whole answer; the document `--json` prints. Field names are stable.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub nodes: usize,
+    pub pods: usize,
+    pub pod_cpu_cores: f64,
+    pub pod_network_bytes_per_second: f64,
+    /// The CPU hot threshold: `onto_busy` counts pods landing at or above it.
+    pub hot_cpu: f64,
+    pub methods: Vec<MethodReport>,
+    /// Per node, sorted by CPU before the burst: what the SVG draws.
+    #[serde(skip)]
+    pub bars: Vec<Bar>,
+}
+
+/// One bar of the picture.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bar {
+    pub node: String,
+    pub cpu_before: f64,
+    pub added_without: f64,
+    pub added_with: f64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimulateError {
+    #[error("--pods must be at least 1")]
+    NoPods,
+    #[error("--cpu must be a positive number of cores")]
+    BadCpu,
+    #[error("--memory {0:?} is not a Kubernetes quantity")]
+    BadMemory(String),
+    #[error("--replicas must be at least 1")]
+    NoReplicas,
+    #[error("the snapshot has no nodes")]
+    NoNodes,
+    #[error("the pod file is not a Pod: {0}")]
+    NotAPod(String),
+}
+
+/// `50MB/s`, `400Mi/s`, `1.25e9` as bytes per second.
+pub fn parse_bytes_per_second(text: &str) -> Option<f64> {
+    let t = text.trim().trim_end_matches("/s").trim_end_matches('B');
+    let v = amount("memory", t)?;
+    (v >= 0).then_some(v as f64)
+}
+
+/// A Pod object from YAML or JSON text; the one-line reason when it is not one.
+pub fn pod_from_text(text: &str) -> Result<Value, SimulateError> {
+    let value: Value = serde_saphyr::from_str(text)
+        .map_err(|e| SimulateError::NotAPod(one_line(&e.to_string())))?;
+    if value.get("kind").and_then(Value::as_str) != Some("Pod") {
+        return Err(SimulateError::NotAPod("kind is not Pod".into()));
+    }
+    serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(value.clone())
+        .map_err(|e| SimulateError::NotAPod(one_line(&e.to_string())))?;
+    if value["spec"]["containers"]
+        .as_array()
+        .is_none_or(Vec::is_empty)
+    {
+        return Err(SimulateError::NotAPod("it has no containers".into()));
+    }
+    Ok(value)
+}
+
+fn one_line(text: &str) -> String {
+    text.lines().next().unwrap_or_default().to_string()
+}
+
+/// A native-mode TaskManager of the given size, as the apiserver passes it after defaulting.
+pub fn taskmanager(cpu_cores: f64, memory: &str) -> Value {
+    let cpu = format!("{}m", (cpu_cores * 1000.0).round() as i64);
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "simulated-taskmanager",
+            "namespace": "flink",
+            "labels": {"app": "simulated", "component": "taskmanager",
+                       "type": "flink-native-kubernetes"}
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "schedulerName": "default-scheduler",
+            "containers": [{
+                "name": "flink-main-container",
+                "image": "flink",
+                "resources": {"requests": {"cpu": cpu, "memory": memory},
+                              "limits": {"cpu": cpu, "memory": memory}}
+            }]
+        }
+    })
+}
+
+/// The burst `request` describes, checked.
+pub fn burst_of(request: &Request) -> Result<Burst, SimulateError> {
+    if request.pods == 0 {
+        return Err(SimulateError::NoPods);
+    }
+    if request.replicas == 0 {
+        return Err(SimulateError::NoReplicas);
+    }
+    let pod = match &request.pod {
+        Some(pod) => pod.clone(),
+        None => {
+            if !(request.cpu_cores.is_finite() && request.cpu_cores > 0.0) {
+                return Err(SimulateError::BadCpu);
+            }
+            if amount("memory", &request.memory).is_none_or(|m| m <= 0) {
+                return Err(SimulateError::BadMemory(request.memory.clone()));
+            }
+            taskmanager(request.cpu_cores, &request.memory)
+        }
+    };
+    let cpu_cores = serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(pod.clone())
+        .ok()
+        .and_then(|p| crate::scheduler::cores::pod_cpu_cores(&p))
+        .unwrap_or(request.cpu_cores);
+    Ok(Burst {
+        pod,
+        count: request.pods,
+        cpu_cores,
+        network_bytes_per_second: request.network_bytes_per_second,
+    })
+}
+
+/// The methods compared, in table order.
+pub fn methods(request: &Request) -> [Method; 3] {
+    [
+        Method::NoWebhook,
+        Method::Webhook(Timing {
+            replicas: request.replicas,
+            watch_lag: Some(request.bind_lag),
+            ..Timing::typical(request.replicas)
+        }),
+        Method::Ideal,
+    ]
+}
+
+/// Runs the burst with every method on `snapshot`.
+pub fn simulate(
+    snapshot: LoadSnapshot,
+    config: &Config,
+    request: &Request,
+) -> Result<Report, SimulateError> {
+    if snapshot.nodes.is_empty() {
+        return Err(SimulateError::NoNodes);
+    }
+    let burst = burst_of(request)?;
+    let cluster = Cluster::new(snapshot, config);
+    let hot = config.placement.hot.cpu;
+    let outcomes: Vec<Outcome> = methods(request)
+        .into_iter()
+        .map(|m| run(&cluster, config, &burst, m, request.seed))
+        .collect();
+    let pods_on = |o: &Outcome| {
+        let mut on = vec![0usize; cluster.nodes.len()];
+        for &k in o.landed.iter().flatten() {
+            on[k] += 1;
+        }
+        on
+    };
+    let methods = outcomes
+        .iter()
+        .map(|o| {
+            let on = pods_on(o);
+            let mut nodes: Vec<NodeAfter> = (0..cluster.nodes.len())
+                .map(|i| NodeAfter {
+                    node: cluster.nodes[i].name.clone(),
+                    cpu_before: cluster.snapshot.nodes[i].cpu,
+                    cpu_after: cluster.cpu_after(i, on[i], &burst),
+                    nic_after: cluster.nic_after(i, on[i], &burst),
+                    pods: on[i],
+                })
+                .collect();
+            nodes.sort_by(|a, b| b.cpu_after.total_cmp(&a.cpu_after));
+            nodes.truncate(10);
+            MethodReport {
+                figures: figures(&cluster, &burst, o, hot),
+                hottest_nodes: nodes,
+            }
+        })
+        .collect();
+    let (without, with) = (pods_on(&outcomes[0]), pods_on(&outcomes[1]));
+    let mut bars: Vec<Bar> = (0..cluster.nodes.len())
+        .map(|i| Bar {
+            node: cluster.nodes[i].name.clone(),
+            cpu_before: cluster.snapshot.nodes[i].cpu,
+            added_without: without[i] as f64 * burst.cpu_cores / cluster.cores[i],
+            added_with: with[i] as f64 * burst.cpu_cores / cluster.cores[i],
+        })
+        .collect();
+    bars.sort_by(|a, b| a.cpu_before.total_cmp(&b.cpu_before));
+    Ok(Report {
+        nodes: cluster.nodes.len(),
+        pods: burst.count,
+        pod_cpu_cores: burst.cpu_cores,
+        pod_network_bytes_per_second: burst.network_bytes_per_second,
+        hot_cpu: hot,
+        methods,
+        bars,
+    })
+}
+
+fn percent(v: f64) -> String {
+    format!("{:.0}%", v * 100.0)
+}
+
+/// The table a person reads at a glance.
+pub fn table(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} TaskManagers of {} cores onto {} nodes",
+        report.pods, report.pod_cpu_cores, report.nodes
+    );
+    let _ = writeln!(
+        out,
+        "\n{:<24} {:>9} {:>9} {:>12} {:>10} {:>13}",
+        "method",
+        "hot CPU",
+        "hot NIC",
+        format!(">= {} CPU", percent(report.hot_cpu)),
+        "nodes used",
+        "most on one"
+    );
+    for m in &report.methods {
+        let f = &m.figures;
+        let _ = writeln!(
+            out,
+            "{:<24} {:>9} {:>9} {:>12} {:>10} {:>13}",
+            f.method,
+            percent(f.hottest_cpu),
+            f.hottest_nic.map_or("-".into(), percent),
+            f.onto_busy,
+            f.nodes_used,
+            f.most_pods_on_one_node
+        );
+    }
+    for m in &report.methods {
+        if m.figures.pending > 0 {
+            let _ = writeln!(
+                out,
+                "{}: {} of {} pods fit on no node (they stay Pending)",
+                m.figures.method, m.figures.pending, report.pods
+            );
+        }
+    }
+    for m in &report.methods {
+        let _ = writeln!(
+            out,
+            "\nhottest nodes after the burst, {}:",
+            m.figures.method
+        );
+        for n in &m.hottest_nodes {
+            let _ = writeln!(
+                out,
+                "  {:<24} {:>5} -> {:>5}  (+{} pods)",
+                n.node,
+                percent(n.cpu_before),
+                percent(n.cpu_after),
+                n.pods
+            );
+        }
+    }
+    out
+}
+
+const BEFORE: plotters::style::RGBColor = plotters::style::RGBColor(150, 150, 150);
+const WITHOUT: plotters::style::RGBColor = plotters::style::RGBColor(214, 69, 65);
+const WITH: plotters::style::RGBColor = plotters::style::RGBColor(38, 110, 191);
+
+/// The picture: one bar per node (sorted by CPU before the burst), the CPU added by the burst
+/// without the webhook (left, red) and with it (right, blue), and the hot threshold as a line.
+pub fn svg(report: &Report) -> Result<String, String> {
+    use plotters::prelude::*;
+    let mut out = String::new();
+    {
+        let n = report.bars.len().max(1);
+        let top = report
+            .bars
+            .iter()
+            .map(|b| b.cpu_before + b.added_without.max(b.added_with))
+            .fold(1.0_f64, f64::max)
+            * 1.05;
+        let width = (n as u32 * 6).clamp(640, 4000);
+        let root = SVGBackend::with_string(&mut out, (width, 420)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!(
+                    "{} TaskManagers onto {} nodes: CPU before (grey), added without (red) and with the webhook (blue)",
+                    report.pods, report.nodes
+                ),
+                ("sans-serif", 16),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(50)
+            .build_cartesian_2d(0f64..n as f64, 0f64..top)
+            .map_err(|e| e.to_string())?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_desc("nodes, coolest before the burst first")
+            .y_desc("real CPU")
+            .y_label_formatter(&|v| format!("{:.0}%", v * 100.0))
+            .draw()
+            .map_err(|e| e.to_string())?;
+        for (i, b) in report.bars.iter().enumerate() {
+            let x = i as f64;
+            let bars = [
+                (x + 0.1, x + 0.9, 0.0, b.cpu_before, BEFORE),
+                (
+                    x + 0.1,
+                    x + 0.5,
+                    b.cpu_before,
+                    b.cpu_before + b.added_without,
+                    WITHOUT,
+                ),
+                (
+                    x + 0.5,
+                    x + 0.9,
+                    b.cpu_before,
+                    b.cpu_before + b.added_with,
+                    WITH,
+                ),
+            ];
+            chart
+                .draw_series(
+                    bars.iter()
+                        .filter(|(_, _, y0, y1, _)| y1 > y0)
+                        .map(|&(x0, x1, y0, y1, c)| {
+                            Rectangle::new([(x0, y0), (x1, y1)], c.filled())
+                        }),
+                )
+                .map_err(|e| e.to_string())?;
+        }
+        chart
+            .draw_series(LineSeries::new(
+                [(0.0, report.hot_cpu), (n as f64, report.hot_cpu)],
+                BLACK.stroke_width(2),
+            ))
+            .map_err(|e| e.to_string())?
+            .label(format!("hot: {:.0}% CPU", report.hot_cpu * 100.0));
+        root.present().map_err(|e| e.to_string())?;
+    }
+    Ok(out)
+}

@@ -1,0 +1,245 @@
+//! `placement-webhook simulate` end to end: the real binary, its JSON against the library's
+//! closed loop (one code path), its picture parsed as XML, and its answers to bad input.
+
+use std::process::Command;
+use std::time::Duration;
+
+use placement_webhook::config::Config;
+use placement_webhook::metrics_source::file::embedded_example;
+use placement_webhook::simulate::{Cluster, Method, Timing, figures, run};
+use placement_webhook::simulate_cmd::{self, Request};
+use placement_webhook::snapshot::{LoadSnapshot, NodeLoad};
+use serde_json::Value;
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_placement-webhook"));
+    c.env("RUST_LOG", "off");
+    c
+}
+
+fn request(pods: usize) -> Request {
+    Request {
+        pods,
+        cpu_cores: 2.0,
+        memory: "4Gi".into(),
+        network_bytes_per_second: 0.0,
+        pod: None,
+        replicas: 1,
+        bind_lag: Duration::from_millis(10),
+        seed: 1,
+    }
+}
+
+fn simulate_json(args: &[&str]) -> Value {
+    let out = bin()
+        .arg("simulate")
+        .args(args)
+        .arg("--json")
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("one JSON document")
+}
+
+/// The CLI's figures are the library's closed loop for the same input, and the webhook row is
+/// exactly what `simulate::run` gives.
+fn assert_same_as_library(snapshot: LoadSnapshot, cli: &Value, pods: usize) {
+    let config = Config::default();
+    let report = simulate_cmd::simulate(snapshot.clone(), &config, &request(pods)).expect("runs");
+    assert_eq!(cli, &serde_json::to_value(&report).expect("json"));
+    let cluster = Cluster::new(snapshot, &config);
+    let burst = simulate_cmd::burst_of(&request(pods)).expect("burst");
+    let webhook = figures(
+        &cluster,
+        &burst,
+        &run(
+            &cluster,
+            &config,
+            &burst,
+            Method::Webhook(Timing::typical(1)),
+            1,
+        ),
+        config.placement.hot.cpu,
+    );
+    assert_eq!(
+        cli["methods"][1]["hottest_cpu"].as_f64(),
+        Some(webhook.hottest_cpu)
+    );
+    assert_eq!(cli["methods"][1]["method"], "webhook, binds +10ms");
+    for key in [
+        "hottest_cpu",
+        "onto_busy",
+        "nodes_used",
+        "most_pods_on_one_node",
+        "pending",
+    ] {
+        assert!(cli["methods"][0].get(key).is_some(), "{key} missing");
+    }
+}
+
+#[test]
+fn embedded_cluster_json_equals_the_library_loop() {
+    let cli = simulate_json(&["--pods", "60"]);
+    assert_eq!(cli["nodes"], 24);
+    assert_same_as_library(embedded_example().expect("embedded"), &cli, 60);
+    // The webhook does better than the scheduler alone on this cluster.
+    let hot = |i: usize| cli["methods"][i]["hottest_cpu"].as_f64().expect("number");
+    assert!(hot(1) < hot(0), "webhook {} vs none {}", hot(1), hot(0));
+}
+
+fn generated(nodes: usize) -> LoadSnapshot {
+    LoadSnapshot {
+        taken_at: None,
+        nodes: (0..nodes)
+            .map(|i| {
+                let mut n = NodeLoad::new(format!("node-{i:04}"), ((i * 37) % 90) as f64 / 100.0);
+                n.cpu_capacity_cores = Some(if i % 2 == 0 { 16.0 } else { 32.0 });
+                n
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn generated_500_node_snapshot_json_equals_the_library_loop() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("cluster.json");
+    let snapshot = generated(500);
+    std::fs::write(&path, serde_json::to_string(&snapshot).expect("json")).expect("write");
+    let cli = simulate_json(&[
+        "--metrics-file",
+        path.to_str().expect("utf-8"),
+        "--pods",
+        "300",
+    ]);
+    assert_eq!(cli["nodes"], 500);
+    assert_same_as_library(snapshot, &cli, 300);
+}
+
+#[test]
+fn the_picture_has_a_bar_per_node_and_the_threshold() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let svg = dir.path().join("burst.svg");
+    let out = bin()
+        .args(["simulate", "--pods", "40", "--svg"])
+        .arg(&svg)
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&svg).expect("svg written");
+    let doc = roxmltree::Document::parse(&text).expect("the SVG is XML");
+    let rects = |fill: &str| {
+        doc.descendants()
+            .filter(|n| n.has_tag_name("rect") && n.attribute("fill") == Some(fill))
+            .count()
+    };
+    assert_eq!(rects("#969696"), 24, "one CPU-before bar per node");
+    assert!(
+        rects("#266EBF") > 0 && rects("#D64541") > 0,
+        "added CPU drawn"
+    );
+    let threshold = doc.descendants().filter(|n| {
+        n.has_tag_name("polyline")
+            && n.attribute("stroke-width") == Some("2")
+            && n.attribute("points").is_some_and(|p| {
+                let ys: Vec<&str> = p
+                    .split_whitespace()
+                    .filter_map(|xy| xy.split(',').nth(1))
+                    .collect();
+                ys.len() == 2 && ys[0] == ys[1]
+            })
+    });
+    assert_eq!(
+        threshold.count(),
+        1,
+        "the hot threshold as one horizontal line"
+    );
+    // The table still goes to standard output.
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ideal water-filling"));
+}
+
+#[test]
+fn a_pod_that_fits_nowhere_is_said_so() {
+    let out = bin()
+        .args(["simulate", "--pods", "3", "--cpu", "500"])
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("3 of 3 pods fit on no node"), "{table}");
+}
+
+#[test]
+fn bad_input_gets_one_line_and_a_non_zero_exit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let not_a_pod = dir.path().join("cm.yaml");
+    std::fs::write(
+        &not_a_pod,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+    )
+    .expect("write");
+    let garbage = dir.path().join("garbage.yaml");
+    std::fs::write(&garbage, "{{{ not yaml").expect("write");
+    let empty = dir.path().join("empty.json");
+    std::fs::write(&empty, r#"{"nodes": []}"#).expect("write");
+    let missing = dir.path().join("missing.yaml");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["--pods".into(), "0".into()], "--pods"),
+        (vec!["--cpu".into(), "-1".into()], "--cpu"),
+        (vec!["--memory".into(), "lots".into()], "--memory"),
+        (vec!["--network".into(), "fast".into()], "--network"),
+        (
+            vec!["--pod-file".into(), missing.display().to_string()],
+            "cannot read",
+        ),
+        (
+            vec!["--pod-file".into(), not_a_pod.display().to_string()],
+            "not a Pod",
+        ),
+        (
+            vec!["--pod-file".into(), garbage.display().to_string()],
+            "not a Pod",
+        ),
+        (
+            vec!["--metrics-file".into(), empty.display().to_string()],
+            "no nodes",
+        ),
+    ];
+    for (args, says) in cases {
+        let out = bin().arg("simulate").args(&args).output().expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} accepted");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.starts_with("note:")).collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {stderr}");
+        assert!(
+            lines[0].starts_with("placement-webhook: ") && lines[0].contains(says),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_pod_file_is_used_as_it_is() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tm.yaml");
+    // Only nodes labelled pool=flink: the nodeSelector must be honoured.
+    std::fs::write(
+        &path,
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: tm\n  labels: {component: taskmanager, type: flink-native-kubernetes}\nspec:\n  nodeSelector: {no-such-label: x}\n  containers:\n    - name: flink-main-container\n      resources: {requests: {cpu: '1', memory: 2Gi}}\n",
+    )
+    .expect("write");
+    let cli = simulate_json(&["--pods", "5", "--pod-file", path.to_str().expect("utf-8")]);
+    for m in cli["methods"].as_array().expect("methods") {
+        assert_eq!(m["pending"], 5, "the nodeSelector matches no node: {m}");
+    }
+    assert_eq!(cli["pod_cpu_cores"], 1.0);
+}
