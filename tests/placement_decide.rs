@@ -213,11 +213,13 @@ fn inflight_load_moves_the_next_pod_elsewhere() {
         taken_at: None,
         nodes: vec![node("a", 0.10), node("b", 0.12), node("c", 0.30)],
     };
+    // No tie band: "a" and "b" are within half a pod of each other.
     let policy = PlacementConfig {
         tiers: vec![placement_webhook::config::Tier {
             nodes: 1,
             weight: 100,
         }],
+        tie_band: 0.0,
         ..Default::default()
     };
     let view = ClusterView::build(&snapshot, None, &policy);
@@ -352,6 +354,48 @@ fn tier_one_grows_with_the_scheduler_sample() {
         let first: Vec<&str> = d.first_tier().iter().map(|n| n.name.as_str()).collect();
         assert!(d.landing.iter().all(|(n, _)| first.contains(&n.as_str())));
     }
+}
+
+#[test]
+fn replicas_take_near_ties_in_their_own_order() {
+    // Ten nodes within half a pod (0.0625) of each other, one clearly hotter.
+    let mut nodes: Vec<NodeLoad> = (0..10)
+        .map(|i| node(&format!("n{i}"), 0.20 + i as f64 * 0.005))
+        .collect();
+    nodes.push(node("warm", 0.5));
+    let snapshot = LoadSnapshot {
+        taken_at: None,
+        nodes,
+    };
+    let policy = PlacementConfig::default();
+    let view = ClusterView::build(&snapshot, None, &policy);
+    let p = pod(json!({}));
+    let d = demand(&p, &[]);
+    let picks: std::collections::BTreeSet<String> = (0..40)
+        .map(|salt| {
+            let decision = decide(&d, &view, None, &policy, &SchedulerConfig::default(), salt);
+            decision.landing[0].0.clone()
+        })
+        .collect();
+    assert!(picks.len() >= 5, "replicas mostly agree: {picks:?}");
+    assert!(
+        !picks.contains("warm"),
+        "only near-ties are shuffled: {picks:?}"
+    );
+    // The same replica (salt) decides the same way.
+    let again = |salt| run_salted(&d, &view, &policy, salt);
+    assert_eq!(again(3), again(3));
+}
+
+fn run_salted(
+    d: &PodDemand<'_>,
+    view: &ClusterView,
+    policy: &PlacementConfig,
+    salt: u64,
+) -> String {
+    decide(d, view, None, policy, &SchedulerConfig::default(), salt).landing[0]
+        .0
+        .clone()
 }
 
 proptest! {
