@@ -108,14 +108,20 @@ async fn taskmanager_is_steered_to_cool_eligible_nodes() {
         .expect("preferred terms");
     let named: Vec<&str> = preferred
         .iter()
-        .filter(|t| t["weight"] == 100)
+        .filter(|t| t["preference"]["matchFields"][0]["operator"] == "In")
         .map(|t| {
             t["preference"]["matchFields"][0]["values"][0]
                 .as_str()
                 .expect("name")
         })
         .collect();
-    assert_eq!(named.len(), 3, "{preferred:?}");
+    // One top node the scheduler will take, then fallbacks at a much lower weight.
+    assert_eq!(
+        preferred.iter().filter(|t| t["weight"] == 100).count(),
+        1,
+        "{preferred:?}"
+    );
+    assert!(named.len() > 1, "{preferred:?}");
     // Not the blocklisted, cordoned, tainted or other-pool nodes, even though they look idle.
     for never in ["worker-14", "worker-10", "worker-12", "worker-17"] {
         assert!(!named.contains(&never), "{never} preferred: {named:?}");

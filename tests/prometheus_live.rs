@@ -193,6 +193,11 @@ fn webhook_config(url: &str, max_staleness: Duration) -> Config {
                 name: "node".into(),
             },
         )),
+        // Exact answers: no near-tie shuffling between the coolest nodes.
+        placement: placement_webhook::config::PlacementConfig {
+            tie_band: 0.0,
+            ..webhook::test_config().placement
+        },
         ..webhook::test_config()
     }
 }
@@ -225,10 +230,8 @@ async fn decisions_prefer_the_cool_nodes_and_the_cli_reads_prometheus() {
     let sent = plain_taskmanager_review("live-1");
     let reply = client.review(&sent).await;
     assert_eq!(reply.status, 200);
-    assert_eq!(
-        first_tier(&sent, &reply),
-        ["worker-0000", "worker-0001", "worker-0002"]
-    );
+    // One landing node, the coolest: the scheduler scores every node of a small cluster.
+    assert_eq!(first_tier(&sent, &reply), ["worker-0000"]);
     // The 95 % node is hot: never preferred, named in the avoid term.
     let view = running.store.current().expect("view");
     let hot: Vec<_> = view
@@ -267,10 +270,12 @@ async fn decisions_prefer_the_cool_nodes_and_the_cli_reads_prometheus() {
         body: out.stdout,
     };
     assert_eq!(answer.json()["response"]["uid"], "cli-1");
-    assert_eq!(
-        first_tier(&sent, &answer),
-        ["worker-0000", "worker-0001", "worker-0002"],
-        "{stderr}"
+    // The command's default config breaks near-ties (within half a pod) in its own order:
+    // worker-0000 and worker-0001 are 6% apart, a 2-core pod on 16 cores adds 12.5%.
+    let landing = first_tier(&sent, &answer);
+    assert!(
+        landing == ["worker-0000"] || landing == ["worker-0001"],
+        "{landing:?} {stderr}"
     );
     running.stop().await;
 }
