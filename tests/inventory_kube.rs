@@ -452,40 +452,43 @@ async fn probe_does_not_hang_on_a_silent_apiserver() {
 
 #[tokio::test]
 async fn probe_keeps_a_client_that_answers() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(async move {
-        let (mut conn, _) = listener.accept().await.unwrap();
-        let mut request = Vec::new();
-        let mut buf = [0u8; 1024];
-        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-            let n = conn.read(&mut buf).await.unwrap();
-            assert!(n > 0, "client closed early");
-            request.extend_from_slice(&buf[..n]);
-        }
-        assert!(
-            request.starts_with(b"GET /version "),
-            "{}",
-            String::from_utf8_lossy(&request)
-        );
-        let body = json!({"major": "1", "minor": "33", "gitVersion": "v1.33.1",
-            "gitCommit": "8adc0f041b8e7ad1d30e29cc59c6ae7a15e19828", "gitTreeState": "clean",
-            "buildDate": "2025-05-15T08:19:08Z", "goVersion": "go1.24.2", "compiler": "gc",
-            "platform": "linux/amd64"})
-        .to_string();
-        let response = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        conn.write_all(response.as_bytes()).await.unwrap();
-    });
+    let server = tokio::spawn(answer_version_once(listener));
     let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
     let client = timeout(STEP, probe(config, Duration::from_secs(3)))
         .await
         .unwrap();
     assert!(client.is_some());
     server.await.unwrap();
+}
+
+/// An apiserver that answers one `GET /version`.
+async fn answer_version_once(listener: tokio::net::TcpListener) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut conn, _) = listener.accept().await.unwrap();
+    let mut request = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = conn.read(&mut buf).await.unwrap();
+        assert!(n > 0, "client closed early");
+        request.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        request.starts_with(b"GET /version "),
+        "{}",
+        String::from_utf8_lossy(&request)
+    );
+    let body = json!({"major": "1", "minor": "33", "gitVersion": "v1.33.1",
+        "gitCommit": "8adc0f041b8e7ad1d30e29cc59c6ae7a15e19828", "gitTreeState": "clean",
+        "buildDate": "2025-05-15T08:19:08Z", "goVersion": "go1.24.2", "compiler": "gc",
+        "platform": "linux/amd64"})
+    .to_string();
+    let response = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    conn.write_all(response.as_bytes()).await.unwrap();
 }
 
 #[tokio::test]
@@ -503,7 +506,6 @@ async fn try_client_returns_promptly() {
 /// An apiserver that is down when the webhook starts is retried until it answers.
 #[tokio::test]
 async fn connect_retries_until_the_apiserver_answers() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     // Down at first: the port refuses connections until the server starts below.
@@ -517,26 +519,7 @@ async fn connect_retries_until_the_apiserver_answers() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(!connecting.is_finished(), "gave up or connected to nothing");
     let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
-    let server = tokio::spawn(async move {
-        let (mut conn, _) = listener.accept().await.unwrap();
-        let mut request = Vec::new();
-        let mut buf = [0u8; 1024];
-        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-            let n = conn.read(&mut buf).await.unwrap();
-            assert!(n > 0, "client closed early");
-            request.extend_from_slice(&buf[..n]);
-        }
-        let body = json!({"major": "1", "minor": "33", "gitVersion": "v1.33.1",
-            "gitCommit": "8adc0f041b8e7ad1d30e29cc59c6ae7a15e19828", "gitTreeState": "clean",
-            "buildDate": "2025-05-15T08:19:08Z", "goVersion": "go1.24.2", "compiler": "gc",
-            "platform": "linux/amd64"})
-        .to_string();
-        let response = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        conn.write_all(response.as_bytes()).await.unwrap();
-    });
+    let server = tokio::spawn(answer_version_once(listener));
     let client = timeout(Duration::from_secs(10), connecting)
         .await
         .expect("connected once the apiserver answered")

@@ -4,9 +4,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Pod, Toleration};
 
-use super::selector::expression_matches;
 use crate::config::PinningRule;
-use crate::scheduler::terms::{any_term_matches, tolerated};
+use crate::scheduler::terms::{any_term_matches, requirement_matches, tolerated};
 use crate::view::NodeView;
 
 /// Why a node cannot take the pod.
@@ -108,7 +107,7 @@ impl<'a> PodConstraints<'a> {
         if !self
             .pinning
             .iter()
-            .all(|r| expression_matches(r, &node.labels))
+            .all(|r| requirement_matches(r, &node.labels))
         {
             return Err(Ineligible::Pinning);
         }

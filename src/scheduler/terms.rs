@@ -52,6 +52,14 @@ fn label_requirement(
     }
 }
 
+/// One `matchExpressions` requirement holds (a malformed one never does).
+pub fn requirement_matches(
+    req: &NodeSelectorRequirement,
+    labels: &BTreeMap<String, String>,
+) -> bool {
+    label_requirement(req, labels) == Some(true)
+}
+
 /// One `matchFields` requirement: In/NotIn with exactly one value. Only `metadata.name` exists
 /// as a node field; any other key reads as empty.
 fn field_requirement(req: &NodeSelectorRequirement, node_name: &str) -> Option<bool> {
@@ -129,4 +137,107 @@ pub fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
         };
         effect_ok && key_ok && value_ok
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn req(key: &str, op: &str, values: &[&str]) -> NodeSelectorRequirement {
+        NodeSelectorRequirement {
+            key: key.into(),
+            operator: op.into(),
+            values: Some(values.iter().map(|v| v.to_string()).collect()),
+        }
+    }
+
+    #[test]
+    fn expression_operators() {
+        let l = labels(&[("zone", "a"), ("cores", "16")]);
+        assert!(requirement_matches(&req("zone", "In", &["a", "b"]), &l));
+        assert!(!requirement_matches(&req("zone", "NotIn", &["a"]), &l));
+        assert!(requirement_matches(&req("missing", "NotIn", &["a"]), &l));
+        assert!(requirement_matches(&req("zone", "Exists", &[]), &l));
+        assert!(requirement_matches(
+            &req("missing", "DoesNotExist", &[]),
+            &l
+        ));
+        assert!(requirement_matches(&req("cores", "Gt", &["8"]), &l));
+        assert!(!requirement_matches(&req("cores", "Lt", &["8"]), &l));
+        assert!(!requirement_matches(&req("zone", "Gt", &["8"]), &l));
+        assert!(!requirement_matches(&req("zone", "Bogus", &["a"]), &l));
+        assert!(
+            !requirement_matches(&req("zone", "In", &[]), &l),
+            "In needs values"
+        );
+    }
+
+    #[test]
+    fn flink_blocklist_term_excludes_named_hosts() {
+        let term = NodeSelectorTerm {
+            match_expressions: Some(vec![req("kubernetes.io/hostname", "NotIn", &["bad-1"])]),
+            match_fields: None,
+        };
+        let bad = labels(&[("kubernetes.io/hostname", "bad-1")]);
+        let good = labels(&[("kubernetes.io/hostname", "good-1")]);
+        assert!(!term_matches(&term, "bad-1", &bad));
+        assert!(term_matches(&term, "good-1", &good));
+        assert!(!term_matches(&NodeSelectorTerm::default(), "good-1", &good));
+        assert!(
+            any_term_matches(&[], "good-1", &good),
+            "no terms constrain nothing"
+        );
+    }
+
+    #[test]
+    fn fields_match_node_name_only() {
+        let field = |key: &str, op: &str| NodeSelectorTerm {
+            match_fields: Some(vec![req(key, op, &["n1"])]),
+            match_expressions: None,
+        };
+        let none = BTreeMap::new();
+        assert!(term_matches(&field("metadata.name", "In"), "n1", &none));
+        assert!(!term_matches(&field("metadata.name", "NotIn"), "n1", &none));
+        assert!(!term_matches(&field("metadata.uid", "In"), "n1", &none));
+    }
+
+    #[test]
+    fn tolerations() {
+        let taint = Taint {
+            key: "dedicated".into(),
+            value: Some("flink".into()),
+            effect: "NoSchedule".into(),
+        };
+        let equal = Toleration {
+            key: Some("dedicated".into()),
+            operator: Some("Equal".into()),
+            value: Some("flink".into()),
+            effect: Some("NoSchedule".into()),
+            ..Default::default()
+        };
+        let wrong_value = Toleration {
+            value: Some("spark".into()),
+            ..equal.clone()
+        };
+        let exists_all = Toleration {
+            operator: Some("Exists".into()),
+            ..Default::default()
+        };
+        let other_effect = Toleration {
+            effect: Some("NoExecute".into()),
+            ..equal.clone()
+        };
+        assert!(tolerated(std::slice::from_ref(&equal), &taint));
+        assert!(!tolerated(&[wrong_value], &taint));
+        assert!(tolerated(&[exists_all], &taint));
+        assert!(!tolerated(&[other_effect], &taint));
+        assert!(!tolerated(&[], &taint));
+    }
 }
