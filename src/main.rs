@@ -228,7 +228,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             simulate_cmd::burst_of(&request)?;
             let snapshot =
                 runtime.block_on(placement_webhook::review_cmd::load_snapshot(&config))?;
-            let report = simulate_cmd::simulate(snapshot, &config, &request)?;
+            // Progress on stderr when it is a terminal; indicatif stays quiet otherwise.
+            let bar = indicatif::ProgressBar::with_draw_target(
+                Some(3 * request.pods as u64),
+                indicatif::ProgressDrawTarget::stderr(),
+            );
+            let report =
+                simulate_cmd::simulate_observed(snapshot, &config, &request, &|| bar.inc(1));
+            bar.finish_and_clear();
+            let report = report?;
             if let Some(path) = &svg {
                 let picture = simulate_cmd::svg(&report)
                     .map_err(|e| anyhow::anyhow!("cannot draw the picture: {e}"))?;

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::config::Config;
 use crate::scheduler::quantity::amount;
-use crate::simulate::{Burst, Cluster, Figures, Method, Outcome, Timing, figures, run};
+use crate::simulate::{Burst, Cluster, Figures, Method, Outcome, Timing, figures, run_observed};
 use crate::snapshot::LoadSnapshot;
 
 /// What to simulate; `simulate`'s flags.
@@ -193,6 +193,16 @@ pub fn simulate(
     config: &Config,
     request: &Request,
 ) -> Result<Report, SimulateError> {
+    simulate_observed(snapshot, config, request, &|| {})
+}
+
+/// [`simulate`], calling `tick` once per pod placed by each method (3 x pods in all).
+pub fn simulate_observed(
+    snapshot: LoadSnapshot,
+    config: &Config,
+    request: &Request,
+    tick: &dyn Fn(),
+) -> Result<Report, SimulateError> {
     if snapshot.nodes.is_empty() {
         return Err(SimulateError::NoNodes);
     }
@@ -201,7 +211,7 @@ pub fn simulate(
     let hot = config.placement.hot.cpu;
     let outcomes: Vec<Outcome> = methods(request)
         .into_iter()
-        .map(|m| run(&cluster, config, &burst, m, request.seed))
+        .map(|m| run_observed(&cluster, config, &burst, m, request.seed, tick))
         .collect();
     let pods_on = |o: &Outcome| {
         let mut on = vec![0usize; cluster.nodes.len()];

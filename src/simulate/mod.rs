@@ -200,8 +200,22 @@ pub fn run(
     method: Method,
     seed: u64,
 ) -> Outcome {
+    run_observed(cluster, config, burst, method, seed, &|| {})
+}
+
+/// [`run`], calling `tick` once per pod placed (progress for long runs).
+pub fn run_observed(
+    cluster: &Cluster,
+    config: &Config,
+    burst: &Burst,
+    method: Method,
+    seed: u64,
+    tick: &dyn Fn(),
+) -> Outcome {
     match method {
-        Method::NoWebhook => place_in_order(cluster, config, burst, method, seed, |_, pod| pod),
+        Method::NoWebhook => {
+            place_in_order(cluster, config, burst, method, seed, tick, |_, pod| pod)
+        }
         Method::CoolestForAll => {
             let probe = pod_of(&burst.pod);
             let facts = probe.as_ref().map(PodFacts::of);
@@ -217,7 +231,7 @@ pub fn run(
                         .total_cmp(&cluster.bottleneck(b, 0, burst))
                 });
             let name = coolest.map(|i| cluster.nodes[i].name.clone());
-            place_in_order(cluster, config, burst, method, seed, |_, mut pod| {
+            place_in_order(cluster, config, burst, method, seed, tick, |_, mut pod| {
                 if let Some(name) = &name {
                     pod["spec"]["affinity"] = json!({"nodeAffinity": {
                         "preferredDuringSchedulingIgnoredDuringExecution": [{
@@ -231,8 +245,8 @@ pub fn run(
                 pod
             })
         }
-        Method::Ideal => ideal(cluster, config, burst),
-        Method::Webhook(timing) => webhook(cluster, config, burst, timing, seed),
+        Method::Ideal => ideal(cluster, config, burst, tick),
+        Method::Webhook(timing) => webhook(cluster, config, burst, timing, seed, tick),
     }
 }
 
@@ -275,12 +289,14 @@ fn place_in_order(
     burst: &Burst,
     method: Method,
     seed: u64,
+    tick: &dyn Fn(),
     prepare: impl Fn(usize, Value) -> Value,
 ) -> Outcome {
     let mut nodes = cluster.nodes.clone();
     let mut scheduler = Scheduler::new(config.scheduler.clone(), seed);
     let landed = (0..burst.count)
         .map(|i| {
+            tick();
             let pod = pod_of(&prepare(i, nth_pod(&burst.pod, i)))?;
             let facts = PodFacts::of(&pod);
             let node = scheduler.schedule(&facts, &nodes).node?;
@@ -298,12 +314,13 @@ fn place_in_order(
     }
 }
 
-fn ideal(cluster: &Cluster, config: &Config, burst: &Burst) -> Outcome {
+fn ideal(cluster: &Cluster, config: &Config, burst: &Burst, tick: &dyn Fn()) -> Outcome {
     let mut nodes = cluster.nodes.clone();
     let mut pods_on = vec![0usize; nodes.len()];
     let hot_nic = config.placement.hot.network;
     let landed = (0..burst.count)
         .map(|i| {
+            tick();
             let pod = pod_of(&nth_pod(&burst.pod, i))?;
             let facts = PodFacts::of(&pod);
             let feasible: Vec<usize> = (0..nodes.len())
@@ -371,6 +388,7 @@ fn webhook(
     burst: &Burst,
     timing: Timing,
     seed: u64,
+    tick: &dyn Fn(),
 ) -> Outcome {
     let mut config = config.clone();
     config.inflight.network_bytes_per_second = burst.network_bytes_per_second;
@@ -459,6 +477,7 @@ fn webhook(
                 patched[pod] = Some(doc);
             }
             Event::Bind { pod } => {
+                tick();
                 let Some(object) = patched[pod].as_ref().and_then(pod_of) else {
                     continue;
                 };
