@@ -241,13 +241,14 @@ async fn decisions_prefer_the_cool_nodes_and_the_cli_reads_prometheus() {
         .collect();
     assert_eq!(hot, ["worker-0011"]);
 
-    // The dry-run CLI: --prometheus-url over a config file that sets only the rate window
-    // (a series younger than the default 2 m window reads low), default uname mapping.
+    // The dry-run CLI: --prometheus-url over a config file that sets the rate window (a series
+    // younger than the default 2 m window reads low) and no near-tie band (exact answers),
+    // default uname mapping.
     let dir = tempfile::tempdir().expect("tmp");
     let config_path = dir.path().join("config.yaml");
     std::fs::write(
         &config_path,
-        "prometheus:\n  url: http://unused.invalid:9090\n  rate_window: 5s\n",
+        "prometheus:\n  url: http://unused.invalid:9090\n  rate_window: 5s\nplacement:\n  tie_band: 0\n",
     )
     .expect("write config");
     let review_path = dir.path().join("review.json");
@@ -270,13 +271,7 @@ async fn decisions_prefer_the_cool_nodes_and_the_cli_reads_prometheus() {
         body: out.stdout,
     };
     assert_eq!(answer.json()["response"]["uid"], "cli-1");
-    // The command's default config breaks near-ties (within half a pod) in its own order:
-    // worker-0000 and worker-0001 are 6% apart, a 2-core pod on 16 cores adds 12.5%.
-    let landing = first_tier(&sent, &answer);
-    assert!(
-        landing == ["worker-0000"] || landing == ["worker-0001"],
-        "{landing:?} {stderr}"
-    );
+    assert_eq!(first_tier(&sent, &answer), ["worker-0000"], "{stderr}");
     running.stop().await;
 }
 
