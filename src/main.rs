@@ -76,6 +76,9 @@ enum Command {
         /// Print the result as one JSON document.
         #[arg(long)]
         json: bool,
+        /// Ignore a configured cluster: nodes and requests from the snapshot alone.
+        #[arg(long)]
+        no_cluster: bool,
     },
     /// Make a CA and a serving certificate for the webhook Service.
     Certs {
@@ -124,7 +127,8 @@ impl CommonArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    // One-shot commands speak through their output; their logs default to warnings.
+    init_tracing(matches!(cli.command, Command::Serve { .. }));
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -134,9 +138,48 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_tracing() {
+/// The cluster as the apiserver lists it when one is configured and answers (`None` otherwise),
+/// and the load snapshot matched to its nodes.
+async fn cluster_and_snapshot(
+    config: &placement_webhook::config::Config,
+    use_cluster: bool,
+) -> anyhow::Result<(
+    placement_webhook::snapshot::LoadSnapshot,
+    Option<placement_webhook::inventory::listing::ClusterState>,
+)> {
+    use placement_webhook::inventory::{client, listing};
+    let cluster = match use_cluster {
+        true => match client::try_client().await {
+            Some(client) => match listing::list_cluster(client).await {
+                Ok(state) => {
+                    eprintln!(
+                        "note: nodes and requests from the apiserver: {} nodes, {} bound pods",
+                        state.inventory.nodes.len(),
+                        state.occupancy.pods()
+                    );
+                    Some(state)
+                }
+                Err(e) => {
+                    eprintln!("note: cannot list the cluster ({e}): nodes from the snapshot");
+                    None
+                }
+            },
+            None => None,
+        },
+        false => None,
+    };
+    let inventory = cluster.as_ref().map(|c| &c.inventory);
+    let snapshot = placement_webhook::review_cmd::load_snapshot_with(config, inventory).await?;
+    Ok((snapshot, cluster))
+}
+
+fn init_tracing(serving: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(placement_webhook::telemetry::DEFAULT_LOG_FILTER)
+        tracing_subscriber::EnvFilter::new(if serving {
+            placement_webhook::telemetry::DEFAULT_LOG_FILTER
+        } else {
+            "warn,kube_client::client::builder=off"
+        })
     });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -195,6 +238,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             bind_lag,
             svg,
             json,
+            no_cluster,
         } => {
             use placement_webhook::simulate_cmd;
             let config = common.load()?;
@@ -226,8 +270,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             // Flags are checked before anything is loaded.
             simulate_cmd::burst_of(&request)?;
-            let snapshot =
-                runtime.block_on(placement_webhook::review_cmd::load_snapshot(&config))?;
+            let (snapshot, cluster) =
+                runtime.block_on(cluster_and_snapshot(&config, !no_cluster))?;
+            let snapshot = match &cluster {
+                Some(cluster) => simulate_cmd::with_cluster(snapshot, cluster)?,
+                None => snapshot,
+            };
             // Progress on stderr when it is a terminal; indicatif stays quiet otherwise.
             let bar = indicatif::ProgressBar::with_draw_target(
                 Some(3 * request.pods as u64),

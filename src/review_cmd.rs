@@ -10,6 +10,7 @@ use serde::Deserialize;
 use crate::admission::{self, Admission, BadReview};
 use crate::config::Config;
 use crate::inflight::ledger::Ledger;
+use crate::inventory::Inventory;
 use crate::metrics_source::prometheus::PrometheusSource;
 use crate::placement;
 use crate::snapshot::LoadSnapshot;
@@ -44,9 +45,18 @@ fn status_of(e: &BadReview) -> u16 {
 }
 
 pub async fn load_snapshot(config: &Config) -> anyhow::Result<LoadSnapshot> {
+    load_snapshot_with(config, None).await
+}
+
+/// [`load_snapshot`]; with the cluster's `inventory`, Prometheus instances are matched to nodes
+/// by InternalIP as `serve` matches them.
+pub async fn load_snapshot_with(
+    config: &Config,
+    inventory: Option<&Inventory>,
+) -> anyhow::Result<LoadSnapshot> {
     if let Some(prom) = &config.prometheus {
         let source = PrometheusSource::new(prom.clone())?;
-        let refresh = source.refresh(None).await;
+        let refresh = source.refresh(inventory).await;
         for failure in &refresh.failures {
             eprintln!("note: {} query failed: {}", failure.query, failure.error);
         }

@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::config::Config;
+use crate::inventory::listing::ClusterState;
 use crate::scheduler::quantity::amount;
 use crate::simulate::{Burst, Cluster, Figures, Method, Outcome, Timing, figures, run_observed};
 use crate::snapshot::LoadSnapshot;
@@ -86,6 +87,47 @@ pub enum SimulateError {
     NoNodes,
     #[error("the pod file is not a Pod: {0}")]
     NotAPod(String),
+    #[error(
+        "none of the cluster's {0} nodes has load readings in the snapshot \
+         (--no-cluster simulates the snapshot alone)"
+    )]
+    NoReadingsForCluster(usize),
+}
+
+/// The snapshot's readings on the cluster as the apiserver lists it: only nodes the cluster
+/// has, with their labels, taints, allocatable and bound requests from the API (as `serve`
+/// joins them). The snapshot's own node facts stand in only without a cluster.
+pub fn with_cluster(
+    mut snapshot: LoadSnapshot,
+    cluster: &ClusterState,
+) -> Result<LoadSnapshot, SimulateError> {
+    snapshot.nodes.retain_mut(|node| {
+        let Some(facts) = cluster.inventory.nodes.get(&node.name) else {
+            return false;
+        };
+        node.labels = facts.labels.clone();
+        node.taints = facts.taints.clone();
+        node.unschedulable = facts.unschedulable;
+        node.ready = facts.ready;
+        if let Some(cores) = facts.allocatable_cpu_cores {
+            node.cpu_capacity_cores = Some(cores);
+        }
+        if facts.allocatable != Default::default() {
+            node.allocatable = facts.allocatable.to_list();
+        }
+        node.requested = cluster
+            .occupancy
+            .node(&node.name)
+            .map(|bound| bound.requested.to_list())
+            .unwrap_or_default();
+        true
+    });
+    if snapshot.nodes.is_empty() {
+        return Err(SimulateError::NoReadingsForCluster(
+            cluster.inventory.nodes.len(),
+        ));
+    }
+    Ok(snapshot)
 }
 
 /// `50MB/s`, `400Mi/s`, `1.25e9` as bytes per second.

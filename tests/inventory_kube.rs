@@ -549,3 +549,109 @@ async fn connect_stops_on_shutdown() {
     .expect("returned on shutdown");
     assert!(result.is_none());
 }
+
+#[tokio::test]
+async fn simulate_reads_nodes_and_bound_requests_from_the_apiserver() {
+    use placement_webhook::config::Config;
+    use placement_webhook::inventory::listing::list_cluster;
+    use placement_webhook::simulate_cmd::{self, SimulateError};
+    use placement_webhook::snapshot::{LoadSnapshot, NodeLoad};
+
+    let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let mut handle = Box::pin(handle);
+    let listing = tokio::spawn(list_cluster(Client::new(service, "default")));
+    timeout(WHOLE_TEST, async {
+        // Nodes in two pages: the continue token is passed on.
+        let nodes = fixture("nodes-list.json");
+        let items = nodes["items"].as_array().unwrap();
+        let mut first = nodes.clone();
+        first["items"] = json!(items[..2]);
+        first["metadata"]["continue"] = json!("page-2");
+        let mut second = nodes.clone();
+        second["items"] = json!(items[2..]);
+        let (_, uri, send) = next_request(&mut handle).await;
+        assert!(
+            uri.starts_with("/api/v1/nodes?") && uri.contains("limit=500"),
+            "{uri}"
+        );
+        send.send_response(json_response(StatusCode::OK, &first));
+        let (_, uri, send) = next_request(&mut handle).await;
+        assert!(uri.contains("continue=page-2"), "{uri}");
+        send.send_response(json_response(StatusCode::OK, &second));
+        let (_, uri, send) = next_request(&mut handle).await;
+        assert!(uri.starts_with("/api/v1/pods?"), "{uri}");
+        assert!(
+            uri.contains("fieldSelector=status.phase!=Succeeded,status.phase!=Failed"),
+            "{uri}"
+        );
+        send.send_response(json_response(StatusCode::OK, &fixture("pods-list.json")));
+    })
+    .await
+    .expect("test took too long");
+    let cluster = listing.await.unwrap().expect("listed");
+    assert_eq!(cluster.inventory.nodes.len(), 6);
+    // Running pods on worker-4 and worker-5; the pending and the failed pod hold nothing.
+    assert_eq!(cluster.occupancy.pods(), 2);
+
+    // The snapshot knows a node the cluster does not (left out) and gives worker-4 facts the
+    // cluster contradicts (the cluster's win).
+    let mut snapshot = LoadSnapshot::default();
+    for (name, cpu) in [
+        ("worker-1", 0.2),
+        ("worker-4", 0.1),
+        ("worker-5", 0.9),
+        ("gone", 0.0),
+    ] {
+        let mut node = NodeLoad::new(name, cpu);
+        node.allocatable = [("cpu".to_string(), "64".to_string())].into();
+        snapshot.nodes.push(node);
+    }
+    let joined = simulate_cmd::with_cluster(snapshot.clone(), &cluster).expect("joined");
+    let names: Vec<&str> = joined.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["worker-1", "worker-4", "worker-5"]);
+    let worker4 = &joined.nodes[1];
+    assert_eq!(worker4.allocatable["cpu"], "15890m");
+    assert_eq!(worker4.cpu_capacity_cores, Some(15.89));
+    assert_eq!(worker4.requested["cpu"], "2000m");
+    assert_eq!(worker4.requested["memory"], (4_i64 << 30).to_string());
+    assert_eq!(worker4.requested["pods"], "1");
+    assert!(joined.nodes[0].requested.is_empty());
+
+    // The burst is simulated on the cluster's allocatable: worker-1 (3.5 cores) takes one
+    // 2-core TaskManager at most, worker-4 (15.89, 2 bound) six, worker-5 (3.92, 2 bound) none.
+    let request = simulate_cmd::Request {
+        pods: 20,
+        cpu_cores: 2.0,
+        memory: "1Gi".into(),
+        network_bytes_per_second: 0.0,
+        pod: None,
+        replicas: 1,
+        bind_lag: Duration::from_millis(10),
+        seed: 1,
+    };
+    let report = simulate_cmd::simulate(joined, &Config::default(), &request).expect("report");
+    for method in &report.methods {
+        assert_eq!(
+            method.figures.pending,
+            20 - 1 - 6,
+            "{}",
+            method.figures.method
+        );
+        for node in &method.hottest_nodes {
+            let most = match node.node.as_str() {
+                "worker-1" => 1,
+                "worker-4" => 6,
+                _ => 0,
+            };
+            assert!(node.pods <= most, "{}: {node:?}", method.figures.method);
+        }
+    }
+
+    // No snapshot node in the cluster: a clear error, not an empty simulation.
+    snapshot.nodes.retain(|n| n.name == "gone");
+    let err = simulate_cmd::with_cluster(snapshot, &cluster).unwrap_err();
+    assert!(
+        matches!(err, SimulateError::NoReadingsForCluster(6)),
+        "{err}"
+    );
+}

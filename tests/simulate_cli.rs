@@ -13,7 +13,10 @@ use serde_json::Value;
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_placement-webhook"));
-    c.env("RUST_LOG", "off");
+    // Hermetic: never the developer's cluster, whatever kubeconfig they have.
+    c.env("RUST_LOG", "off")
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .env_remove("KUBERNETES_SERVICE_HOST");
     c
 }
 

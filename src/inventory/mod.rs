@@ -3,5 +3,6 @@
 pub use crate::facts::{Inventory, NodeFacts};
 
 pub mod client;
+pub mod listing;
 pub mod nodes;
 pub mod pods;

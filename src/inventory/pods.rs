@@ -53,7 +53,7 @@ pub enum PodEffect {
 
 /// The node whose requests the pod occupies in the scheduler's cache: bound, not finished,
 /// not deleted.
-fn occupied_node(pod: &Pod, deleted: bool) -> Option<&str> {
+pub(crate) fn occupied_node(pod: &Pod, deleted: bool) -> Option<&str> {
     if deleted || is_finished(pod) {
         return None;
     }
@@ -71,7 +71,7 @@ fn is_finished(pod: &Pod) -> bool {
 }
 
 /// The key the occupancy counts a pod under: its uid, else namespace/name.
-fn pod_uid(pod: &Pod) -> String {
+pub(crate) fn pod_uid(pod: &Pod) -> String {
     match pod.metadata.uid.as_deref() {
         Some(uid) if !uid.is_empty() => uid.to_string(),
         _ => format!(

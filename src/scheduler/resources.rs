@@ -112,6 +112,21 @@ impl Resources {
         out
     }
 
+    /// The non-zero amounts as a resource list of quantity texts (`{"cpu": "3500m",
+    /// "memory": "4294967296"}`): what [`Resources::from_list`] reads back.
+    pub fn to_list(&self) -> BTreeMap<String, String> {
+        self.iter()
+            .map(|(name, v)| {
+                let text = if name == CPU {
+                    format!("{v}m")
+                } else {
+                    v.to_string()
+                };
+                (name.to_string(), text)
+            })
+            .collect()
+    }
+
     /// Like [`Resources::from_list`] from `(name, quantity text)` pairs.
     pub fn parse(pairs: &[(&str, &str)]) -> Option<Self> {
         let mut out = Resources::default();
