@@ -51,6 +51,7 @@ fn cluster(n: usize) -> LoadSnapshot {
         .collect();
     LoadSnapshot {
         taken_at: None,
+        pods: Vec::new(),
         nodes,
     }
 }
@@ -64,6 +65,7 @@ fn demand<'a>(pod: &'a Pod, config: &Config) -> PodDemand<'a> {
             cpu_cores: 2.0,
             network_bytes_per_second: 0.0,
         },
+        source: Default::default(),
     }
 }
 

@@ -97,6 +97,7 @@ fn main() {
     drop(arcs);
     let snapshot = LoadSnapshot {
         taken_at: Some(SystemTime::now()),
+        pods: Vec::new(),
         nodes: (0..nodes)
             .map(|i| NodeLoad::new(format!("worker-{i:05}"), (i % 90) as f64 / 100.0))
             .collect(),

@@ -81,6 +81,7 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
             background.push(spawn_refresher(
                 source,
                 store.clone(),
+                ledger.clone(),
                 metrics.clone(),
                 config.max_staleness,
                 wait_for(stopped.clone()),

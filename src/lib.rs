@@ -8,6 +8,7 @@ pub mod config;
 pub mod facts;
 pub mod inflight;
 pub mod inventory;
+pub mod jobs;
 pub mod metrics_source;
 pub mod patch;
 pub mod placement;

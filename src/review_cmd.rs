@@ -83,14 +83,31 @@ pub async fn load_snapshot_with(
 /// The node table: every node, why it was or was not chosen, and the predicted landing.
 fn node_table(admission: &Admission, body: &[u8]) -> String {
     let mut out = String::new();
-    let pod = admission::parse(body)
-        .ok()
-        .and_then(|r| r.object)
-        .and_then(|o| Pod::deserialize(&o).ok());
+    let pod = admission::parse(body).ok().and_then(|request| {
+        let mut pod = Pod::deserialize(request.object.as_ref()?).ok()?;
+        // As the server reads it: the request's namespace when the object names none.
+        if pod.metadata.namespace.as_deref().is_none_or(str::is_empty) {
+            pod.metadata.namespace = request.namespace;
+        }
+        Some(pod)
+    });
     match (pod, admission.store().current()) {
         (Some(pod), Some(view)) => {
             let decision = admission.dry_decide(&pod, &view);
-            let demand = admission.demand(&pod);
+            let demand = admission.demand(&pod, Some(&view));
+            let _ = writeln!(
+                out,
+                "charged load: {:.3} cores, {:.0} B/s network, from {}\n",
+                demand.load.cpu_cores,
+                demand.load.network_bytes_per_second,
+                match demand.source {
+                    placement::LoadSource::Request => "its request".to_string(),
+                    placement::LoadSource::Siblings(n) => format!(
+                        "{n} running pods of its job ({} percentile)",
+                        admission.config().inflight.estimate.percentile
+                    ),
+                }
+            );
             let placement = &admission.config().placement;
             let rows = placement::assess_all(&demand, &view, None, placement, &decision);
             let _ = writeln!(

@@ -70,13 +70,43 @@ impl NodeLoad {
 
 pub use crate::scheduler::Taint;
 
-/// Every node's load at `taken_at`.
+/// One running pod's measured load: the estimate for new pods of the same job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PodReading {
+    pub namespace: String,
+    pub pod: String,
+    /// CPU cores in use.
+    pub cpu_cores: f64,
+    /// Receive + transmit bytes per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_bytes_per_second: Option<f64>,
+    /// The labels that name its job (`app`, `component`); see `jobs::JobKey`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Uid of its controller owner, for pods without Flink's labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// How long it had been running when the readings were taken; a rate over a window longer
+    /// than that under-reads. Unknown: taken as settled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_secs: Option<f64>,
+}
+
+impl PodReading {
+    pub fn job(&self) -> Option<crate::jobs::JobKey> {
+        crate::jobs::JobKey::of(&self.namespace, &self.labels, self.owner.as_deref())
+    }
+}
+
+/// Every node's load at `taken_at`, and the load of running pods whose job is known.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LoadSnapshot {
     /// When the readings were taken. A file without it is treated as fresh.
     #[serde(default, with = "rfc3339_opt", skip_serializing_if = "Option::is_none")]
     pub taken_at: Option<SystemTime>,
     pub nodes: Vec<NodeLoad>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pods: Vec<PodReading>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -89,7 +119,7 @@ pub enum SnapshotError {
     },
     #[error("snapshot is not valid JSON of the documented format: {0}")]
     Parse(#[from] serde_json::Error),
-    #[error("snapshot node {node:?}: {problem}")]
+    #[error("snapshot node or pod {node:?}: {problem}")]
     Invalid { node: String, problem: &'static str },
 }
 
@@ -151,6 +181,22 @@ impl LoadSnapshot {
                 return Err(invalid(
                     "requested holds an unreadable or negative quantity",
                 ));
+            }
+        }
+        for pod in &self.pods {
+            let invalid = |problem| SnapshotError::Invalid {
+                node: format!("{}/{}", pod.namespace, pod.pod),
+                problem,
+            };
+            let non_negative = |v: Option<f64>| v.is_none_or(|v| v.is_finite() && v >= 0.0);
+            if pod.pod.is_empty() || pod.namespace.is_empty() {
+                return Err(invalid("a pod reading needs namespace and pod"));
+            }
+            if !non_negative(Some(pod.cpu_cores))
+                || !non_negative(pod.network_bytes_per_second)
+                || !non_negative(pod.running_secs)
+            {
+                return Err(invalid("pod readings must be finite and >= 0"));
             }
         }
         Ok(())

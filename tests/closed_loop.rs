@@ -55,6 +55,7 @@ fn snapshot(specs: &[Spec]) -> LoadSnapshot {
         .unwrap_or(1);
     LoadSnapshot {
         taken_at: None,
+        pods: Vec::new(),
         nodes: specs
             .iter()
             .enumerate()

@@ -46,6 +46,7 @@ fn demand_with_network<'a>(p: &'a Pod, rules: &[PinningRule], bytes: f64) -> Pod
             cpu_cores: 2.0,
             network_bytes_per_second: bytes,
         },
+        source: Default::default(),
     }
 }
 
@@ -75,6 +76,7 @@ fn coolest_eligible_nodes_fill_the_tiers_in_order() {
     let cpus = [0.5, 0.1, 0.3, 0.2, 0.6, 0.4, 0.7, 0.05, 0.35, 0.45, 0.25];
     let snapshot = LoadSnapshot {
         taken_at: None,
+        pods: Vec::new(),
         nodes: cpus
             .iter()
             .enumerate()
@@ -126,6 +128,7 @@ fn ineligible_and_hot_nodes_are_never_preferred() {
     let ok = node("ok", 0.5);
     let snapshot = LoadSnapshot {
         taken_at: None,
+        pods: Vec::new(),
         nodes: vec![
             cordoned,
             not_ready,
@@ -167,6 +170,7 @@ fn tolerated_taints_keep_nodes_eligible() {
     });
     let snapshot = LoadSnapshot {
         taken_at: None,
+        pods: Vec::new(),
         nodes: vec![tainted, node("plain", 0.5)],
     };
     let policy = PlacementConfig::default();
@@ -185,6 +189,7 @@ fn pinning_rule_filters_and_is_returned() {
     green.labels.insert("pool".into(), "green".into());
     let snapshot = LoadSnapshot {
         taken_at: None,
+        pods: Vec::new(),
         nodes: vec![blue, green],
     };
     let rules = [PinningRule {
@@ -211,6 +216,7 @@ fn pinning_rule_filters_and_is_returned() {
 fn inflight_load_moves_the_next_pod_elsewhere() {
     let snapshot = LoadSnapshot {
         taken_at: None,
+        pods: Vec::new(),
         nodes: vec![node("a", 0.10), node("b", 0.12), node("c", 0.30)],
     };
     // No tie band: "a" and "b" are within half a pod of each other.
@@ -267,6 +273,7 @@ fn nodes_full_by_requests_are_never_preferred() {
     // The coolest node by real CPU has 1 core of requests left: the scheduler must skip it.
     let snapshot = LoadSnapshot {
         taken_at: None,
+        pods: Vec::new(),
         nodes: vec![
             sized("idle-but-full", 0.05, 16, 15),
             sized("busier", 0.40, 16, 4),
@@ -285,6 +292,7 @@ fn requests_of_steered_pods_fill_a_node_before_they_are_bound() {
     // Room for 3 TaskManagers of 2 cores on the cool node.
     let snapshot = LoadSnapshot {
         taken_at: None,
+        pods: Vec::new(),
         nodes: vec![sized("cool", 0.05, 16, 10), sized("warm", 0.50, 16, 0)],
     };
     let policy = PlacementConfig::default();
@@ -320,6 +328,7 @@ fn a_network_heavy_pod_avoids_busy_nics_a_cpu_only_pod_does_not() {
     busy_cpu.network_capacity_bytes_per_second = Some(nic);
     let snapshot = LoadSnapshot {
         taken_at: None,
+        pods: Vec::new(),
         nodes: vec![busy_nic, busy_cpu],
     };
     let policy = PlacementConfig::default();
@@ -340,6 +349,7 @@ fn tier_one_grows_with_the_scheduler_sample() {
     for (count, min_first) in [(50, 1), (500, 11), (5000, 59)] {
         let snapshot = LoadSnapshot {
             taken_at: None,
+            pods: Vec::new(),
             nodes: (0..count)
                 .map(|i| node(&format!("n{i:05}"), 0.1 + (i % 97) as f64 * 0.005))
                 .collect(),
@@ -365,6 +375,7 @@ fn replicas_take_near_ties_in_their_own_order() {
     nodes.push(node("warm", 0.5));
     let snapshot = LoadSnapshot {
         taken_at: None,
+        pods: Vec::new(),
         nodes,
     };
     let policy = PlacementConfig::default();
@@ -412,7 +423,7 @@ proptest! {
             if *other_pool { n.labels.insert("node-pool".into(), "general".into()); }
             n
         }).collect();
-        let snapshot = LoadSnapshot { taken_at: None, nodes };
+        let snapshot = LoadSnapshot { taken_at: None, nodes, pods: Vec::new() };
         // No tie band: the strict order is checked.
         let policy = PlacementConfig { tie_band: 0.0, ..PlacementConfig::default() };
         let view = ClusterView::build(&snapshot, None, &policy);

@@ -160,6 +160,7 @@ fn snapshot(nodes: &[GenNode]) -> LoadSnapshot {
         .collect();
     LoadSnapshot {
         taken_at: None,
+        pods: Vec::new(),
         nodes,
     }
 }
@@ -365,6 +366,7 @@ fn run(nodes: Vec<GenNode>, policy: PlacementConfig, inflight: &[(usize, f64, f6
             cpu_cores: POD_CORES,
             network_bytes_per_second: 0.0,
         },
+        source: Default::default(),
     };
     let scheduler = SchedulerConfig::default();
     let decision = decide(&demand, &view, Some(&ledger), &policy, &scheduler, 7);

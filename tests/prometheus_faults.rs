@@ -162,8 +162,8 @@ async fn healthy_answers_build_a_snapshot_with_every_reading() {
     assert_eq!(n2.memory, Some(0.6));
     assert_eq!(n2.cpu_capacity_cores, Some(8.0));
     assert_eq!(report.incomplete_nodes, Vec::<String>::new());
-    assert_eq!(refresh.queries_sent, 6);
-    assert_eq!(fake.seen.lock().expect("seen").queries, 6);
+    assert_eq!(refresh.queries_sent, 8);
+    assert_eq!(fake.seen.lock().expect("seen").queries, 8);
 }
 
 #[tokio::test]
@@ -189,7 +189,7 @@ async fn every_fault_is_a_clear_refresh_error() {
         }
         assert_eq!(
             refresh.failures.len(),
-            6,
+            8,
             "{behaviour:?}: every query failed"
         );
         // Queries run at once: a slow Prometheus costs one timeout, not one per query.
@@ -234,9 +234,9 @@ async fn credentials_are_sent_and_re_read_each_refresh() {
     std::fs::write(&token, "second-token").expect("rotate");
     source.refresh(None).await.outcome.expect("refresh");
     let seen = std::mem::take(&mut fake.seen.lock().expect("seen").authorization);
-    assert_eq!(seen.len(), 12);
-    assert!(seen[..6].iter().all(|a| a == "Bearer first-token"));
-    assert!(seen[6..].iter().all(|a| a == "Bearer second-token"));
+    assert_eq!(seen.len(), 16);
+    assert!(seen[..8].iter().all(|a| a == "Bearer first-token"));
+    assert!(seen[8..].iter().all(|a| a == "Bearer second-token"));
 
     let password = dir.path().join("password");
     std::fs::write(&password, "s3cret").expect("password");

@@ -132,16 +132,16 @@ async fn readings_match_the_exporter_under_each_node_mapping() {
     let inventory = inventory_of(&fleet);
 
     for (label, mapping, inventory, queries) in [
-        ("uname", NodeMapping::Uname, None, 6),
+        ("uname", NodeMapping::Uname, None, 8),
         (
             "label node",
             NodeMapping::Label {
                 name: "node".into(),
             },
             None,
-            5,
+            7,
         ),
-        ("internal_ip", NodeMapping::InternalIp, Some(&inventory), 5),
+        ("internal_ip", NodeMapping::InternalIp, Some(&inventory), 7),
     ] {
         let source = PrometheusSource::new(source_config(&prom.url(), mapping)).expect("source");
         assert_eq!(source.plan().queries().len(), queries, "{label}");
@@ -402,4 +402,133 @@ async fn faults_keep_the_last_snapshot_then_fail_open_and_recover() {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     running.stop().await;
+}
+
+/// A pod as the pod watch sees it: running since `started_secs` ago.
+fn running_pod(name: &str, app: &str, started_secs: u64) -> k8s_openapi::api::core::v1::Pod {
+    let started = k8s_openapi::jiff::Timestamp::try_from(
+        std::time::SystemTime::now() - Duration::from_secs(started_secs),
+    )
+    .expect("timestamp");
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"namespace": "flink", "name": name,
+                     "labels": {"app": app, "component": "taskmanager"}},
+        "status": {"phase": "Running", "containerStatuses": [{
+            "name": "flink-main-container", "image": "flink", "imageID": "", "ready": true,
+            "restartCount": 0, "state": {"running": {"startedAt": started.to_string()}}}]}
+    }))
+    .expect("pod")
+}
+
+/// A new TaskManager of `app` requesting 2 cores, limited to 4.
+fn new_taskmanager(app: &str) -> k8s_openapi::api::core::v1::Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"namespace": "flink", "name": format!("{app}-tm-new"),
+                     "labels": {"app": app, "component": "taskmanager"}},
+        "spec": {"containers": [{"name": "flink-main-container", "image": "flink",
+            "resources": {"requests": {"cpu": "2", "memory": "4Gi"},
+                          "limits": {"cpu": "4", "memory": "4Gi"}}}]}
+    }))
+    .expect("pod")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_taskmanagers_are_estimated_from_their_running_siblings() {
+    use placement_webhook::admission::Admission;
+    use placement_webhook::inflight::ledger::Ledger;
+    use placement_webhook::placement::LoadSource;
+    use placement_webhook::view::ViewStore;
+    use std::sync::{Arc, Mutex};
+    use support::exporter::FakePod;
+
+    let Some(binary) = prometheus::binary() else {
+        return;
+    };
+    let hour = 3600;
+    // (pod, job, cores used, network bytes/s, running for seconds, NaN samples)
+    let running: &[(&str, &str, f64, f64, u64, bool)] = &[
+        // Over-provisioned: a third of its 2-core request.
+        ("lazy-1", "lazy", 0.6, 1e6, hour, false),
+        ("lazy-2", "lazy", 0.6, 1e6, hour, false),
+        ("lazy-3", "lazy", 0.7, 1e6, hour, false),
+        // CPU-bound: past its request, held at the 4-core limit.
+        ("busy-1", "busy", 4.5, 1e6, hour, false),
+        ("busy-2", "busy", 4.5, 1e6, hour, false),
+        // Network-heavy.
+        ("chatty-1", "chatty", 0.5, 1e8, hour, false),
+        ("chatty-2", "chatty", 0.5, 1e8, hour, false),
+        ("chatty-3", "chatty", 0.5, 1.2e8, hour, false),
+        // One readable sibling only: the other's samples are NaN.
+        ("flaky-1", "flaky", 1.0, 1e6, hour, true),
+        ("flaky-2", "flaky", 1.0, 1e6, hour, false),
+        // Just started: their rates read low.
+        ("fresh-1", "fresh", 1.0, 1e6, 10, false),
+        ("fresh-2", "fresh", 1.0, 1e6, 10, false),
+    ];
+    let pods = running
+        .iter()
+        .map(|&(name, _, cpu, net, _, nan)| {
+            let mut pod = FakePod::new("flink", name, cpu, net);
+            pod.nan = nan;
+            pod
+        })
+        .chain([FakePod::new("flink", "not-watched", 9.0, 0.0)])
+        .collect();
+    let exporter = Exporter::start_with_pods(fleet(4), pods).await;
+    let prom = Prometheus::start(binary, &[exporter.addr]).await;
+    let source = PrometheusSource::new(source_config(
+        &prom.url(),
+        NodeMapping::Label {
+            name: "node".into(),
+        },
+    ))
+    .expect("source");
+    let mut snapshot = refreshed(&source, None, 4).await;
+    assert!(
+        snapshot.pods.iter().all(|p| p.pod != "flaky-1"),
+        "NaN readings are dropped"
+    );
+
+    // What the pod watch knows: which pods run, for which job, since when.
+    let mut ledger = Ledger::new(Duration::from_secs(90));
+    for &(name, app, _, _, since, _) in running {
+        ledger
+            .running
+            .update(&running_pod(name, app, since), false, false);
+    }
+    ledger.running.label(&mut snapshot);
+    assert!(snapshot.pods.iter().all(|p| p.pod != "not-watched"));
+
+    let config = Config::default();
+    let store = Arc::new(ViewStore::new(config.placement.clone()));
+    store.publish_snapshot(snapshot);
+    let view = store.current().expect("view");
+    let admission = Admission::new(
+        Arc::new(config),
+        store.clone(),
+        Arc::new(Mutex::new(Ledger::new(Duration::from_secs(90)))),
+    );
+    let close = |got: f64, want: f64| (got - want).abs() <= 0.05 * want;
+    for (app, cpu, net, source) in [
+        ("lazy", 0.6, 1e6, LoadSource::Siblings(3)),
+        ("busy", 4.0, 1e6, LoadSource::Siblings(2)),
+        ("chatty", 0.5, 1e8, LoadSource::Siblings(3)),
+        ("flaky", 2.0, 0.0, LoadSource::Request),
+        ("fresh", 2.0, 0.0, LoadSource::Request),
+        ("unknown", 2.0, 0.0, LoadSource::Request),
+    ] {
+        let pod = new_taskmanager(app);
+        let demand = admission.demand(&pod, Some(&view));
+        assert_eq!(demand.source, source, "{app}");
+        assert!(
+            close(demand.load.cpu_cores, cpu),
+            "{app}: cpu {} vs {cpu}",
+            demand.load.cpu_cores
+        );
+        assert!(
+            close(demand.load.network_bytes_per_second, net),
+            "{app}: network {} vs {net}",
+            demand.load.network_bytes_per_second
+        );
+    }
 }

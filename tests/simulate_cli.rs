@@ -97,6 +97,7 @@ fn embedded_cluster_json_equals_the_library_loop() {
 fn generated(nodes: usize) -> LoadSnapshot {
     LoadSnapshot {
         taken_at: None,
+        pods: Vec::new(),
         nodes: (0..nodes)
             .map(|i| {
                 let mut n = NodeLoad::new(format!("node-{i:04}"), ((i * 37) % 90) as f64 / 100.0);

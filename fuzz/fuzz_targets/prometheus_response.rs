@@ -53,6 +53,8 @@ fuzz_target!(|data: &[u8]| {
         network_capacity: optional(),
         memory: optional(),
         uname: optional(),
+        pod_cpu: optional(),
+        pod_network: optional(),
     };
     let taken_at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
     let Ok((snapshot, _report)) = build_snapshot(&readings, &mapping, Some(&ips), taken_at) else {

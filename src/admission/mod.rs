@@ -13,6 +13,7 @@ use tracing::{debug, warn};
 use crate::config::Config;
 use crate::inflight::ledger::{Ledger, PodLoad};
 use crate::inflight::note::{ANNOTATION, DecisionNote};
+use crate::jobs::JobKey;
 use crate::patch::{self, Changes};
 use crate::placement::{self, Decision, PodConstraints, PodDemand};
 use crate::scheduler::PodFacts;
@@ -102,17 +103,29 @@ impl Admission {
         }
     }
 
-    /// The pod as placement sees it: filters, requests and estimated load.
-    pub fn demand<'a>(&self, pod: &'a Pod) -> PodDemand<'a> {
-        let facts = PodFacts::of(pod);
-        let load = PodLoad {
-            cpu_cores: cores::pod_cpu_cores(pod).unwrap_or(self.config.inflight.default_cpu_cores),
-            network_bytes_per_second: self.config.inflight.network_bytes_per_second,
+    /// The pod as placement sees it: filters, requests and estimated load (from its job's
+    /// running pods in `view` when there are enough, else from its request).
+    pub fn demand<'a>(&self, pod: &'a Pod, view: Option<&ClusterView>) -> PodDemand<'a> {
+        let inflight = &self.config.inflight;
+        let request = PodLoad {
+            cpu_cores: cores::pod_cpu_cores(pod).unwrap_or(inflight.default_cpu_cores),
+            network_bytes_per_second: inflight.network_bytes_per_second,
         };
+        let siblings = view
+            .zip(JobKey::of_pod(pod, ""))
+            .and_then(|(view, job)| view.jobs.get(&job))
+            .map_or(&[][..], Vec::as_slice);
+        let estimate = placement::estimate::estimate(
+            request,
+            cores::pod_cpu_limit_cores(pod),
+            siblings,
+            &inflight.estimate,
+        );
         PodDemand {
             constraints: PodConstraints::of(pod, &self.config.placement.pinning),
-            facts,
-            load,
+            facts: PodFacts::of(pod),
+            load: estimate.load,
+            source: estimate.source,
         }
     }
 
@@ -120,7 +133,7 @@ impl Admission {
     pub fn dry_decide(&self, pod: &Pod, view: &ClusterView) -> Decision {
         let ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
         placement::decide(
-            &self.demand(pod),
+            &self.demand(pod, Some(view)),
             view,
             Some(&ledger),
             &self.config.placement,
@@ -180,7 +193,12 @@ impl Admission {
         let Some(object) = request.object.as_ref().filter(|o| !o.is_null()) else {
             return Ok(None);
         };
-        let pod = Pod::deserialize(object).map_err(|e| FailOpen::UnreadablePod(e.to_string()))?;
+        let mut pod =
+            Pod::deserialize(object).map_err(|e| FailOpen::UnreadablePod(e.to_string()))?;
+        // A CREATE may name the namespace in the request only; the job key needs it.
+        if pod.metadata.namespace.as_deref().is_none_or(str::is_empty) {
+            pod.metadata.namespace = request.namespace.clone();
+        }
         if !self.is_target(&pod) {
             debug!(uid = %request.uid, "not a target");
             return Ok(None);
@@ -195,7 +213,7 @@ impl Admission {
         }
 
         let dry_run = request.dry_run.unwrap_or(false);
-        let demand = self.demand(&pod);
+        let demand = self.demand(&pod, Some(view));
         let id = ledger_id(&request.uid);
         let decision = self.decide_and_charge(&demand, view, &id, !dry_run);
 
@@ -204,6 +222,7 @@ impl Admission {
             id,
             mode: mode.as_str().into(),
             load: demand.load,
+            estimate: demand.source.to_string(),
             nodes: decision.landing.clone(),
             avoided: decision.avoid.len(),
             snapshot_age_secs: age.as_secs(),

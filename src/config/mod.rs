@@ -282,6 +282,8 @@ pub struct InflightConfig {
     pub network_bytes_per_second: f64,
     /// CPU assumed for a pod that declares no request or limit.
     pub default_cpu_cores: f64,
+    /// Estimating a new pod's load from the running pods of its job.
+    pub estimate: EstimateConfig,
 }
 
 impl Default for InflightConfig {
@@ -290,6 +292,35 @@ impl Default for InflightConfig {
             ttl: Duration::from_secs(90),
             network_bytes_per_second: 0.0,
             default_cpu_cores: 1.0,
+            estimate: EstimateConfig::default(),
+        }
+    }
+}
+
+/// A new TaskManager is charged what its job's running TaskManagers use, when enough of them
+/// have been measured long enough; else its request (and `network_bytes_per_second`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EstimateConfig {
+    /// Siblings with readings needed to use them; fewer: the request.
+    pub min_siblings: usize,
+    /// Which percentile of the siblings' readings (0.5: the median; higher is more cautious).
+    pub percentile: f64,
+    /// The CPU estimate never goes below this many cores (idle siblings do not make a pod free).
+    pub min_cpu_cores: f64,
+    /// A sibling counts once it has run this long: a rate over a window longer than its life
+    /// reads low. At least the Prometheus rate window.
+    #[serde(with = "humantime_serde")]
+    pub min_running: Duration,
+}
+
+impl Default for EstimateConfig {
+    fn default() -> Self {
+        EstimateConfig {
+            min_siblings: 2,
+            percentile: 0.5,
+            min_cpu_cores: 0.1,
+            min_running: Duration::from_secs(180),
         }
     }
 }
@@ -430,6 +461,16 @@ impl Config {
         }
         if !(i.default_cpu_cores.is_finite() && i.default_cpu_cores >= 0.0) {
             problems.push("inflight.default_cpu_cores must be >= 0".into());
+        }
+        let e = &i.estimate;
+        if e.min_siblings == 0 {
+            problems.push("inflight.estimate.min_siblings must be >= 1".into());
+        }
+        if !(0.0..=1.0).contains(&e.percentile) {
+            problems.push("inflight.estimate.percentile must be in 0..1".into());
+        }
+        if !(e.min_cpu_cores.is_finite() && e.min_cpu_cores >= 0.0) {
+            problems.push("inflight.estimate.min_cpu_cores must be >= 0".into());
         }
         if self.limits.max_concurrent_reviews == 0 {
             problems.push("limits.max_concurrent_reviews must be >= 1".into());

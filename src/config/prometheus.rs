@@ -74,6 +74,12 @@ pub struct QueryTemplates {
     pub memory: Option<String>,
     /// `instance` → `nodename`, used by the `uname` node mapping only.
     pub uname: String,
+    /// CPU cores used by each running TaskManager, labelled `namespace` and `pod` (cAdvisor
+    /// series, as kube-prometheus-stack scrapes them): new pods of a job are estimated from
+    /// their running siblings.
+    pub pod_cpu: Option<String>,
+    /// Receive + transmit bytes per second of each pod, labelled `namespace` and `pod`.
+    pub pod_network: Option<String>,
 }
 
 impl Default for QueryTemplates {
@@ -95,6 +101,14 @@ impl Default for QueryTemplates {
                 "1 - sum by ({by}) (node_memory_MemAvailable_bytes) / sum by ({by}) (node_memory_MemTotal_bytes)".into(),
             ),
             uname: "max by (instance, nodename) (node_uname_info)".into(),
+            pod_cpu: Some(
+                r#"sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{container="flink-main-container"}[{window}]))"#.into(),
+            ),
+            // The pod's own network namespace: its interfaces are eth0 and lo.
+            pod_network: Some(concat!(
+                r#"sum by (namespace, pod) (rate(container_network_receive_bytes_total{interface!~"{exclude_devices}"}[{window}]))"#,
+                r#" + sum by (namespace, pod) (rate(container_network_transmit_bytes_total{interface!~"{exclude_devices}"}[{window}]))"#
+            ).into()),
         }
     }
 }

@@ -12,6 +12,7 @@ use foldhash::{HashMap, HashMapExt};
 use std::time::{Duration, Instant};
 
 use super::occupancy::Occupancy;
+use super::running::RunningPods;
 use crate::scheduler::PodRequests;
 
 /// Estimated load one pod adds to a node.
@@ -102,6 +103,8 @@ pub struct Ledger {
     per_node: HashMap<String, NodeExtra>,
     /// Requests of every bound pod, from the pod watch.
     pub occupancy: Occupancy,
+    /// Running TaskManagers by job, from the pod watch.
+    pub running: RunningPods,
 }
 
 impl Ledger {
@@ -111,6 +114,7 @@ impl Ledger {
             entries: HashMap::new(),
             per_node: HashMap::new(),
             occupancy: Occupancy::default(),
+            running: RunningPods::default(),
         }
     }
 

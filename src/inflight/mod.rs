@@ -6,3 +6,4 @@
 pub mod ledger;
 pub mod note;
 pub mod occupancy;
+pub mod running;

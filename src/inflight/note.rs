@@ -1,8 +1,10 @@
 //! The decision annotation: one line saying what was decided, read back by every replica.
 //!
-//! `id=3f2a9c01b7de mode=affinity cpu=2 net=0 nodes=node-07:0.12,node-03:0.15 avoid=3 age=4s`
-//! `nodes` are the first-tier nodes with their heat; they and `cpu`/`net` let any replica that
-//! watches pods rebuild the in-flight ledger entry of a pod another replica steered.
+//! `id=3f2a9c01b7de mode=affinity cpu=2 net=0 est=request nodes=node-07:0.62,node-03:0.38 avoid=3 age=4s`
+//! `nodes` are where the pod is predicted to land, with probabilities; they and `cpu`/`net`
+//! (the charged load; `est` says whether it is the request or `siblings:N`, the measured load
+//! of N running pods of its job) let any replica that watches pods rebuild the in-flight
+//! ledger entry of a pod another replica steered.
 
 use std::fmt;
 
@@ -16,6 +18,8 @@ pub struct DecisionNote {
     pub id: String,
     pub mode: String,
     pub load: PodLoad,
+    /// Where `load` came from: `request`, or `siblings:N` running pods of the same job.
+    pub estimate: String,
     /// First-tier nodes and their heat.
     pub nodes: Vec<(String, f64)>,
     /// Hot nodes named in the avoid term.
@@ -27,11 +31,12 @@ impl fmt::Display for DecisionNote {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "id={} mode={} cpu={} net={} nodes=",
+            "id={} mode={} cpu={} net={} est={} nodes=",
             self.id,
             self.mode,
             trim_float(self.load.cpu_cores),
-            trim_float(self.load.network_bytes_per_second)
+            trim_float(self.load.network_bytes_per_second),
+            self.estimate
         )?;
         for (i, (node, heat)) in self.nodes.iter().enumerate() {
             if i > 0 {
@@ -55,6 +60,7 @@ impl DecisionNote {
             id: String::new(),
             mode: String::new(),
             load: PodLoad::default(),
+            estimate: String::new(),
             nodes: Vec::new(),
             avoided: 0,
             snapshot_age_secs: 0,
@@ -66,6 +72,7 @@ impl DecisionNote {
                 "mode" => note.mode = value.to_string(),
                 "cpu" => note.load.cpu_cores = finite(value)?,
                 "net" => note.load.network_bytes_per_second = finite(value)?,
+                "est" => note.estimate = value.to_string(),
                 "nodes" => {
                     note.nodes = value
                         .split(',')
@@ -102,6 +109,7 @@ mod tests {
                 cpu_cores: 2.5,
                 network_bytes_per_second: 0.0,
             },
+            estimate: "siblings:4".into(),
             nodes: vec![("node-07".into(), 0.12), ("node-03".into(), 0.15)],
             avoided: 3,
             snapshot_age_secs: 4,
@@ -109,7 +117,7 @@ mod tests {
         let text = note.to_string();
         assert_eq!(
             text,
-            "id=3f2a9c01b7de mode=affinity cpu=2.5 net=0 nodes=node-07:0.12,node-03:0.15 avoid=3 age=4s"
+            "id=3f2a9c01b7de mode=affinity cpu=2.5 net=0 est=siblings:4 nodes=node-07:0.12,node-03:0.15 avoid=3 age=4s"
         );
         assert!(!text.contains('\n'));
         assert_eq!(DecisionNote::parse(&text), Some(note));

@@ -97,13 +97,14 @@ pub fn apply_pod_event(
     let node = occupied_node(pod, deleted);
     let requests = PodRequests::of(pod);
     ledger.occupancy.set(&pod_uid(pod), node, &requests);
-    let Some(note) = pod
+    let note = pod
         .metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(ANNOTATION))
-        .and_then(|text| DecisionNote::parse(text))
-    else {
+        .and_then(|text| DecisionNote::parse(text));
+    ledger.running.update(pod, deleted, note.is_some());
+    let Some(note) = note else {
         return PodEffect::Ignored;
     };
     if deleted || is_finished(pod) {

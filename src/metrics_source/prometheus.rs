@@ -7,7 +7,7 @@
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine;
@@ -18,6 +18,7 @@ use tracing::{Instrument, info, info_span, warn};
 use super::readings::{self, BuildError, BuildReport, Readings, ResponseError, Series};
 use crate::config::prometheus::{Auth, NodeMapping, PrometheusConfig};
 use crate::facts::Inventory;
+use crate::inflight::ledger::Ledger;
 use crate::snapshot::LoadSnapshot;
 use crate::telemetry::{Metrics, QueryLabels};
 use crate::view::ViewStore;
@@ -34,6 +35,8 @@ pub struct QueryPlan {
     pub network_capacity: Option<String>,
     pub memory: Option<String>,
     pub uname: Option<String>,
+    pub pod_cpu: Option<String>,
+    pub pod_network: Option<String>,
 }
 
 impl QueryPlan {
@@ -58,6 +61,9 @@ impl QueryPlan {
             network_capacity: q.network_capacity.as_deref().map(render),
             memory: q.memory.as_deref().map(render),
             uname: matches!(config.node_mapping, NodeMapping::Uname).then(|| render(&q.uname)),
+            pod_cpu: q.pod_cpu.as_deref().map(render),
+            // Without CPU readings there is no estimate to add network to.
+            pod_network: q.pod_cpu.as_ref().and(q.pod_network.as_deref()).map(render),
         }
     }
 
@@ -72,6 +78,8 @@ impl QueryPlan {
             ("network_capacity", &self.network_capacity),
             ("memory", &self.memory),
             ("uname", &self.uname),
+            ("pod_cpu", &self.pod_cpu),
+            ("pod_network", &self.pod_network),
         ] {
             if let Some(q) = q {
                 out.push((name, q.as_str()));
@@ -213,6 +221,8 @@ impl PrometheusSource {
                 "cpu_cores" => readings.cpu_cores = Some(series),
                 "network_capacity" => readings.network_capacity = Some(series),
                 "memory" => readings.memory = Some(series),
+                "pod_cpu" => readings.pod_cpu = Some(series),
+                "pod_network" => readings.pod_network = Some(series),
                 _ => readings.uname = Some(series),
             }
         }
@@ -354,6 +364,7 @@ impl Health {
 pub fn spawn_refresher(
     source: Arc<PrometheusSource>,
     store: Arc<ViewStore>,
+    ledger: Arc<Mutex<Ledger>>,
     metrics: Arc<Metrics>,
     max_staleness: Duration,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -388,8 +399,13 @@ pub fn spawn_refresher(
                     duration,
                 } = refresh;
                 let published = match outcome {
-                    Ok((snapshot, report)) => {
+                    Ok((mut snapshot, report)) => {
                         let counts = (snapshot.nodes.len(), report.incomplete_nodes.len());
+                        if !snapshot.pods.is_empty() {
+                            // Which job each measured pod runs for: the pod watch knows.
+                            let ledger = ledger.lock().unwrap_or_else(|e| e.into_inner());
+                            ledger.running.label(&mut snapshot);
+                        }
                         let store = store.clone();
                         off_the_workers(move || store.publish_snapshot(snapshot))
                             .await
@@ -468,7 +484,10 @@ mod tests {
             plan.network
                 .contains(r#"device!~"lo|veth.*|cali.*|flannel.*|cni.*|docker.*""#)
         );
-        assert_eq!(plan.queries().len(), 6);
+        // Whatever the number of nodes and pods: five node queries, the uname join, and the
+        // running pods' CPU and network.
+        assert_eq!(plan.queries().len(), 8);
+        assert!(plan.pod_cpu.as_deref().is_some_and(|q| q.contains("[60s]")));
 
         config.node_mapping = NodeMapping::Label {
             name: "node".into(),
@@ -478,7 +497,23 @@ mod tests {
         assert!(plan.cpu.contains("avg by (node)"));
         assert_eq!(plan.uname, None);
         let names: Vec<_> = plan.queries().iter().map(|(n, _)| *n).collect();
-        assert_eq!(names, ["cpu", "network", "cpu_cores", "network_capacity"]);
+        assert_eq!(
+            names,
+            [
+                "cpu",
+                "network",
+                "cpu_cores",
+                "network_capacity",
+                "pod_cpu",
+                "pod_network"
+            ]
+        );
+        config.queries.pod_cpu = None;
+        assert_eq!(
+            QueryPlan::new(&config).pod_network,
+            None,
+            "network alone estimates nothing"
+        );
     }
 
     #[test]
@@ -524,6 +559,6 @@ mod tests {
             Err(RefreshError::Query { query: "cpu", .. })
         ));
         assert_eq!(refresh.failures.len(), refresh.queries_sent);
-        assert_eq!(refresh.queries_sent, 6);
+        assert_eq!(refresh.queries_sent, 8);
     }
 }

@@ -9,7 +9,7 @@ use prometheus_http_query::response::Data;
 use serde::Deserialize;
 
 use crate::config::prometheus::NodeMapping;
-use crate::snapshot::{LoadSnapshot, NodeLoad};
+use crate::snapshot::{LoadSnapshot, NodeLoad, PodReading};
 
 /// One series of an instant vector: its labels and value.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,6 +79,9 @@ pub struct Readings {
     pub memory: Option<Vec<Series>>,
     /// `node_uname_info` series, for [`NodeMapping::Uname`].
     pub uname: Option<Vec<Series>>,
+    /// CPU cores and network bytes per second of running pods, by `namespace` and `pod`.
+    pub pod_cpu: Option<Vec<Series>>,
+    pub pod_network: Option<Vec<Series>>,
 }
 
 /// Why a refresh produced no snapshot.
@@ -175,8 +178,49 @@ pub fn build_snapshot(
     let snapshot = LoadSnapshot {
         taken_at: Some(taken_at),
         nodes,
+        pods: pod_readings(readings, &mut report.non_finite_values),
     };
     Ok((snapshot, report))
+}
+
+/// One reading per pod that has a finite, non-negative CPU value; its network when there is
+/// one. Jobs are not known here: the pod watch adds them (`inflight::running`).
+fn pod_readings(readings: &Readings, non_finite: &mut usize) -> Vec<PodReading> {
+    let key = |s: &Series| -> Option<(String, String)> {
+        let namespace = s.labels.get("namespace").filter(|n| !n.is_empty())?;
+        let pod = s.labels.get("pod").filter(|p| !p.is_empty())?;
+        Some((namespace.clone(), pod.clone()))
+    };
+    let mut finite = |s: &Series| {
+        let ok = s.value.is_finite() && s.value >= 0.0;
+        if !ok {
+            *non_finite += 1;
+        }
+        ok
+    };
+    let mut network: HashMap<(String, String), f64> = HashMap::new();
+    for s in readings.pod_network.iter().flatten() {
+        if let Some(k) = key(s).filter(|_| finite(s)) {
+            *network.entry(k).or_default() += s.value;
+        }
+    }
+    let mut cpu: BTreeMap<(String, String), f64> = BTreeMap::new();
+    for s in readings.pod_cpu.iter().flatten() {
+        if let Some(k) = key(s).filter(|_| finite(s)) {
+            *cpu.entry(k).or_default() += s.value;
+        }
+    }
+    cpu.into_iter()
+        .map(|((namespace, pod), cpu_cores)| PodReading {
+            network_bytes_per_second: network.get(&(namespace.clone(), pod.clone())).copied(),
+            namespace,
+            pod,
+            cpu_cores,
+            labels: BTreeMap::new(),
+            owner: None,
+            running_secs: None,
+        })
+        .collect()
 }
 
 /// Series labels → node name, for one refresh.
@@ -335,6 +379,8 @@ mod tests {
             cpu_cores: Some(by_node(&[("a", 8.0), ("c", 0.0)])),
             network_capacity: Some(by_node(&[("a", f64::INFINITY)])),
             uname: None,
+            pod_cpu: None,
+            pod_network: None,
         };
         let (snap, report) =
             build_snapshot(&readings, &label_mapping(), None, SystemTime::UNIX_EPOCH).expect("ok");
@@ -352,6 +398,45 @@ mod tests {
         assert_eq!(c.cpu_capacity_cores, None);
         assert_eq!(report.non_finite_values, 2);
         assert_eq!(report.incomplete_nodes, ["b", "d", "e"]);
+        snap.validate().expect("snapshot is valid");
+    }
+
+    fn by_pod(values: &[(&str, &str, f64)]) -> Vec<Series> {
+        values
+            .iter()
+            .map(|(namespace, pod, v)| Series {
+                labels: [("namespace", *namespace), ("pod", *pod)]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                value: *v,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pod_readings_keep_finite_cpu_and_join_network() {
+        let readings = Readings {
+            cpu: by_node(&[("a", 0.2)]),
+            network: by_node(&[("a", 100.0)]),
+            pod_cpu: Some(by_pod(&[
+                ("flink", "tm-1", 0.6),
+                ("flink", "tm-2", f64::NAN),
+                ("flink", "tm-3", 1.5),
+                ("", "tm-4", 1.0),
+            ])),
+            pod_network: Some(by_pod(&[("flink", "tm-1", 5e7), ("flink", "tm-2", 1.0)])),
+            ..Readings::default()
+        };
+        let (snap, report) =
+            build_snapshot(&readings, &label_mapping(), None, SystemTime::UNIX_EPOCH).expect("ok");
+        let pods: Vec<_> = snap
+            .pods
+            .iter()
+            .map(|p| (p.pod.as_str(), p.cpu_cores, p.network_bytes_per_second))
+            .collect();
+        assert_eq!(pods, [("tm-1", 0.6, Some(5e7)), ("tm-3", 1.5, None)]);
+        assert_eq!(report.non_finite_values, 1);
         snap.validate().expect("snapshot is valid");
     }
 

@@ -150,6 +150,8 @@ pub struct PodDemand<'a> {
     pub facts: PodFacts<'a>,
     /// Estimated real load it adds to its node.
     pub load: PodLoad,
+    /// Where `load` came from.
+    pub source: super::LoadSource,
 }
 
 /// A node's load with the in-flight pods counted on it (their expected load).

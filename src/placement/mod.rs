@@ -2,7 +2,9 @@
 
 pub mod constraints;
 pub mod decide;
+pub mod estimate;
 pub mod selector;
 
 pub use constraints::{Ineligible, PodConstraints};
 pub use decide::{Decision, PodDemand, RankedNode, TierChoice, assess_all, decide};
+pub use estimate::{Estimate, LoadSource};

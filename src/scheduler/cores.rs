@@ -71,6 +71,23 @@ pub fn pod_cpu_cores(pod: &Pod) -> Option<f64> {
     }
 }
 
+/// The most CPU the pod's containers may use: their limits summed; `None` when any container
+/// has no limit (then nothing caps it).
+pub fn pod_cpu_limit_cores(pod: &Pod) -> Option<f64> {
+    let spec = pod.spec.as_ref()?;
+    spec.containers
+        .iter()
+        .map(|c| {
+            c.resources
+                .as_ref()?
+                .limits
+                .as_ref()?
+                .get("cpu")
+                .and_then(cpu_cores)
+        })
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

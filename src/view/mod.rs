@@ -15,6 +15,7 @@ use foldhash::HashMap;
 use crate::config::PlacementConfig;
 use crate::facts::Inventory;
 use crate::inflight::occupancy::NodeRequests;
+use crate::jobs::JobKey;
 use crate::scheduler::{Resources, Taint};
 use crate::snapshot::LoadSnapshot;
 use crate::view::heat::{Load, NodeScale};
@@ -52,6 +53,31 @@ pub struct ClusterView {
     pub hot_nodes: Vec<usize>,
     /// Nodes the inventory knows that have no readings: never preferred.
     pub nodes_without_metrics: usize,
+    /// Measured load of the running pods of each job.
+    pub jobs: HashMap<JobKey, Vec<SiblingLoad>>,
+}
+
+/// One running pod of a job, as measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SiblingLoad {
+    pub cpu_cores: f64,
+    pub network_bytes_per_second: Option<f64>,
+    /// How long it had been running when measured; `None` when unknown.
+    pub running_secs: Option<f64>,
+}
+
+fn jobs_of(snapshot: &LoadSnapshot) -> HashMap<JobKey, Vec<SiblingLoad>> {
+    let mut jobs: HashMap<JobKey, Vec<SiblingLoad>> = HashMap::default();
+    for pod in &snapshot.pods {
+        if let Some(job) = pod.job() {
+            jobs.entry(job).or_default().push(SiblingLoad {
+                cpu_cores: pod.cpu_cores,
+                network_bytes_per_second: pod.network_bytes_per_second,
+                running_secs: pod.running_secs,
+            });
+        }
+    }
+    jobs
 }
 
 fn requests_from(list: &BTreeMap<String, String>) -> Resources {
@@ -161,6 +187,7 @@ impl ClusterView {
             index,
             hot_nodes,
             nodes_without_metrics,
+            jobs: jobs_of(snapshot),
         }
     }
 

@@ -89,8 +89,53 @@ impl FakeNode {
     }
 }
 
+/// A running TaskManager as the kubelet's cAdvisor reports it.
+#[derive(Debug, Clone)]
+pub struct FakePod {
+    pub namespace: String,
+    pub name: String,
+    /// Cores its main container uses.
+    pub cpu_cores: f64,
+    /// Receive + transmit bytes per second on its eth0.
+    pub network_bytes_per_second: f64,
+    /// Its CPU samples are NaN.
+    pub nan: bool,
+    cpu_seconds: f64,
+    sidecar_seconds: f64,
+    received: f64,
+    transmitted: f64,
+    loopback: f64,
+}
+
+impl FakePod {
+    pub fn new(namespace: &str, name: &str, cpu_cores: f64, network_bytes_per_second: f64) -> Self {
+        FakePod {
+            namespace: namespace.into(),
+            name: name.into(),
+            cpu_cores,
+            network_bytes_per_second,
+            nan: false,
+            cpu_seconds: 50.0,
+            sidecar_seconds: 50.0,
+            received: 1.0e9,
+            transmitted: 1.0e9,
+            loopback: 1.0e9,
+        }
+    }
+
+    fn advance(&mut self, dt: f64) {
+        self.cpu_seconds += dt * self.cpu_cores;
+        // A busy sidecar in the same pod: not the TaskManager's load.
+        self.sidecar_seconds += dt * 3.0;
+        self.received += dt * self.network_bytes_per_second * 0.5;
+        self.transmitted += dt * self.network_bytes_per_second * 0.5;
+        self.loopback += dt * IGNORED_DEVICE_BYTES_PER_SECOND;
+    }
+}
+
 struct Fleet {
     nodes: BTreeMap<String, FakeNode>,
+    pods: Vec<FakePod>,
     last: Instant,
     scrapes: u64,
 }
@@ -102,6 +147,9 @@ impl Fleet {
         self.last = now;
         for node in self.nodes.values_mut() {
             node.advance(dt);
+        }
+        for pod in &mut self.pods {
+            pod.advance(dt);
         }
     }
 }
@@ -121,7 +169,13 @@ impl Drop for Exporter {
 
 impl Exporter {
     pub async fn start(nodes: Vec<FakeNode>) -> Exporter {
+        Self::start_with_pods(nodes, Vec::new()).await
+    }
+
+    /// Also serves cAdvisor's container series for `pods`.
+    pub async fn start_with_pods(nodes: Vec<FakeNode>, pods: Vec<FakePod>) -> Exporter {
         let fleet = Arc::new(Mutex::new(Fleet {
+            pods,
             nodes: nodes.into_iter().map(|n| (n.name.clone(), n)).collect(),
             last: Instant::now(),
             scrapes: 0,
@@ -165,7 +219,56 @@ async fn metrics(State(fleet): State<Arc<Mutex<Fleet>>>) -> String {
     let mut fleet = fleet.lock().expect("fleet");
     fleet.advance();
     fleet.scrapes += 1;
-    exposition(fleet.nodes.values())
+    let mut out = exposition(fleet.nodes.values());
+    out.push_str(&pod_exposition(&fleet.pods));
+    out
+}
+
+/// cAdvisor's per-container CPU and per-pod network counters, as the kubelet exposes them.
+pub fn pod_exposition(pods: &[FakePod]) -> String {
+    let mut out = String::new();
+    if pods.is_empty() {
+        return out;
+    }
+    let labels = |p: &FakePod| format!("namespace=\"{}\",pod=\"{}\"", p.namespace, p.name);
+    out.push_str("# TYPE container_cpu_usage_seconds_total counter\n");
+    for p in pods {
+        let main = if p.nan { f64::NAN } else { p.cpu_seconds };
+        let _ = writeln!(
+            out,
+            "container_cpu_usage_seconds_total{{{},container=\"flink-main-container\",cpu=\"total\"}} {main}",
+            labels(p)
+        );
+        let _ = writeln!(
+            out,
+            "container_cpu_usage_seconds_total{{{},container=\"log-shipper\",cpu=\"total\"}} {}",
+            labels(p),
+            p.sidecar_seconds
+        );
+    }
+    let received: fn(&FakePod) -> f64 = |p| p.received;
+    let transmitted: fn(&FakePod) -> f64 = |p| p.transmitted;
+    for (family, value) in [
+        ("container_network_receive_bytes_total", received),
+        ("container_network_transmit_bytes_total", transmitted),
+    ] {
+        let _ = writeln!(out, "# TYPE {family} counter");
+        for p in pods {
+            let _ = writeln!(
+                out,
+                "{family}{{{},interface=\"eth0\"}} {}",
+                labels(p),
+                value(p)
+            );
+            let _ = writeln!(
+                out,
+                "{family}{{{},interface=\"lo\"}} {}",
+                labels(p),
+                p.loopback
+            );
+        }
+    }
+    out
 }
 
 /// The text exposition format, one metric family at a time.

@@ -1,0 +1,104 @@
+//! Running TaskManagers by job, from the pod watch: which pods' measured load estimates a new
+//! pod of the same job. Only pods that name a job cheaply are kept (Flink's `app` and
+//! `component: taskmanager` labels, or a steered pod's owner), so a 150,000-pod cluster costs
+//! a few entries per TaskManager, not per pod.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use foldhash::HashMap;
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::jobs::{self, COMPONENT_LABEL, TASKMANAGER};
+use crate::snapshot::LoadSnapshot;
+
+#[derive(Debug, Clone, PartialEq)]
+struct RunningPod {
+    labels: BTreeMap<String, String>,
+    owner: Option<String>,
+    /// When its containers last started running.
+    since: Option<SystemTime>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RunningPods {
+    /// By `namespace/name`.
+    pods: HashMap<String, RunningPod>,
+}
+
+impl RunningPods {
+    /// Records `pod` as it now is: kept while it runs and names a job, dropped otherwise.
+    /// `steered`: it carries the decision annotation, so its owner names its job too.
+    pub fn update(&mut self, pod: &Pod, deleted: bool, steered: bool) {
+        let meta = &pod.metadata;
+        let key = format!(
+            "{}/{}",
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default()
+        );
+        let running = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .is_some_and(|p| p == "Running");
+        let labels = meta.labels.as_ref();
+        let taskmanager = labels
+            .and_then(|l| l.get(COMPONENT_LABEL))
+            .is_some_and(|c| c == TASKMANAGER);
+        if deleted || !running || !(taskmanager || steered) {
+            self.pods.remove(&key);
+            return;
+        }
+        self.pods.insert(
+            key,
+            RunningPod {
+                labels: labels.map(jobs::job_labels).unwrap_or_default(),
+                owner: jobs::owner_uid(pod).map(str::to_string),
+                since: started(pod),
+            },
+        );
+    }
+
+    pub fn len(&self) -> usize {
+        self.pods.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pods.is_empty()
+    }
+
+    /// Gives each pod reading of `snapshot` its job and how long it had been running; readings
+    /// of pods not known running here are dropped (finished, not a TaskManager, or unknown).
+    pub fn label(&self, snapshot: &mut LoadSnapshot) {
+        let taken_at = snapshot.taken_at.unwrap_or_else(SystemTime::now);
+        snapshot.pods.retain_mut(|reading| {
+            let key = format!("{}/{}", reading.namespace, reading.pod);
+            let Some(known) = self.pods.get(&key) else {
+                return false;
+            };
+            reading.labels = known.labels.clone();
+            reading.owner = known.owner.clone();
+            reading.running_secs = known.since.map(|since| {
+                taken_at
+                    .duration_since(since)
+                    .unwrap_or(Duration::ZERO)
+                    .as_secs_f64()
+            });
+            true
+        });
+    }
+}
+
+/// When the pod's containers last started: the latest `running.startedAt` (a restart resets
+/// the rate window), else the pod's start time.
+fn started(pod: &Pod) -> Option<SystemTime> {
+    let status = pod.status.as_ref()?;
+    status
+        .container_statuses
+        .iter()
+        .flatten()
+        .filter_map(|c| c.state.as_ref()?.running.as_ref()?.started_at.as_ref())
+        .map(|t| SystemTime::from(t.0))
+        .max()
+        .or_else(|| status.start_time.as_ref().map(|t| SystemTime::from(t.0)))
+}
