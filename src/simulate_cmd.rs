@@ -213,6 +213,7 @@ pub fn burst_of(request: &Request) -> Result<Burst, SimulateError> {
         count: request.pods,
         cpu_cores,
         network_bytes_per_second: request.network_bytes_per_second,
+        configured_network: None,
     })
 }
 

@@ -133,6 +133,7 @@ fn burst(count: usize, network: f64) -> Burst {
         count,
         cpu_cores: 2.0,
         network_bytes_per_second: network,
+        configured_network: None,
     }
 }
 

@@ -37,6 +37,9 @@ pub struct Burst {
     pub count: usize,
     pub cpu_cores: f64,
     pub network_bytes_per_second: f64,
+    /// The webhook's `inflight.network_bytes_per_second` (what it charges a pod without
+    /// measured siblings); `None`: the pods' real network, as a well-informed operator sets it.
+    pub configured_network: Option<f64>,
 }
 
 /// How the webhook hears about the burst.
@@ -391,7 +394,9 @@ fn webhook(
     tick: &dyn Fn(),
 ) -> Outcome {
     let mut config = config.clone();
-    config.inflight.network_bytes_per_second = burst.network_bytes_per_second;
+    config.inflight.network_bytes_per_second = burst
+        .configured_network
+        .unwrap_or(burst.network_bytes_per_second);
     let config = Arc::new(config);
     let store = Arc::new(ViewStore::new(config.placement.clone()));
     let mut snapshot = cluster.snapshot.clone();
