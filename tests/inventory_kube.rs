@@ -346,6 +346,8 @@ async fn pod_watch_keeps_the_ledger_in_step_with_other_replicas() {
         // failed pods leave no trace.
         eventually("listed pods charged", || ledger.lock().unwrap().len() == 2).await;
         eventually("pod list complete", || readiness.pods_synced()).await;
+        // The two running TaskManagers are the siblings new pods of the job are estimated from.
+        assert_eq!(ledger.lock().unwrap().running.len(), 2);
         // As if this replica had decided the pending pod: its bind is counted here, once.
         ledger
             .lock()
@@ -392,6 +394,11 @@ async fn pod_watch_keeps_the_ledger_in_step_with_other_replicas() {
         })
         .await;
         assert_eq!(ledger.lock().unwrap().len(), 1);
+        assert_eq!(
+            ledger.lock().unwrap().running.len(),
+            1,
+            "the deleted one is gone"
+        );
         assert_eq!(bound_milli_cpu(&ledger, "worker-1"), 2000);
         let exported = metrics.encode();
         assert!(

@@ -272,6 +272,13 @@ async fn decisions_prefer_the_cool_nodes_and_the_cli_reads_prometheus() {
     };
     assert_eq!(answer.json()["response"]["uid"], "cli-1");
     assert_eq!(first_tier(&sent, &answer), ["worker-0000"], "{stderr}");
+    // No running siblings of this job: charged what it requests.
+    assert!(
+        stderr.contains("charged load: 2.100 cores, 0 B/s network, from its request"),
+        "{stderr}"
+    );
+    let note = answer.json()["response"]["auditAnnotations"]["decision"].to_string();
+    assert!(note.contains(" est=request "), "{note}");
     running.stop().await;
 }
 

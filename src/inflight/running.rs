@@ -102,3 +102,96 @@ fn started(pod: &Pod) -> Option<SystemTime> {
         .max()
         .or_else(|| status.start_time.as_ref().map(|t| SystemTime::from(t.0)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::PodReading;
+
+    fn pod(name: &str, labels: serde_json::Value, phase: &str, started: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"namespace": "flink", "name": name, "labels": labels,
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                             "name": "jm", "uid": "owner-1", "controller": true}]},
+            "status": {"phase": phase, "startTime": "2026-11-23T09:00:00Z",
+                       "containerStatuses": [{"name": "main", "image": "flink", "imageID": "",
+                           "ready": true, "restartCount": 1,
+                           "state": {"running": {"startedAt": started}}}]}
+        }))
+        .expect("pod")
+    }
+
+    fn reading(name: &str) -> PodReading {
+        PodReading {
+            namespace: "flink".into(),
+            pod: name.into(),
+            cpu_cores: 1.0,
+            network_bytes_per_second: None,
+            labels: BTreeMap::new(),
+            owner: None,
+            running_secs: None,
+        }
+    }
+
+    #[test]
+    fn keeps_running_taskmanagers_and_labels_their_readings() {
+        let tm = serde_json::json!({"app": "orders", "component": "taskmanager", "x": "y"});
+        let mut running = RunningPods::default();
+        running.update(
+            &pod("tm-1", tm.clone(), "Running", "2026-11-23T09:50:00Z"),
+            false,
+            false,
+        );
+        running.update(
+            &pod("tm-2", tm.clone(), "Pending", "2026-11-23T09:50:00Z"),
+            false,
+            false,
+        );
+        let other = serde_json::json!({"app": "web"});
+        running.update(
+            &pod("web-1", other.clone(), "Running", "2026-11-23T09:00:00Z"),
+            false,
+            false,
+        );
+        // A steered pod without Flink's labels: its owner names its job.
+        running.update(
+            &pod("steered", other, "Running", "2026-11-23T09:00:00Z"),
+            false,
+            true,
+        );
+        assert_eq!(running.len(), 2);
+
+        let mut snapshot = LoadSnapshot {
+            taken_at: humantime::parse_rfc3339("2026-11-23T10:00:00Z").ok(),
+            nodes: Vec::new(),
+            pods: ["tm-1", "tm-2", "web-1", "steered"].map(reading).to_vec(),
+        };
+        running.label(&mut snapshot);
+        let names: Vec<&str> = snapshot.pods.iter().map(|p| p.pod.as_str()).collect();
+        assert_eq!(names, ["tm-1", "steered"]);
+        let tm1 = &snapshot.pods[0];
+        // The container restarted at 09:50: ten minutes of running, not an hour.
+        assert_eq!(tm1.running_secs, Some(600.0));
+        assert_eq!(
+            tm1.job().map(|j| j.to_string()),
+            Some("flink/app=orders".into())
+        );
+        assert_eq!(
+            snapshot.pods[1].job().map(|j| j.to_string()),
+            Some("flink/owner=owner-1".into())
+        );
+
+        // Finished or deleted: gone.
+        running.update(
+            &pod("tm-1", tm.clone(), "Succeeded", "2026-11-23T09:50:00Z"),
+            false,
+            false,
+        );
+        running.update(
+            &pod("steered", tm, "Running", "2026-11-23T09:00:00Z"),
+            true,
+            true,
+        );
+        assert!(running.is_empty());
+    }
+}
