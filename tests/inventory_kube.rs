@@ -421,15 +421,20 @@ async fn pod_watch_keeps_the_ledger_in_step_with_other_replicas() {
     .expect("test took too long");
 }
 
-#[tokio::test]
-async fn probe_gives_up_on_a_closed_port() {
-    // Bind then drop: the port is (almost certainly) closed now.
+/// An apiserver address nothing listens on: bound, then dropped, so the port is (almost
+/// certainly) closed now.
+fn closed_port_apiserver() -> kube::Config {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
+    kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap())
+}
+
+#[tokio::test]
+async fn probe_gives_up_on_a_closed_port() {
+    let config = closed_port_apiserver();
     let client = timeout(STEP, probe(config, Duration::from_secs(3)))
         .await
         .unwrap();
@@ -538,12 +543,7 @@ async fn connect_retries_until_the_apiserver_answers() {
 /// Shutdown ends the retries.
 #[tokio::test]
 async fn connect_stops_on_shutdown() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
+    let config = closed_port_apiserver();
     let result = timeout(
         Duration::from_secs(5),
         placement_webhook::inventory::client::connect_to(

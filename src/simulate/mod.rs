@@ -222,12 +222,9 @@ pub fn run_observed(
         Method::CoolestForAll => {
             let probe = pod_of(&burst.pod);
             let facts = probe.as_ref().map(PodFacts::of);
-            let coolest = (0..cluster.nodes.len())
-                .filter(|&i| {
-                    facts.as_ref().is_some_and(|f| {
-                        crate::scheduler::cycle::filter(f, &cluster.nodes[i]).is_ok()
-                    })
-                })
+            let coolest = facts
+                .iter()
+                .flat_map(|f| feasible(f, &cluster.nodes))
                 .min_by(|&a, &b| {
                     cluster
                         .bottleneck(a, 0, burst)
@@ -251,6 +248,14 @@ pub fn run_observed(
         Method::Ideal => ideal(cluster, config, burst, tick),
         Method::Webhook(timing) => webhook(cluster, config, burst, timing, seed, tick),
     }
+}
+
+/// Indexes of the nodes the scheduler's filters accept for the pod.
+fn feasible<'a>(
+    facts: &'a PodFacts<'_>,
+    nodes: &'a [ModelNode],
+) -> impl Iterator<Item = usize> + 'a {
+    (0..nodes.len()).filter(|&k| crate::scheduler::cycle::filter(facts, &nodes[k]).is_ok())
 }
 
 fn pod_of(value: &Value) -> Option<Pod> {
@@ -326,9 +331,7 @@ fn ideal(cluster: &Cluster, config: &Config, burst: &Burst, tick: &dyn Fn()) -> 
             tick();
             let pod = pod_of(&nth_pod(&burst.pod, i))?;
             let facts = PodFacts::of(&pod);
-            let feasible: Vec<usize> = (0..nodes.len())
-                .filter(|&k| crate::scheduler::cycle::filter(&facts, &nodes[k]).is_ok())
-                .collect();
+            let feasible: Vec<usize> = feasible(&facts, &nodes).collect();
             let nic_ok = |k: usize| {
                 cluster
                     .nic_after(k, pods_on[k] + 1, burst)
