@@ -1,35 +1,42 @@
 #!/usr/bin/env bash
-# Load test of the whole server: TLS, HTTP/1.1 keep-alive, parse, decide, patch, answer.
+# Load test of the whole server against a minimal baseline, in one run on the same machine.
 #
-# From a fresh clone: builds the release binary, writes a NODES-node snapshot, and for each
-# connection count starts `placement-webhook serve` afresh (an empty in-flight ledger), drives
-# it with wrk for DURATION seconds with real TaskManager AdmissionReviews (a new uid per
-# request), and reads the outcome counters and the ledger size from /metrics and the resident
-# memory from /proc. Then an optional soak at a steady rate samples memory every 10 s.
-# Only 127.0.0.1 is contacted. Prints markdown tables.
+# Builds the release binary and examples/minimal_webhook (kube-rs's admission example: one label
+# added, no decision), writes a NODES-node snapshot and a self-signed certificate both servers
+# use, then for each row runs the baseline and `placement-webhook serve` one after the other,
+# each started afresh (an empty in-flight ledger), with the same wrk settings and body (the
+# example TaskManager review), and prints side-by-side tables with ratios (webhook / baseline).
+# Rows: the same uid in every review (the ledger is charged once) and a new uid per review (every
+# review charges the ledger), at each connection count. Then an optional soak of the webhook
+# samples its resident memory every 10 s. Only 127.0.0.1 is contacted.
 #
 # Environment (defaults):
-#   NODES=5000 DURATION=20 CONNECTIONS="1 16 64 256" THREADS=2 PORT=18443
-#   DRY_RUN=0            1: reviews carry dryRun=true (answered the same, no ledger charges)
-#   SOAK_SECONDS=300     0 skips the soak
-#   SOAK_CONNECTIONS=8 SOAK_DELAY_MS=8   pause per connection between requests (steady rate)
-#   OUT=target/load      where the snapshot, bodies, logs and results go
-#   SKIP_BUILD=0         1: use the existing target/release/placement-webhook
+#   NODES=5000 DURATION=60 CONNECTIONS="16 64" UIDS="same new" THREADS=2
+#   PORT=18443 BASELINE_PORT=18444
+#   SOAK_SECONDS=300     0 skips the soak (new uid per review, full rate)
+#   SOAK_CONNECTIONS=64 SOAK_DELAY_MS=0   pause per connection between requests
+#   OUT=target/load      where the snapshot, certificate, bodies, logs and results go
+#   SKIP_BUILD=0         1: use the binaries already in the target directory
+#   WEBHOOK_PRELOAD=     a shared library to LD_PRELOAD into the webhook only (allocator trials)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 NODES="${NODES:-5000}"
-DURATION="${DURATION:-20}"
-CONNECTIONS="${CONNECTIONS:-1 16 64 256}"
+DURATION="${DURATION:-60}"
+CONNECTIONS="${CONNECTIONS:-16 64}"
+UIDS="${UIDS:-same new}"
 THREADS="${THREADS:-2}"
 PORT="${PORT:-18443}"
-DRY_RUN="${DRY_RUN:-0}"
+BASELINE_PORT="${BASELINE_PORT:-18444}"
 SOAK_SECONDS="${SOAK_SECONDS:-300}"
-SOAK_CONNECTIONS="${SOAK_CONNECTIONS:-8}"
-SOAK_DELAY_MS="${SOAK_DELAY_MS:-8}"
+SOAK_CONNECTIONS="${SOAK_CONNECTIONS:-64}"
+SOAK_DELAY_MS="${SOAK_DELAY_MS:-0}"
 OUT="${OUT:-target/load}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
-BIN=target/release/placement-webhook
+WEBHOOK_PRELOAD="${WEBHOOK_PRELOAD:-}"
+TARGET="${CARGO_TARGET_DIR:-target}"
+BIN="$TARGET/release/placement-webhook"
+BASELINE_BIN="$TARGET/release/examples/minimal_webhook"
 BASE="https://127.0.0.1:${PORT}"
 
 mkdir -p "$OUT"
@@ -63,23 +70,30 @@ command -v wrk >/dev/null 2>&1 || {
   log "installing wrk"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk
 }
-for tool in curl python3; do
+for tool in curl python3 openssl; do
   command -v "$tool" >/dev/null 2>&1 || { log "$tool is required"; exit 1; }
 done
 
 if [ "$SKIP_BUILD" != 1 ]; then
-  log "building the release binary"
-  cargo build --release --locked --bin placement-webhook >&2
+  log "building the release binary and the baseline"
+  cargo build --release --locked --bin placement-webhook --example minimal_webhook >&2
+fi
+
+CERT="$OUT/tls.crt"
+KEY="$OUT/tls.key"
+if [ ! -s "$CERT" ] || [ ! -s "$KEY" ]; then
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 7 \
+    -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+    -keyout "$KEY" -out "$CERT" 2>/dev/null
 fi
 
 log "writing a ${NODES}-node snapshot to $SNAPSHOT"
 python3 benches/gen_snapshot.py "$NODES" "$SNAPSHOT"
 
 # The example TaskManager review, with Flink's blocklist naming nodes of this cluster.
-python3 - "$BODY" "$DRY_RUN" <<'PY'
+python3 - "$BODY" <<'PY'
 import json, sys
 review = json.load(open("examples/taskmanager-review.json"))
-review["request"]["dryRun"] = sys.argv[2] == "1"
 terms = review["request"]["object"]["spec"]["affinity"]["nodeAffinity"][
     "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
 terms[0]["matchExpressions"][0]["values"] = ["worker-00014", "worker-00327", "worker-02718"]
@@ -95,20 +109,31 @@ metric() { # metric NAME_AND_LABELS: the value, 0 when absent
   curl -sk --max-time 5 "$BASE/metrics" | awk -v m="$1" '$1 == m {v = $2} END {print v + 0}'
 }
 
-start_server() {
-  "$BIN" serve --listen "127.0.0.1:${PORT}" --metrics-file "$SNAPSHOT" --no-cluster \
-    >"$OUT/server.log" 2>&1 &
-  SERVER_PID=$!
-  for _ in $(seq 100); do
-    if curl -skf --max-time 1 "$BASE/healthz" >/dev/null 2>&1; then
+wait_listening() { # wait_listening URL: until TLS answers (any HTTP status)
+  for _ in $(seq 150); do
+    if curl -sk -o /dev/null --max-time 1 "$1"; then
       return 0
     fi
     kill -0 "$SERVER_PID" 2>/dev/null || break
     sleep 0.1
   done
-  log "the server did not become healthy; its log:"
+  log "the server did not start; its log:"
   cat "$OUT/server.log" >&2
   exit 1
+}
+
+start_server() {
+  LD_PRELOAD="$WEBHOOK_PRELOAD" "$BIN" serve --listen "127.0.0.1:${PORT}" \
+    --metrics-file "$SNAPSHOT" --no-cluster --tls-cert "$CERT" --tls-key "$KEY" \
+    >"$OUT/server.log" 2>&1 &
+  SERVER_PID=$!
+  wait_listening "$BASE/healthz"
+}
+
+start_baseline() {
+  "$BASELINE_BIN" "$CERT" "$KEY" "127.0.0.1:${BASELINE_PORT}" >"$OUT/server.log" 2>&1 &
+  SERVER_PID=$!
+  wait_listening "https://127.0.0.1:${BASELINE_PORT}/"
 }
 
 # One review by hand: its decision annotation shows what the ledger did to the choice.
@@ -121,55 +146,70 @@ decision_now() {
 
 field() { sed -n "s/.*[ ]$1=\([^ ]*\).*/\1/p" <<<"$2"; }
 
+run_wrk() { # run_wrk NAME URL CONNECTIONS SAME_UID: the RESULT line
+  local threads=$((THREADS < $3 ? THREADS : $3))
+  log "wrk $1: $3 connections, $threads threads, ${DURATION}s"
+  SAME_UID="$4" wrk --latency -t "$threads" -c "$3" -d "${DURATION}s" --timeout 10s \
+    -s benches/review.lua "$2/mutate?timeout=10s" >"$OUT/wrk-$1.txt" 2>&1 || true
+  if ! grep '^RESULT' "$OUT/wrk-$1.txt"; then
+    log "wrk produced no result:"
+    cat "$OUT/wrk-$1.txt" >&2
+    exit 1
+  fi
+}
+
+ratio() { python3 -c "import sys; a, b = map(float, sys.argv[1:]); print(f'{a / b:.2f}x' if b else '-')" "$1" "$2"; }
+
 RESULTS="$OUT/results.md"
 {
-  echo "| connections | reviews/s | p50 ms | p99 ms | p99.9 ms | max ms | non-2xx | socket errors | patched | ledger entries | RSS idle MiB | RSS after MiB |"
-  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| uid | conns | baseline rev/s | webhook rev/s | throughput ratio | baseline p99 ms | webhook p99 ms | p99 ratio | baseline p50 ms | webhook p50 ms | non-2xx (b / w) | patched | ledger entries | webhook RSS after MiB |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 } >"$RESULTS"
 DECISIONS="$OUT/decisions.txt"
 : >"$DECISIONS"
 
-for c in $CONNECTIONS; do
-  start_server
-  rss_idle=$(rss_kib)
-  threads=$((THREADS < c ? THREADS : c))
-  log "wrk: ${c} connections, ${threads} threads, ${DURATION}s"
-  wrk --latency -t "$threads" -c "$c" -d "${DURATION}s" --timeout 10s \
-    -s benches/review.lua "$BASE/mutate?timeout=10s" >"$OUT/wrk-c${c}.txt" 2>&1 || true
-  line=$(grep '^RESULT' "$OUT/wrk-c${c}.txt" || true)
-  if [ -z "$line" ]; then
-    log "wrk produced no result:"
-    cat "$OUT/wrk-c${c}.txt" >&2
-    exit 1
-  fi
-  rss_after=$(rss_kib)
-  patched=$(metric 'placement_webhook_reviews_total{outcome="Patched"}')
-  total=$(curl -sk --max-time 5 "$BASE/metrics" |
-    awk '/^placement_webhook_reviews_total\{/ {s += $2} END {print s + 0}')
-  entries=$(metric placement_webhook_inflight_entries)
-  echo "c=${c}: $(decision_now)" >>"$DECISIONS"
-  printf '| %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' \
-    "$c" "$(field rps "$line")" "$(field p50_ms "$line")" "$(field p99_ms "$line")" \
-    "$(field p999_ms "$line")" "$(field max_ms "$line")" "$(field non2xx "$line")" \
-    "$(field socket_errors "$line")" \
-    "$(python3 -c "print(f'{100*$patched/max($total,1):.1f}%')")" "$entries" \
-    "$(mib "$rss_idle")" "$(mib "$rss_after")" >>"$RESULTS"
-  stop_server
+for mode in $UIDS; do
+  same=0
+  [ "$mode" = same ] && same=1
+  for c in $CONNECTIONS; do
+    start_baseline
+    b=$(run_wrk "baseline-$mode-c$c" "https://127.0.0.1:${BASELINE_PORT}" "$c" "$same")
+    stop_server
+    start_server
+    w=$(run_wrk "webhook-$mode-c$c" "$BASE" "$c" "$same")
+    rss_after=$(rss_kib)
+    patched=$(metric 'placement_webhook_reviews_total{outcome="Patched"}')
+    total=$(curl -sk --max-time 5 "$BASE/metrics" |
+      awk '/^placement_webhook_reviews_total\{/ {s += $2} END {print s + 0}')
+    entries=$(metric placement_webhook_inflight_entries)
+    echo "$mode uid, c=${c}: $(decision_now)" >>"$DECISIONS"
+    stop_server
+    printf '| %s | %s | %.0f | %.0f | %s | %s | %s | %s | %s | %s | %s / %s | %s | %s | %s |\n' \
+      "$mode" "$c" "$(field rps "$b")" "$(field rps "$w")" \
+      "$(ratio "$(field rps "$w")" "$(field rps "$b")")" \
+      "$(field p99_ms "$b")" "$(field p99_ms "$w")" \
+      "$(ratio "$(field p99_ms "$w")" "$(field p99_ms "$b")")" \
+      "$(field p50_ms "$b")" "$(field p50_ms "$w")" \
+      "$(field non2xx "$b")" "$(field non2xx "$w")" \
+      "$(python3 -c "print(f'{100*$patched/max($total,1):.1f}%')")" "$entries" \
+      "$(mib "$rss_after")" >>"$RESULTS"
+  done
 done
 
 echo
-echo "### ${NODES} nodes, ${DURATION} s per row, dry run: ${DRY_RUN}"
+echo "### ${NODES} nodes, ${DURATION} s per row, ${THREADS} wrk threads${WEBHOOK_PRELOAD:+, webhook with LD_PRELOAD=$WEBHOOK_PRELOAD}"
 echo
 cat "$RESULTS"
 echo
-echo "Decision of one review right after each run:"
+echo "Ratios are webhook / baseline: throughput >= 1.00x and p99 <= 1.00x is parity."
+echo "Decision of one review right after each webhook run:"
 echo
 sed 's/^/    /' "$DECISIONS"
 
 if [ "$SOAK_SECONDS" -gt 0 ]; then
   start_server
   log "soak: ${SOAK_CONNECTIONS} connections, ${SOAK_DELAY_MS} ms pause, ${SOAK_SECONDS}s"
-  DELAY_MS="$SOAK_DELAY_MS" wrk --latency -t 1 -c "$SOAK_CONNECTIONS" -d "${SOAK_SECONDS}s" \
+  DELAY_MS="$SOAK_DELAY_MS" wrk --latency -t "$THREADS" -c "$SOAK_CONNECTIONS" -d "${SOAK_SECONDS}s" \
     --timeout 10s -s benches/review.lua "$BASE/mutate?timeout=10s" >"$OUT/wrk-soak.txt" 2>&1 &
   WRK_PID=$!
   SAMPLES="$OUT/soak-samples.txt"
@@ -188,7 +228,7 @@ if [ "$SOAK_SECONDS" -gt 0 ]; then
   line=$(grep '^RESULT' "$OUT/wrk-soak.txt" || echo "RESULT (none)")
   stop_server
   echo
-  echo "### Soak: ${SOAK_SECONDS} s, ${SOAK_CONNECTIONS} connections, ${SOAK_DELAY_MS} ms pause per request"
+  echo "### Soak: ${SOAK_SECONDS} s, ${SOAK_CONNECTIONS} connections, a new uid per review, ${SOAK_DELAY_MS} ms pause per request"
   echo
   echo "    ${line#RESULT }"
   echo

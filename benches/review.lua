@@ -2,7 +2,8 @@
 -- is the in-flight ledger id), and a summary line of the latency percentiles.
 --
 -- Environment: BODY_FILE (the review; its uid must be "3f2a9c01-b7de-4c55-9e1a-0d4b6f8e2c17"),
--- DELAY_MS (optional pause before each request, per connection, for a steady rate).
+-- DELAY_MS (optional pause before each request, per connection, for a steady rate),
+-- SAME_UID=1 (send the body as it is: one uid, so only the first review charges the ledger).
 
 local UID = "3f2a9c01%-b7de%-4c55%-9e1a%-0d4b6f8e2c17"
 local threads = {}
@@ -30,6 +31,8 @@ function init(args)
   before = text:sub(1, at - 1)
   after = text:sub(at + 36)
   counter = 0
+  same_uid = os.getenv("SAME_UID") == "1"
+  whole = text
   delay_ms = tonumber(os.getenv("DELAY_MS") or "0") or 0
   wrk.method = "POST"
   wrk.path = "/mutate?timeout=10s"
@@ -38,6 +41,9 @@ function init(args)
 end
 
 function request()
+  if same_uid then
+    return wrk.format(nil, nil, nil, whole)
+  end
   counter = counter + 1
   -- The first 16 alphanumerics become the ledger id: thread (4 hex) + counter (12 hex).
   local hi = math.floor(counter / 65536)
