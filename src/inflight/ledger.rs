@@ -89,8 +89,9 @@ impl NodeExtra {
 
 #[derive(Debug, Clone)]
 struct Entry {
-    /// Where the pod may land and with what probability (summing to 1).
-    shares: Vec<(String, f64)>,
+    /// Where the pod may land (node numbers, see `Ledger::node_names`) and with what
+    /// probability (summing to 1). Numbers, not names: at 5,000 nodes a pod may have ~50.
+    shares: Vec<(u32, f64)>,
     load: PodLoad,
     requests: PodRequests,
     /// Bound: the single share is its node, and its requests count through the occupancy.
@@ -98,16 +99,20 @@ struct Entry {
     /// Which charge this entry is: queue items of a forgotten earlier charge of the same id
     /// must not expire a later one.
     charge_seq: u64,
-    /// For pods this replica decided, until their bind is counted: each preferred node's heat
-    /// at decision time (landing accuracy).
-    decided_here: Option<Box<[(String, f32)]>>,
+    /// For pods this replica decided, until their bind is counted: each share's node heat at
+    /// decision time, in `shares` order (NaN: not known), for landing accuracy.
+    decided_here: Option<Box<[f32]>>,
 }
 
 #[derive(Debug, Clone)]
 pub struct Ledger {
     ttl: Duration,
     entries: HashMap<String, Entry>,
-    per_node: HashMap<String, NodeExtra>,
+    /// Every node ever charged, numbered in order; nodes are few and long-lived.
+    node_ids: HashMap<Box<str>, u32>,
+    node_names: Vec<Box<str>>,
+    /// By node number; all zero when nothing is in flight there.
+    per_node: Vec<NodeExtra>,
     /// Entries by expiry, soonest first. Forgotten entries stay queued until their time comes
     /// and are skipped then (lazy deletion), so the queue holds at most one TTL of charges.
     expiry: BinaryHeap<Reverse<(Instant, u64, String)>>,
@@ -123,7 +128,9 @@ impl Ledger {
         Ledger {
             ttl,
             entries: HashMap::new(),
-            per_node: HashMap::new(),
+            node_ids: HashMap::new(),
+            node_names: Vec::new(),
+            per_node: Vec::new(),
             expiry: BinaryHeap::new(),
             next_seq: 0,
             occupancy: Occupancy::default(),
@@ -156,7 +163,7 @@ impl Ledger {
             shares: shares
                 .iter()
                 .filter(|(_, p)| *p > 0.0)
-                .map(|(n, p)| (n.clone(), p / total))
+                .map(|(n, p)| (self.node_id(n), p / total))
                 .collect(),
             load,
             requests: requests.clone(),
@@ -177,13 +184,14 @@ impl Ledger {
         let Some(entry) = self.entries.get(id) else {
             return false;
         };
-        if entry.bound && entry.shares.first().map(|(n, _)| n.as_str()) == Some(node) {
+        let node_id = self.node_ids.get(node).copied();
+        if entry.bound && node_id.is_some() && entry.shares.first().map(|(n, _)| *n) == node_id {
             return true;
         }
         let entry = entry.clone();
         self.apply(&entry, -1.0);
         let bound = Entry {
-            shares: vec![(node.to_string(), 1.0)],
+            shares: vec![(self.node_id(node), 1.0)],
             bound: true,
             ..entry
         };
@@ -194,15 +202,39 @@ impl Ledger {
 
     /// Marks `id` as decided by this replica, with the heat its landing nodes had then.
     pub fn remember_decision(&mut self, id: &str, heats: Vec<(String, f32)>) {
+        let Some(entry) = self.entries.get(id) else {
+            return;
+        };
+        let aligned = entry
+            .shares
+            .iter()
+            .map(|(n, _)| {
+                let name = &*self.node_names[*n as usize];
+                heats
+                    .iter()
+                    .find(|(h, _)| h == name)
+                    .map_or(f32::NAN, |(_, heat)| *heat)
+            })
+            .collect();
         if let Some(entry) = self.entries.get_mut(id) {
-            entry.decided_here = Some(heats.into_boxed_slice());
+            entry.decided_here = Some(aligned);
         }
     }
 
-    /// Once per pod this replica decided: the heats remembered at decision time. `None` for
-    /// pods another replica decided, or whose landing was counted already.
+    /// Once per pod this replica decided: the heats remembered at decision time, by node.
+    /// `None` for pods another replica decided, or whose landing was counted already.
     pub fn take_decision(&mut self, id: &str) -> Option<Box<[(String, f32)]>> {
-        self.entries.get_mut(id)?.decided_here.take()
+        let entry = self.entries.get_mut(id)?;
+        let heats = entry.decided_here.take()?;
+        Some(
+            entry
+                .shares
+                .iter()
+                .zip(heats.iter())
+                .filter(|(_, heat)| !heat.is_nan())
+                .map(|((n, _), heat)| (self.node_names[*n as usize].to_string(), *heat))
+                .collect(),
+        )
     }
 
     /// The pod is gone (deleted, or failed before running).
@@ -231,17 +263,27 @@ impl Ledger {
 
     /// The in-flight load and requests counted on `node`.
     pub fn extra(&self, node: &str) -> Option<NodeExtra> {
-        self.per_node.get(node).copied()
+        let id = *self.node_ids.get(node)?;
+        Some(self.per_node[id as usize]).filter(|x| !x.is_negligible())
     }
 
     /// Nodes that carry in-flight load.
     pub fn nodes(&self) -> impl Iterator<Item = (&str, NodeExtra)> {
-        self.per_node.iter().map(|(n, l)| (n.as_str(), *l))
+        self.node_names
+            .iter()
+            .zip(&self.per_node)
+            .filter(|(_, x)| !x.is_negligible())
+            .map(|(n, x)| (&**n, *x))
     }
 
     /// Where the pod `id` is expected to land, with probabilities; bound pods have one node.
-    pub fn shares(&self, id: &str) -> Option<&[(String, f64)]> {
-        self.entries.get(id).map(|e| e.shares.as_slice())
+    pub fn shares(&self, id: &str) -> Option<Vec<(String, f64)>> {
+        self.entries.get(id).map(|e| {
+            e.shares
+                .iter()
+                .map(|(n, p)| (self.node_names[*n as usize].to_string(), *p))
+                .collect()
+        })
     }
 
     pub fn contains(&self, id: &str) -> bool {
@@ -256,17 +298,27 @@ impl Ledger {
         self.entries.is_empty()
     }
 
+    /// The number of `node`, given it on first sight.
+    fn node_id(&mut self, node: &str) -> u32 {
+        if let Some(&id) = self.node_ids.get(node) {
+            return id;
+        }
+        let id = u32::try_from(self.node_names.len()).unwrap_or(u32::MAX);
+        self.node_ids.insert(node.into(), id);
+        self.node_names.push(node.into());
+        self.per_node.push(NodeExtra::default());
+        id
+    }
+
     fn apply(&mut self, entry: &Entry, sign: f64) {
-        for (node, p) in &entry.shares {
-            // Look up before inserting: no key allocation for a node already carrying load.
-            let total = match self.per_node.get_mut(node.as_str()) {
-                Some(total) => total,
-                None => self.per_node.entry(node.clone()).or_default(),
+        for &(node, p) in &entry.shares {
+            let Some(total) = self.per_node.get_mut(node as usize) else {
+                continue;
             };
-            total.add(entry, *p, sign);
+            total.add(entry, p, sign);
             // Float residue must not keep a node looking busy forever.
             if total.is_negligible() {
-                self.per_node.remove(node.as_str());
+                *total = NodeExtra::default();
             }
         }
     }
@@ -317,7 +369,7 @@ mod tests {
             c.pods, 0.0,
             "requests of a bound pod come from the occupancy"
         );
-        assert_eq!(l.shares("p1"), Some(&shares(&[("c", 1.0)])[..]));
+        assert_eq!(l.shares("p1"), Some(shares(&[("c", 1.0)])));
         assert!(!l.bind("unknown", "c"));
     }
 

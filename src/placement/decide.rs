@@ -319,30 +319,6 @@ pub fn decide(
             tie: tie_hasher.hash_one(&node.name),
         });
     }
-    // A NIC is never pushed past the hot threshold to relieve CPU: such nodes come last.
-    candidates.sort_by(|a, b| {
-        a.heat
-            .nic_over
-            .cmp(&b.heat.nic_over)
-            .then(a.heat.bottleneck.total_cmp(&b.heat.bottleneck))
-            .then(a.heat.sum.total_cmp(&b.heat.sum))
-            .then(a.tie.cmp(&b.tie))
-    });
-    // Near-ties (within `tie_band` of what this pod adds to the best node): each replica takes
-    // them in its own order, so replicas deciding at the same moment rarely pick the same node.
-    if let Some(best) = candidates.first().map(|c| c.heat) {
-        let node = &view.nodes[candidates[0].index];
-        let load = cautious_load(node, ledger, policy.uncertainty);
-        let before = pod_heat(node, &load, pod, policy, 0.0);
-        let band = policy.tie_band * (best.bottleneck - before.bottleneck).max(0.0);
-        let tied = candidates
-            .iter()
-            .take_while(|c| c.heat.nic_over == best.nic_over)
-            .take_while(|c| c.heat.bottleneck <= best.bottleneck + band)
-            .count();
-        candidates[..tied].sort_by_key(|c| c.tie);
-    }
-
     let all_nodes = view.nodes.len() + view.nodes_without_metrics;
     let wanted = num_feasible_nodes_to_find(
         i64::from(scheduler.percentage_of_nodes_to_score),
@@ -358,6 +334,46 @@ pub fn decide(
     let tier_size =
         |configured: usize| tier_size_for_sample(sample_fraction, policy.sample_miss, configured);
     let first_size = tier_size(policy.tiers.first().map_or(1, |t| t.nodes));
+    let used = first_size
+        + policy
+            .tiers
+            .iter()
+            .skip(1)
+            .map(|t| tier_size(t.nodes))
+            .sum::<usize>();
+
+    // A NIC is never pushed past the hot threshold to relieve CPU: such nodes come last.
+    let order = |a: &Candidate, b: &Candidate| {
+        a.heat
+            .nic_over
+            .cmp(&b.heat.nic_over)
+            .then(a.heat.bottleneck.total_cmp(&b.heat.bottleneck))
+            .then(a.heat.sum.total_cmp(&b.heat.sum))
+            .then(a.tie.cmp(&b.tie))
+    };
+    // Near-ties (within `tie_band` of what this pod adds to the best node): each replica takes
+    // them in its own order, so replicas deciding at the same moment rarely pick the same node.
+    let mut tied = 0;
+    if let Some(best) = candidates.iter().min_by(|a, b| order(a, b)) {
+        let node = &view.nodes[best.index];
+        let load = cautious_load(node, ledger, policy.uncertainty);
+        let before = pod_heat(node, &load, pod, policy, 0.0);
+        let best = best.heat;
+        let band = policy.tie_band * (best.bottleneck - before.bottleneck).max(0.0);
+        tied = candidates
+            .iter()
+            .filter(|c| c.heat.nic_over == best.nic_over)
+            .filter(|c| c.heat.bottleneck <= best.bottleneck + band)
+            .count();
+    }
+    // Only the first `used` (or the near-ties) are named: select them, then sort just those.
+    let keep = used.max(tied);
+    if candidates.len() > keep && keep > 0 {
+        candidates.select_nth_unstable_by(keep - 1, order);
+        candidates.truncate(keep);
+    }
+    candidates.sort_by(order);
+    candidates[..tied].sort_by_key(|c| c.tie);
 
     let ranked = |c: &Candidate| {
         let node = &view.nodes[c.index];
