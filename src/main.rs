@@ -148,25 +148,27 @@ async fn cluster_and_snapshot(
     Option<placement_webhook::inventory::listing::ClusterState>,
 )> {
     use placement_webhook::inventory::{client, listing};
-    let cluster = match use_cluster {
-        true => match client::try_client().await {
-            Some(client) => match listing::list_cluster(client).await {
-                Ok(state) => {
-                    eprintln!(
-                        "note: nodes and requests from the apiserver: {} nodes, {} bound pods",
-                        state.inventory.nodes.len(),
-                        state.occupancy.pods()
-                    );
-                    Some(state)
-                }
-                Err(e) => {
-                    eprintln!("note: cannot list the cluster ({e}): nodes from the snapshot");
-                    None
-                }
-            },
-            None => None,
+    let client = if use_cluster {
+        client::try_client().await
+    } else {
+        None
+    };
+    let cluster = match client {
+        Some(client) => match listing::list_cluster(client).await {
+            Ok(state) => {
+                eprintln!(
+                    "note: nodes and requests from the apiserver: {} nodes, {} bound pods",
+                    state.inventory.nodes.len(),
+                    state.occupancy.pods()
+                );
+                Some(state)
+            }
+            Err(e) => {
+                eprintln!("note: cannot list the cluster ({e}): nodes from the snapshot");
+                None
+            }
         },
-        false => None,
+        None => None,
     };
     let inventory = cluster.as_ref().map(|c| &c.inventory);
     let snapshot = placement_webhook::review_cmd::load_snapshot_with(config, inventory).await?;

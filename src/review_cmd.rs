@@ -4,8 +4,6 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
 use base64::Engine;
-use k8s_openapi::api::core::v1::Pod;
-use serde::Deserialize;
 
 use crate::admission::{self, Admission, BadReview};
 use crate::config::Config;
@@ -83,14 +81,10 @@ pub async fn load_snapshot_with(
 /// The node table: every node, why it was or was not chosen, and the predicted landing.
 fn node_table(admission: &Admission, body: &[u8]) -> String {
     let mut out = String::new();
-    let pod = admission::parse(body).ok().and_then(|request| {
-        let mut pod = Pod::deserialize(request.object.as_ref()?).ok()?;
-        // As the server reads it: the request's namespace when the object names none.
-        if pod.metadata.namespace.as_deref().is_none_or(str::is_empty) {
-            pod.metadata.namespace = request.namespace;
-        }
-        Some(pod)
-    });
+    // As the server reads it.
+    let pod = admission::parse(body)
+        .ok()
+        .and_then(|request| admission::pod_of(request.object.as_ref()?, &request).ok());
     match (pod, admission.store().current()) {
         (Some(pod), Some(view)) => {
             let decision = admission.dry_decide(&pod, &view);

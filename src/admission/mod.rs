@@ -193,12 +193,7 @@ impl Admission {
         let Some(object) = request.object.as_ref().filter(|o| !o.is_null()) else {
             return Ok(None);
         };
-        let mut pod =
-            Pod::deserialize(object).map_err(|e| FailOpen::UnreadablePod(e.to_string()))?;
-        // A CREATE may name the namespace in the request only; the job key needs it.
-        if pod.metadata.namespace.as_deref().is_none_or(str::is_empty) {
-            pod.metadata.namespace = request.namespace.clone();
-        }
+        let pod = pod_of(object, request).map_err(|e| FailOpen::UnreadablePod(e.to_string()))?;
         if !self.is_target(&pod) {
             debug!(uid = %request.uid, "not a target");
             return Ok(None);
@@ -323,6 +318,16 @@ pub fn parse(body: &[u8]) -> Result<RequestIn, BadReview> {
         return Err(BadReview::NoUid);
     }
     Ok(request)
+}
+
+/// The request's pod object as a Pod. A CREATE may name the namespace in the request only; the
+/// job key needs it, so the request's stands in.
+pub fn pod_of(object: &serde_json::Value, request: &RequestIn) -> Result<Pod, serde_json::Error> {
+    let mut pod = Pod::deserialize(object)?;
+    if pod.metadata.namespace.as_deref().is_none_or(str::is_empty) {
+        pod.metadata.namespace = request.namespace.clone();
+    }
+    Ok(pod)
 }
 
 /// Only CREATE of a Pod itself: affinity and schedulerName are immutable afterwards, and

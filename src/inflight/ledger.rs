@@ -202,23 +202,22 @@ impl Ledger {
 
     /// Marks `id` as decided by this replica, with the heat its landing nodes had then.
     pub fn remember_decision(&mut self, id: &str, heats: Vec<(String, f32)>) {
-        let Some(entry) = self.entries.get(id) else {
+        let Some(entry) = self.entries.get_mut(id) else {
             return;
         };
-        let aligned = entry
-            .shares
-            .iter()
-            .map(|(n, _)| {
-                let name = &*self.node_names[*n as usize];
-                heats
-                    .iter()
-                    .find(|(h, _)| h == name)
-                    .map_or(f32::NAN, |(_, heat)| *heat)
-            })
-            .collect();
-        if let Some(entry) = self.entries.get_mut(id) {
-            entry.decided_here = Some(aligned);
-        }
+        let names = &self.node_names;
+        entry.decided_here = Some(
+            entry
+                .shares
+                .iter()
+                .map(|(n, _)| {
+                    heats
+                        .iter()
+                        .find(|(h, _)| *h == *names[*n as usize])
+                        .map_or(f32::NAN, |(_, heat)| *heat)
+                })
+                .collect(),
+        );
     }
 
     /// Once per pod this replica decided: the heats remembered at decision time, by node.
@@ -265,15 +264,6 @@ impl Ledger {
     pub fn extra(&self, node: &str) -> Option<NodeExtra> {
         let id = *self.node_ids.get(node)?;
         Some(self.per_node[id as usize]).filter(|x| !x.is_negligible())
-    }
-
-    /// Nodes that carry in-flight load.
-    pub fn nodes(&self) -> impl Iterator<Item = (&str, NodeExtra)> {
-        self.node_names
-            .iter()
-            .zip(&self.per_node)
-            .filter(|(_, x)| !x.is_negligible())
-            .map(|(n, x)| (&**n, *x))
     }
 
     /// Where the pod `id` is expected to land, with probabilities; bound pods have one node.

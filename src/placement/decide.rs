@@ -25,6 +25,7 @@ use crate::config::{NodeMatch, PlacementConfig};
 use crate::inflight::ledger::{Ledger, NodeExtra, PodLoad};
 use crate::inflight::occupancy::NodeRequests;
 use crate::scheduler::cycle::{PodFacts, resource_score};
+use crate::scheduler::node::fits_in;
 use crate::scheduler::{ModelNode, num_feasible_nodes_to_find};
 use crate::view::heat::{Load, heat, is_hot};
 use crate::view::{ClusterView, NodeView};
@@ -219,14 +220,10 @@ fn model_node_with(
     model
 }
 
-/// Requests fit, as NodeResourcesFit filters. A node whose allocatable is unknown is not
-/// limited by requests as far as the webhook can tell.
-fn fits(node: &NodeView, model: &ModelNode, pod: &PodFacts<'_>) -> bool {
-    node.allocatable == Default::default() || model.fits(&pod.requests)
-}
-
-/// [`fits`] on [`model_node_with`]`(node, bound, extra)` without building the model node: the
-/// walk over every node runs it thousands of times per decision.
+/// Requests fit, as NodeResourcesFit filters, counting what is bound (`bound`) and what steered
+/// pods are expected to bring (`extra`) as [`model_node_with`] does, without building the
+/// model node: the walk over every node runs this thousands of times per decision. A node whose
+/// allocatable is unknown is not limited by requests as far as the webhook can tell.
 fn fits_with(
     node: &NodeView,
     bound: Option<&NodeRequests>,
@@ -237,6 +234,7 @@ fn fits_with(
     if node.allocatable == Default::default() {
         return true;
     }
+    // Same rounding of expected requests as `model_node_with`.
     let requested = |name: &str| {
         let expected = extra.map_or(0, |x| match name {
             CPU => x.milli_cpu.round() as i64,
@@ -248,15 +246,7 @@ fn fits_with(
             + bound.map_or(0, |b| b.requested.get(name))
             + expected
     };
-    let max_pods = node.allocatable.pods;
-    if max_pods > 0 && requested(PODS) + 1 > max_pods {
-        return false;
-    }
-    pod.requests
-        .requested
-        .iter()
-        .filter(|(name, value)| *name != PODS && *value > 0)
-        .all(|(name, value)| value <= node.allocatable.get(name) - requested(name))
+    fits_in(&node.allocatable, requested, &pod.requests)
 }
 
 /// What the pod would leave behind on a node, in the dimensions it loads.
@@ -561,7 +551,12 @@ pub fn assess_all(
                 network_fraction: node.scale.network_fraction(load.network_bytes_per_second),
                 load,
                 eligibility: pod.constraints.check(node),
-                fits: fits(node, &model_node(node, ledger), &pod.facts),
+                fits: fits_with(
+                    node,
+                    ledger.and_then(|l| l.occupancy.node(&node.name)),
+                    ledger.and_then(|l| l.extra(&node.name)),
+                    &pod.facts,
+                ),
                 hot: is_hot(&load, &node.scale, &policy.hot),
                 tier: decision
                     .tiers

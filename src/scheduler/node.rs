@@ -48,13 +48,24 @@ impl ModelNode {
 
     /// The Fit filter: one more pod must fit, and every non-zero request in what is left.
     pub fn fits(&self, pod: &PodRequests) -> bool {
-        let max_pods = self.allocatable.pods;
-        if max_pods > 0 && self.requested.pods + 1 > max_pods {
-            return false;
-        }
-        pod.requested
-            .iter()
-            .filter(|(name, value)| *name != super::resources::PODS && *value > 0)
-            .all(|(name, value)| value <= self.allocatable.get(name) - self.requested.get(name))
+        fits_in(&self.allocatable, |name| self.requested.get(name), pod)
     }
+}
+
+/// The Fit filter on a node whose requested amount of each resource `requested` gives, for
+/// callers that hold the node's requests in parts rather than as one [`ModelNode`].
+pub fn fits_in(
+    allocatable: &Resources,
+    requested: impl Fn(&str) -> i64,
+    pod: &PodRequests,
+) -> bool {
+    use super::resources::PODS;
+    let max_pods = allocatable.pods;
+    if max_pods > 0 && requested(PODS) + 1 > max_pods {
+        return false;
+    }
+    pod.requested
+        .iter()
+        .filter(|(name, value)| *name != PODS && *value > 0)
+        .all(|(name, value)| value <= allocatable.get(name) - requested(name))
 }
