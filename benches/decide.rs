@@ -106,6 +106,8 @@ fn bench_decide_and_patch(c: &mut Criterion) {
                 Instant::now(),
             );
         }
+        // As the server does: the ledger numbered by view position.
+        ledger.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
         group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
             b.iter(|| {
                 let decision = decide(&demand(&pod, &config), &view, &ledger, &config);
@@ -158,6 +160,7 @@ fn bench_after_burst(c: &mut Criterion) {
     let view = ClusterView::build(&cluster(5000), None, &config.placement);
     let mut group = c.benchmark_group("decide_and_patch_after_burst_5000_nodes");
     let mut ledger = Ledger::new(Duration::from_secs(90));
+    ledger.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
     let mut steered = 0;
     // 0: the idle ledger, the reference for what a full one may cost (issue: within 1.2x).
     for pods in [0, 100, 1000, 5000] {

@@ -370,6 +370,12 @@ fn run(nodes: Vec<GenNode>, policy: PlacementConfig, inflight: &[(usize, f64, f6
     };
     let scheduler = SchedulerConfig::default();
     let decision = decide(&demand, &view, Some(&ledger), &policy, &scheduler, 7);
+    // The server's path: the ledger numbered by view position, the filters memoised.
+    let mut aligned = ledger.clone();
+    aligned.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
+    assert!(aligned.is_aligned(view.id));
+    let again = decide(&demand, &view, Some(&aligned), &policy, &scheduler, 7);
+    assert_eq!(again, decision, "aligned lookups and the memo change the decision");
     let terms = decision.preferred_terms(&policy.node_match);
     Case {
         nodes,

@@ -131,7 +131,8 @@ impl Admission {
 
     /// The decision for `pod` against `view` as things stand, charging nothing.
     pub fn dry_decide(&self, pod: &Pod, view: &ClusterView) -> Decision {
-        let ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
+        let mut ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
+        ledger.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
         placement::decide(
             &self.demand(pod, Some(view)),
             view,
@@ -250,6 +251,7 @@ impl Admission {
         charge: bool,
     ) -> Decision {
         let mut ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
+        ledger.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
         let decision = placement::decide(
             demand,
             view,

@@ -16,7 +16,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
-use super::occupancy::Occupancy;
+use super::occupancy::{NodeRequests, Occupancy};
 use super::running::RunningPods;
 use crate::scheduler::PodRequests;
 
@@ -121,6 +121,16 @@ pub struct Ledger {
     pub occupancy: Occupancy,
     /// Running TaskManagers by job, from the pod watch.
     pub running: RunningPods,
+    /// Node numbers by position in one view, so a decision's walk over every node looks its
+    /// in-flight load and bound requests up without hashing a name.
+    aligned: Alignment,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Alignment {
+    view_id: u64,
+    /// (ledger number, occupancy number) for each view position.
+    numbers: Vec<(u32, u32)>,
 }
 
 impl Ledger {
@@ -135,6 +145,7 @@ impl Ledger {
             next_seq: 0,
             occupancy: Occupancy::default(),
             running: RunningPods::default(),
+            aligned: Alignment::default(),
         }
     }
 
@@ -264,6 +275,35 @@ impl Ledger {
     pub fn extra(&self, node: &str) -> Option<NodeExtra> {
         let id = *self.node_ids.get(node)?;
         Some(self.per_node[id as usize]).filter(|x| !x.is_negligible())
+    }
+
+    /// Numbers the nodes of the view `view_id` (named in view order) for [`Self::extra_at`] and
+    /// [`Self::bound_at`]. Once per view: a no-op while the view stays the same.
+    pub fn align<'a>(&mut self, view_id: u64, names: impl Iterator<Item = &'a str>) {
+        if self.is_aligned(view_id) {
+            return;
+        }
+        let numbers = names
+            .map(|name| (self.node_id(name), self.occupancy.number(name)))
+            .collect();
+        self.aligned = Alignment { view_id, numbers };
+    }
+
+    /// Whether [`Self::align`] was last called for the view `view_id` (never for id 0).
+    pub fn is_aligned(&self, view_id: u64) -> bool {
+        view_id != 0 && self.aligned.view_id == view_id
+    }
+
+    /// [`Self::extra`] of the node at `position` in the aligned view.
+    pub fn extra_at(&self, position: usize) -> Option<NodeExtra> {
+        let (number, _) = *self.aligned.numbers.get(position)?;
+        Some(self.per_node[number as usize]).filter(|x| !x.is_negligible())
+    }
+
+    /// The occupancy's bound requests of the node at `position` in the aligned view.
+    pub fn bound_at(&self, position: usize) -> Option<&NodeRequests> {
+        let (_, number) = *self.aligned.numbers.get(position)?;
+        self.occupancy.at(number)
     }
 
     /// Where the pod `id` is expected to land, with probabilities; bound pods have one node.

@@ -103,15 +103,7 @@ impl Occupancy {
             self.shapes[old.requests as usize].apply(&mut self.nodes[old.node as usize], -1);
         }
         let Some(node) = node else { return };
-        let id = match self.node_ids.get(node) {
-            Some(&id) => id,
-            None => {
-                let id = u32::try_from(self.nodes.len()).unwrap_or(u32::MAX);
-                self.node_ids.insert(node.to_string(), id);
-                self.nodes.push(NodeRequests::default());
-                id
-            }
-        };
+        let id = self.number(node);
         let shape = CompactRequests::of(requests);
         let shape_id = match self.shape_ids.get(&shape) {
             Some(&s) => s,
@@ -142,6 +134,22 @@ impl Occupancy {
 
     pub fn node(&self, name: &str) -> Option<&NodeRequests> {
         self.node_ids.get(name).map(|&id| &self.nodes[id as usize])
+    }
+
+    /// The number of `node`, given it on first sight; numbers never change.
+    pub fn number(&mut self, node: &str) -> u32 {
+        if let Some(&id) = self.node_ids.get(node) {
+            return id;
+        }
+        let id = u32::try_from(self.nodes.len()).unwrap_or(u32::MAX);
+        self.node_ids.insert(node.to_string(), id);
+        self.nodes.push(NodeRequests::default());
+        id
+    }
+
+    /// The requests bound to the node numbered `number` (see [`Self::number`]).
+    pub fn at(&self, number: u32) -> Option<&NodeRequests> {
+        self.nodes.get(number as usize)
     }
 
     pub fn pods(&self) -> usize {

@@ -1,12 +1,13 @@
 //! What a pod already says about where it may run, checked against one node.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Pod, Toleration};
 
 use crate::config::PinningRule;
 use crate::scheduler::terms::{any_term_matches, requirement_matches, tolerated};
-use crate::view::NodeView;
+use crate::view::{ClusterView, NodeView};
 
 /// Why a node cannot take the pod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,5 +113,35 @@ impl<'a> PodConstraints<'a> {
             return Err(Ineligible::Pinning);
         }
         Ok(())
+    }
+}
+
+impl PodConstraints<'_> {
+    /// Everything [`PodConstraints::check`] reads from the pod, as a memo key. `None` if it
+    /// cannot be written out (then nothing is memoised).
+    fn memo_key(&self) -> Option<String> {
+        serde_json::to_string(&(
+            "eligible",
+            self.node_selector,
+            self.required_terms,
+            self.tolerations,
+            &self.pinning,
+        ))
+        .ok()
+    }
+}
+
+/// Positions in `view` of the nodes `constraints` allow, in view order. Worked out once per
+/// view for each distinct set of filters: the pods of a burst share a few.
+pub fn eligible_nodes(constraints: &PodConstraints<'_>, view: &ClusterView) -> Arc<[u32]> {
+    let compute = || {
+        (0..view.nodes.len())
+            .filter(|&i| constraints.check(&view.nodes[i]).is_ok())
+            .filter_map(|i| u32::try_from(i).ok())
+            .collect()
+    };
+    match constraints.memo_key() {
+        Some(key) => view.memo.get_or_compute(key, compute),
+        None => compute().into(),
     }
 }

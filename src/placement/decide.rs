@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::{
     NodeSelectorRequirement, NodeSelectorTerm, PreferredSchedulingTerm,
 };
 
-use super::constraints::{Ineligible, PodConstraints};
+use super::constraints::{Ineligible, PodConstraints, eligible_nodes};
 use crate::config::scheduler::SchedulerConfig;
 use crate::config::{NodeMatch, PlacementConfig};
 use crate::inflight::ledger::{Ledger, NodeExtra, PodLoad};
@@ -249,6 +249,41 @@ fn fits_with(
     fits_in(&node.allocatable, requested, &pod.requests)
 }
 
+/// The ledger's counts for each node of one view: by position when the ledger is aligned with
+/// the view (see [`Ledger::align`]), else by name. Both give the same numbers.
+#[derive(Clone, Copy)]
+struct InFlight<'a> {
+    ledger: Option<&'a Ledger>,
+    aligned: bool,
+}
+
+impl<'a> InFlight<'a> {
+    fn new(ledger: Option<&'a Ledger>, view: &ClusterView) -> Self {
+        InFlight {
+            ledger,
+            aligned: ledger.is_some_and(|l| l.is_aligned(view.id)),
+        }
+    }
+
+    fn extra(&self, position: usize, node: &NodeView) -> Option<NodeExtra> {
+        let ledger = self.ledger?;
+        if self.aligned {
+            ledger.extra_at(position)
+        } else {
+            ledger.extra(&node.name)
+        }
+    }
+
+    fn bound(&self, position: usize, node: &NodeView) -> Option<&'a NodeRequests> {
+        let ledger = self.ledger?;
+        if self.aligned {
+            ledger.bound_at(position)
+        } else {
+            ledger.occupancy.node(&node.name)
+        }
+    }
+}
+
 /// What the pod would leave behind on a node, in the dimensions it loads.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PodHeat {
@@ -319,16 +354,15 @@ pub fn decide(
     salt: u64,
 ) -> Decision {
     let tie_hasher = foldhash::fast::FixedState::with_seed(salt);
-    let mut candidates = Vec::new();
+    let inflight = InFlight::new(ledger, view);
+    let eligible = eligible_nodes(&pod.constraints, view);
+    let mut candidates = Vec::with_capacity(eligible.len());
     let mut hot: Vec<(f64, usize)> = Vec::new();
     let mut feasible = view.nodes_without_metrics;
-    for (index, node) in view.nodes.iter().enumerate() {
-        if pod.constraints.check(node).is_err() {
-            continue;
-        }
-        let extra = ledger.and_then(|l| l.extra(&node.name));
-        let bound = ledger.and_then(|l| l.occupancy.node(&node.name));
-        if !fits_with(node, bound, extra, &pod.facts) {
+    for index in eligible.iter().map(|&i| i as usize) {
+        let node = &view.nodes[index];
+        let extra = inflight.extra(index, node);
+        if !fits_with(node, inflight.bound(index, node), extra, &pod.facts) {
             continue;
         }
         feasible += 1;
@@ -380,7 +414,7 @@ pub fn decide(
     let mut tied = 0;
     if let Some(best) = candidates.iter().min_by(|a, b| order(a, b)) {
         let node = &view.nodes[best.index];
-        let load = cautious_load(node, ledger, policy.uncertainty);
+        let load = load_with(node, inflight.extra(best.index, node), policy.uncertainty);
         let before = pod_heat(node, &load, pod, policy, 0.0);
         let best = best.heat;
         let band = policy.tie_band * (best.bottleneck - before.bottleneck).max(0.0);
@@ -432,17 +466,21 @@ pub fn decide(
         .take(first_size)
         .map(|c| c.index)
         .collect();
-    let landing = predict_landing(pod, view, ledger, scheduler, &first, sample_fraction);
+    let landing = predict_landing(pod, view, inflight, scheduler, &first, sample_fraction);
 
-    hot.sort_by(|a, b| {
-        b.0.total_cmp(&a.0)
-            .then_with(|| view.nodes[a.1].name.cmp(&view.nodes[b.1].name))
-    });
-    let avoid = if policy.avoid_hot.weight == 0 {
+    let avoid = if policy.avoid_hot.weight == 0 || policy.avoid_hot.max_nodes == 0 {
         Vec::new()
     } else {
+        let hottest_first = |a: &(f64, usize), b: &(f64, usize)| {
+            b.0.total_cmp(&a.0)
+                .then_with(|| view.nodes[a.1].name.cmp(&view.nodes[b.1].name))
+        };
+        if hot.len() > policy.avoid_hot.max_nodes {
+            hot.select_nth_unstable_by(policy.avoid_hot.max_nodes - 1, hottest_first);
+            hot.truncate(policy.avoid_hot.max_nodes);
+        }
+        hot.sort_by(hottest_first);
         hot.iter()
-            .take(policy.avoid_hot.max_nodes)
             .map(|&(h, i)| RankedNode {
                 name: view.nodes[i].name.clone(),
                 heat: h,
@@ -468,7 +506,7 @@ pub fn decide(
 fn predict_landing(
     pod: &PodDemand<'_>,
     view: &ClusterView,
-    ledger: Option<&Ledger>,
+    inflight: InFlight<'_>,
     scheduler: &SchedulerConfig,
     first: &[usize],
     fraction: f64,
@@ -476,7 +514,8 @@ fn predict_landing(
     let mut scored: Vec<(i64, usize)> = first
         .iter()
         .map(|&i| {
-            let model = model_node(&view.nodes[i], ledger);
+            let node = &view.nodes[i];
+            let model = model_node_with(node, inflight.bound(i, node), inflight.extra(i, node));
             (resource_score(&pod.facts, &model, scheduler), i)
         })
         .collect();

@@ -3,6 +3,7 @@
 //! Handlers never wait on Prometheus or the kube API: they load an `Arc<ClusterView>`.
 
 pub mod heat;
+pub mod memo;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -43,9 +44,14 @@ pub struct NodeView {
     pub base_requested: NodeRequests,
 }
 
-/// All nodes with readings, sorted coolest first by `base_heat`.
-#[derive(Debug, Clone, Default)]
+/// All nodes with readings, sorted coolest first by `base_heat`. Built once and then only
+/// read (not `Clone`: a changed copy would share the id): what is computed from it is
+/// memoised under its `id`.
+#[derive(Debug, Default)]
 pub struct ClusterView {
+    /// Unique per built view: tables aligned with `nodes` (the ledger's node numbers) are
+    /// valid for the view of this id only.
+    pub id: u64,
     pub taken_at: Option<SystemTime>,
     pub nodes: Vec<NodeView>,
     index: HashMap<String, usize>,
@@ -55,6 +61,8 @@ pub struct ClusterView {
     pub nodes_without_metrics: usize,
     /// Measured load of the running pods of each job.
     pub jobs: HashMap<JobKey, Vec<SiblingLoad>>,
+    /// Node lists computed once per pod shape (see `placement::eligible_nodes`).
+    pub memo: memo::NodeListMemo,
 }
 
 /// One running pod of a job, as measured.
@@ -182,12 +190,14 @@ impl ClusterView {
             .filter(|&i| nodes[i].base_hot)
             .collect();
         ClusterView {
+            id: memo::next_view_id(),
             taken_at: snapshot.taken_at,
             nodes,
             index,
             hot_nodes,
             nodes_without_metrics,
             jobs: jobs_of(snapshot),
+            memo: memo::NodeListMemo::default(),
         }
     }
 
