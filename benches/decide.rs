@@ -1,7 +1,8 @@
 //! decide + patch per review at 50 / 500 / 5,000 nodes, and the whole review (parse → answer).
 
+use placement_webhook::inflight::shared::SharedLedger;
 use std::hint::black_box;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
@@ -137,7 +138,7 @@ fn bench_whole_review(c: &mut Criterion) {
         let admission = Admission::new(
             config.clone(),
             store,
-            Arc::new(Mutex::new(Ledger::new(config.inflight.ttl))),
+            Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl))),
         );
         group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
             b.iter(|| {

@@ -1,7 +1,8 @@
 //! Wiring: sources → view store → admission → HTTPS server. Used by `serve` and by tests.
 
+use crate::inflight::shared::SharedLedger;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
@@ -27,7 +28,7 @@ const FILE_POLL: Duration = Duration::from_secs(2);
 pub struct Running {
     pub addr: SocketAddr,
     pub store: Arc<ViewStore>,
-    pub ledger: Arc<Mutex<Ledger>>,
+    pub ledger: Arc<SharedLedger>,
     pub metrics: Arc<Metrics>,
     /// What `/readyz` answers; the inventory watches set it.
     pub readiness: Arc<Readiness>,
@@ -71,7 +72,7 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
     let metrics = Arc::new(Metrics::new());
     let readiness = Arc::new(Readiness::new());
     let store = Arc::new(ViewStore::new(config.placement.clone()));
-    let ledger = Arc::new(Mutex::new(Ledger::new(config.inflight.ttl)));
+    let ledger = Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl)));
     let (stop, stopped) = watch::channel(false);
     let mut background = Vec::new();
 
@@ -155,7 +156,7 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
 /// then watches nodes and pods until shutdown. Without cluster configuration: nothing to do.
 fn spawn_cluster_watches(
     store: Arc<ViewStore>,
-    ledger: Arc<Mutex<Ledger>>,
+    ledger: Arc<SharedLedger>,
     readiness: Arc<Readiness>,
     metrics: Arc<Metrics>,
     stopped: watch::Receiver<bool>,
@@ -189,14 +190,12 @@ async fn wait_for(mut stopped: watch::Receiver<bool>) {
     let _ = stopped.wait_for(|s| *s).await;
 }
 
-fn spawn_ledger_expiry(ledger: Arc<Mutex<Ledger>>) -> JoinHandle<()> {
+fn spawn_ledger_expiry(ledger: Arc<SharedLedger>) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         loop {
             tick.tick().await;
-            if let Ok(mut l) = ledger.lock() {
-                l.expire(Instant::now());
-            }
+            ledger.write().expire(Instant::now());
         }
     })
 }

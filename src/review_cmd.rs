@@ -1,7 +1,8 @@
 //! `placement-webhook review`: one AdmissionReview answered exactly as the server would.
 
+use crate::inflight::shared::SharedLedger;
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use base64::Engine;
 
@@ -20,7 +21,7 @@ pub async fn review(config: Config, body: &[u8], explain: bool) -> anyhow::Resul
     let snapshot = load_snapshot(&config).await?;
     let store = Arc::new(ViewStore::new(config.placement.clone()));
     store.publish_snapshot(snapshot);
-    let ledger = Arc::new(Mutex::new(Ledger::new(config.inflight.ttl)));
+    let ledger = Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl)));
     let config = Arc::new(config);
     let admission = Admission::new(config.clone(), store.clone(), ledger);
     // Before answering: the answer charges the ledger, and the table shows the same decision.

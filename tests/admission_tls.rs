@@ -192,13 +192,9 @@ async fn dry_run_is_answered_but_not_recorded() {
     let mut dry = taskmanager_review("uid-dry");
     dry["request"]["dryRun"] = json!(true);
     expect_patched(&client, &dry).await;
-    assert_eq!(
-        running.ledger.lock().expect("ledger").len(),
-        0,
-        "dry run entered the ledger"
-    );
+    assert_eq!(running.ledger.read().len(), 0, "dry run entered the ledger");
     expect_patched(&client, &taskmanager_review("uid-real")).await;
-    assert_eq!(running.ledger.lock().expect("ledger").len(), 1);
+    assert_eq!(running.ledger.read().len(), 1);
     running.stop().await;
 }
 

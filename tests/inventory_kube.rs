@@ -4,9 +4,10 @@
 //! resourceVersion (`?&watch=true&timeoutSeconds=290&allowWatchBookmarks=true&resourceVersion=…`),
 //! and re-watches when a watch response ends; each test answers those requests in order.
 
+use placement_webhook::inflight::shared::SharedLedger;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use http::{Request, Response, StatusCode};
@@ -302,18 +303,13 @@ fn pods_list(age: Duration) -> Value {
     list
 }
 
-fn cpu(ledger: &Mutex<Ledger>, node: &str) -> f64 {
-    ledger
-        .lock()
-        .unwrap()
-        .extra(node)
-        .map_or(0.0, |l| l.cpu_cores)
+fn cpu(ledger: &SharedLedger, node: &str) -> f64 {
+    ledger.read().extra(node).map_or(0.0, |l| l.cpu_cores)
 }
 
-fn bound_milli_cpu(ledger: &Mutex<Ledger>, node: &str) -> i64 {
+fn bound_milli_cpu(ledger: &SharedLedger, node: &str) -> i64 {
     ledger
-        .lock()
-        .unwrap()
+        .read()
         .occupancy
         .node(node)
         .map_or(0, |n| n.requested.milli_cpu)
@@ -324,7 +320,7 @@ async fn pod_watch_keeps_the_ledger_in_step_with_other_replicas() {
     timeout(WHOLE_TEST, async {
         let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
         let mut handle = Box::pin(handle);
-        let ledger = Arc::new(Mutex::new(Ledger::new(Duration::from_secs(90))));
+        let ledger = Arc::new(SharedLedger::new(Ledger::new(Duration::from_secs(90))));
         let client = Client::new(service, "default");
         let l = ledger.clone();
         let readiness = Arc::new(placement_webhook::readiness::Readiness::new());
@@ -344,14 +340,13 @@ async fn pod_watch_keeps_the_ledger_in_step_with_other_replicas() {
 
         // Pending pod → split over its first tier; bound pod → its node; the unannotated and the
         // failed pods leave no trace.
-        eventually("listed pods charged", || ledger.lock().unwrap().len() == 2).await;
+        eventually("listed pods charged", || ledger.read().len() == 2).await;
         eventually("pod list complete", || readiness.pods_synced()).await;
         // The two running TaskManagers are the siblings new pods of the job are estimated from.
-        assert_eq!(ledger.lock().unwrap().running.len(), 2);
+        assert_eq!(ledger.read().running.len(), 2);
         // As if this replica had decided the pending pod: its bind is counted here, once.
         ledger
-            .lock()
-            .unwrap()
+            .write()
             .remember_decision("9b3e1f20a7c4", vec![("worker-1".into(), 0.25)]);
         assert_eq!(cpu(&ledger, "worker-1"), 1.0);
         assert_eq!(cpu(&ledger, "worker-4"), 1.0 + 2.0);
@@ -393,12 +388,8 @@ async fn pod_watch_keeps_the_ledger_in_step_with_other_replicas() {
             cpu(&ledger, "worker-4") == 0.0 && cpu(&ledger, "worker-1") == 2.0
         })
         .await;
-        assert_eq!(ledger.lock().unwrap().len(), 1);
-        assert_eq!(
-            ledger.lock().unwrap().running.len(),
-            1,
-            "the deleted one is gone"
-        );
+        assert_eq!(ledger.read().len(), 1);
+        assert_eq!(ledger.read().running.len(), 1, "the deleted one is gone");
         assert_eq!(bound_milli_cpu(&ledger, "worker-1"), 2000);
         let exported = metrics.encode();
         assert!(

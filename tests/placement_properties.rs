@@ -375,7 +375,10 @@ fn run(nodes: Vec<GenNode>, policy: PlacementConfig, inflight: &[(usize, f64, f6
     aligned.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
     assert!(aligned.is_aligned(view.id));
     let again = decide(&demand, &view, Some(&aligned), &policy, &scheduler, 7);
-    assert_eq!(again, decision, "aligned lookups and the memo change the decision");
+    assert_eq!(
+        again, decision,
+        "aligned lookups and the memo change the decision"
+    );
     let terms = decision.preferred_terms(&policy.node_match);
     Case {
         nodes,

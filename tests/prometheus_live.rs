@@ -4,6 +4,7 @@
 
 mod support;
 
+use placement_webhook::inflight::shared::SharedLedger;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -445,7 +446,7 @@ async fn new_taskmanagers_are_estimated_from_their_running_siblings() {
     use placement_webhook::inflight::ledger::Ledger;
     use placement_webhook::placement::LoadSource;
     use placement_webhook::view::ViewStore;
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
     use support::exporter::FakePod;
 
     let Some(binary) = prometheus::binary() else {
@@ -513,7 +514,7 @@ async fn new_taskmanagers_are_estimated_from_their_running_siblings() {
     let admission = Admission::new(
         Arc::new(config),
         store.clone(),
-        Arc::new(Mutex::new(Ledger::new(Duration::from_secs(90)))),
+        Arc::new(SharedLedger::new(Ledger::new(Duration::from_secs(90)))),
     );
     let close = |got: f64, want: f64| (got - want).abs() <= 0.05 * want;
     for (app, cpu, net, source) in [

@@ -3,7 +3,8 @@
 
 pub mod review;
 
-use std::sync::{Arc, Mutex};
+use crate::inflight::shared::SharedLedger;
+use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -53,7 +54,7 @@ pub struct Answer {
 pub struct Admission {
     config: Arc<Config>,
     store: Arc<ViewStore>,
-    ledger: Arc<Mutex<Ledger>>,
+    ledger: Arc<SharedLedger>,
     /// Breaks near-ties in this replica's own order (see `placement::decide`).
     salt: u64,
 }
@@ -81,7 +82,7 @@ impl FailOpen {
 }
 
 impl Admission {
-    pub fn new(config: Arc<Config>, store: Arc<ViewStore>, ledger: Arc<Mutex<Ledger>>) -> Self {
+    pub fn new(config: Arc<Config>, store: Arc<ViewStore>, ledger: Arc<SharedLedger>) -> Self {
         use std::hash::BuildHasher;
         // Random per process: two replicas order near-ties differently.
         let salt = std::collections::hash_map::RandomState::new().hash_one(0x5a17_u64);
@@ -92,7 +93,7 @@ impl Admission {
     pub fn with_salt(
         config: Arc<Config>,
         store: Arc<ViewStore>,
-        ledger: Arc<Mutex<Ledger>>,
+        ledger: Arc<SharedLedger>,
         salt: u64,
     ) -> Self {
         Admission {
@@ -131,19 +132,10 @@ impl Admission {
 
     /// The decision for `pod` against `view` as things stand, charging nothing.
     pub fn dry_decide(&self, pod: &Pod, view: &ClusterView) -> Decision {
-        let mut ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
-        ledger.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
-        placement::decide(
-            &self.demand(pod, Some(view)),
-            view,
-            Some(&ledger),
-            &self.config.placement,
-            &self.config.scheduler,
-            self.salt,
-        )
+        self.decide_with(&self.demand(pod, Some(view)), view, &self.ledger.read())
     }
 
-    pub fn ledger(&self) -> &Arc<Mutex<Ledger>> {
+    pub fn ledger(&self) -> &Arc<SharedLedger> {
         &self.ledger
     }
 
@@ -242,7 +234,10 @@ impl Admission {
         Ok(Some((response, mode.as_str())))
     }
 
-    /// Decides under the ledger lock so concurrent pods of a burst see each other's charges.
+    /// Decides against a read of the ledger, beside other reviews, and takes the write lock
+    /// only to charge. If another charge (or any write) came in meanwhile, the decision did not
+    /// see it: decide again, so the pods of a burst see each other's charges. After
+    /// [`OPTIMISTIC_ATTEMPTS`] such races, decides and charges under one write lock.
     fn decide_and_charge(
         &self,
         demand: &PodDemand<'_>,
@@ -250,34 +245,40 @@ impl Admission {
         id: &str,
         charge: bool,
     ) -> Decision {
-        let mut ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
-        ledger.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
-        let decision = placement::decide(
+        let charge = charge && self.config.mode.writes_affinity();
+        if !self.ledger.read().is_aligned(view.id) {
+            self.ledger.write().align(view.id, node_names(view));
+        }
+        for _ in 0..OPTIMISTIC_ATTEMPTS {
+            let (decision, seen, charged) = {
+                let ledger = self.ledger.read();
+                let decision = self.decide_with(demand, view, &ledger);
+                (decision, self.ledger.writes(), ledger.contains(id))
+            };
+            // A retried review (same uid) keeps its first charge.
+            if !charge || charged {
+                return decision;
+            }
+            if let Ok(mut ledger) = self.ledger.write_if_unchanged(seen) {
+                charge_decision(&mut ledger, id, demand, &decision);
+                return decision;
+            }
+        }
+        let mut ledger = self.ledger.write();
+        let decision = self.decide_with(demand, view, &ledger);
+        charge_decision(&mut ledger, id, demand, &decision);
+        decision
+    }
+
+    fn decide_with(&self, demand: &PodDemand<'_>, view: &ClusterView, ledger: &Ledger) -> Decision {
+        placement::decide(
             demand,
             view,
-            Some(&ledger),
+            Some(ledger),
             &self.config.placement,
             &self.config.scheduler,
             self.salt,
-        );
-        if charge && self.config.mode.writes_affinity() {
-            ledger.charge(
-                id,
-                &decision.landing,
-                demand.load,
-                &demand.facts.requests,
-                Instant::now(),
-            );
-            let heats = decision
-                .tiers
-                .iter()
-                .flat_map(|t| &t.nodes)
-                .filter(|n| decision.landing.iter().any(|(l, _)| *l == n.name))
-                .map(|n| (n.name.clone(), n.heat as f32))
-                .collect();
-            ledger.remember_decision(id, heats);
-        }
-        decision
+        )
     }
 
     fn is_target(&self, pod: &Pod) -> bool {
@@ -301,6 +302,33 @@ impl Admission {
     pub fn store(&self) -> &ViewStore {
         &self.store
     }
+}
+
+/// Decisions raced by another write before one is charged under a read-made decision.
+const OPTIMISTIC_ATTEMPTS: usize = 3;
+
+fn node_names(view: &ClusterView) -> impl Iterator<Item = &str> {
+    view.nodes.iter().map(|n| n.name.as_str())
+}
+
+/// Charges the pod where `decision` predicts it lands, and remembers the decision's heats
+/// there for landing accuracy.
+fn charge_decision(ledger: &mut Ledger, id: &str, demand: &PodDemand<'_>, decision: &Decision) {
+    ledger.charge(
+        id,
+        &decision.landing,
+        demand.load,
+        &demand.facts.requests,
+        Instant::now(),
+    );
+    let heats = decision
+        .tiers
+        .iter()
+        .flat_map(|t| &t.nodes)
+        .filter(|n| decision.landing.iter().any(|(l, _)| *l == n.name))
+        .map(|n| (n.name.clone(), n.heat as f32))
+        .collect();
+    ledger.remember_decision(id, heats);
 }
 
 /// Reads an AdmissionReview request, checking what must hold to answer it at all.

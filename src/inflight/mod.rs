@@ -7,3 +7,4 @@ pub mod ledger;
 pub mod note;
 pub mod occupancy;
 pub mod running;
+pub mod shared;

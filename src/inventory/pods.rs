@@ -18,8 +18,9 @@
 //! replicas agree with a lag of the watch latency, typically well under a second. Pods that
 //! vanish while a watch is down are not forgotten explicitly; the ttl bounds their effect.
 
+use crate::inflight::shared::SharedLedger;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::StreamExt;
@@ -218,7 +219,7 @@ pub const UNFINISHED_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed"
 #[tracing::instrument(name = "pod_watch", skip_all)]
 pub async fn watch_pods(
     client: Client,
-    ledger: Arc<Mutex<Ledger>>,
+    ledger: Arc<SharedLedger>,
     readiness: Arc<Readiness>,
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()> + Send,
@@ -294,9 +295,9 @@ pub async fn watch_pods(
     }
 }
 
-fn lock(ledger: &Mutex<Ledger>) -> std::sync::MutexGuard<'_, Ledger> {
+fn lock(ledger: &SharedLedger) -> std::sync::RwLockWriteGuard<'_, Ledger> {
     // A panic elsewhere while holding the lock leaves plain data behind: keep using it.
-    ledger.lock().unwrap_or_else(|e| e.into_inner())
+    ledger.write()
 }
 
 #[cfg(test)]

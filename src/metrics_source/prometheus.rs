@@ -5,9 +5,10 @@
 //! into the view. The request path never waits on Prometheus: a failed refresh keeps the last
 //! good snapshot, which ages until `max_staleness` makes admission fail open.
 
+use crate::inflight::shared::SharedLedger;
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine;
@@ -18,7 +19,6 @@ use tracing::{Instrument, info, info_span, warn};
 use super::readings::{self, BuildError, BuildReport, Readings, ResponseError, Series};
 use crate::config::prometheus::{Auth, NodeMapping, PrometheusConfig};
 use crate::facts::Inventory;
-use crate::inflight::ledger::Ledger;
 use crate::snapshot::LoadSnapshot;
 use crate::telemetry::{Metrics, QueryLabels};
 use crate::view::ViewStore;
@@ -364,7 +364,7 @@ impl Health {
 pub fn spawn_refresher(
     source: Arc<PrometheusSource>,
     store: Arc<ViewStore>,
-    ledger: Arc<Mutex<Ledger>>,
+    ledger: Arc<SharedLedger>,
     metrics: Arc<Metrics>,
     max_staleness: Duration,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -403,7 +403,7 @@ pub fn spawn_refresher(
                         let counts = (snapshot.nodes.len(), report.incomplete_nodes.len());
                         if !snapshot.pods.is_empty() {
                             // Which job each measured pod runs for: the pod watch knows.
-                            let ledger = ledger.lock().unwrap_or_else(|e| e.into_inner());
+                            let ledger = ledger.read();
                             ledger.running.label(&mut snapshot);
                         }
                         let store = store.clone();

@@ -231,7 +231,7 @@ fn fits_with(
     pod: &PodFacts<'_>,
 ) -> bool {
     use crate::scheduler::resources::{CPU, MEMORY, PODS};
-    if node.allocatable == Default::default() {
+    if !node.allocatable_known {
         return true;
     }
     // Same rounding of expected requests as `model_node_with`.
@@ -340,7 +340,19 @@ pub fn tier_size_for_sample(fraction: f64, miss: f64, at_least: usize) -> usize 
 struct Candidate {
     index: usize,
     heat: PodHeat,
-    tie: u64,
+    tie: u32,
+}
+
+/// Each node's place among near-ties, from its name and this replica's `salt`: the same for
+/// every decision, different on each replica. Hashed once per view.
+fn tie_breakers(view: &ClusterView, salt: u64) -> std::sync::Arc<[u32]> {
+    view.memo.get_or_compute(format!("ties/{salt}"), || {
+        let hasher = foldhash::fast::FixedState::with_seed(salt);
+        view.nodes
+            .iter()
+            .map(|n| (hasher.hash_one(&n.name) >> 32) as u32)
+            .collect()
+    })
 }
 
 /// Ranks the nodes this pod can land on and builds the tiers, the avoid list and the
@@ -353,7 +365,7 @@ pub fn decide(
     scheduler: &SchedulerConfig,
     salt: u64,
 ) -> Decision {
-    let tie_hasher = foldhash::fast::FixedState::with_seed(salt);
+    let ties = tie_breakers(view, salt);
     let inflight = InFlight::new(ledger, view);
     let eligible = eligible_nodes(&pod.constraints, view);
     let mut candidates = Vec::with_capacity(eligible.len());
@@ -374,7 +386,7 @@ pub fn decide(
         candidates.push(Candidate {
             index,
             heat: pod_heat(node, &load, pod, policy, 1.0),
-            tie: tie_hasher.hash_one(&node.name),
+            tie: ties[index],
         });
     }
     let all_nodes = view.nodes.len() + view.nodes_without_metrics;

@@ -222,12 +222,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
             m.nodes_in_snapshot.set(0);
         }
     }
-    let ledger_len = state
-        .admission
-        .ledger()
-        .lock()
-        .map(|l| l.len())
-        .unwrap_or_default();
+    let ledger_len = state.admission.ledger().read().len();
     m.inflight_entries.set(ledger_len as i64);
     (
         [(
@@ -256,7 +251,7 @@ mod tests {
 
 #[cfg(test)]
 mod overload_tests {
-    use std::sync::Mutex;
+    use crate::inflight::shared::SharedLedger;
 
     use axum::body::Body;
     use axum::http::Request;
@@ -271,7 +266,7 @@ mod overload_tests {
         let config = Arc::new(Config::default());
         let store = Arc::new(ViewStore::new(config.placement.clone()));
         store.publish_snapshot(crate::metrics_source::file::embedded_example().expect("example"));
-        let ledger = Arc::new(Mutex::new(Ledger::new(config.inflight.ttl)));
+        let ledger = Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl)));
         let limits = Limits {
             max_concurrent_reviews: max,
             ..Limits::default()
@@ -332,7 +327,7 @@ mod overload_tests {
 
 #[cfg(test)]
 mod readiness_tests {
-    use std::sync::Mutex;
+    use crate::inflight::shared::SharedLedger;
 
     use axum::body::Body;
     use axum::http::Request;
@@ -347,7 +342,7 @@ mod readiness_tests {
     fn state(readiness: Arc<Readiness>) -> Arc<AppState> {
         let config = Arc::new(Config::default());
         let store = Arc::new(ViewStore::new(config.placement.clone()));
-        let ledger = Arc::new(Mutex::new(Ledger::new(config.inflight.ttl)));
+        let ledger = Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl)));
         Arc::new(
             AppState::new(
                 Admission::new(config, store, ledger),

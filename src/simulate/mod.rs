@@ -9,8 +9,9 @@
 
 pub mod figures;
 
+use crate::inflight::shared::SharedLedger;
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine;
@@ -406,8 +407,8 @@ fn webhook(
     snapshot.taken_at = Some(SystemTime::now());
     store.publish_snapshot(snapshot);
     let replicas = timing.replicas.max(1);
-    let ledgers: Vec<Arc<Mutex<Ledger>>> = (0..replicas)
-        .map(|_| Arc::new(Mutex::new(Ledger::new(config.inflight.ttl))))
+    let ledgers: Vec<Arc<SharedLedger>> = (0..replicas)
+        .map(|_| Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl))))
         .collect();
     let admissions: Vec<Admission> = ledgers
         .iter()
@@ -562,7 +563,7 @@ fn preferred_names<'a>(facts: &'a PodFacts<'_>) -> BTreeSet<&'a str> {
 /// One pod event as the watch delivers it to a replica; for a bind of a pod this replica
 /// decided, where it landed (the landing-accuracy metric's reading).
 fn watch(
-    ledger: &Mutex<Ledger>,
+    ledger: &SharedLedger,
     object: &Value,
     node: Option<&str>,
 ) -> Option<(Landing, Option<f64>)> {
@@ -576,7 +577,7 @@ fn watch(
         pod["status"] = json!({"phase": "Pending"});
     }
     let pod = pod_of(&pod)?;
-    let mut ledger = ledger.lock().unwrap_or_else(|e| e.into_inner());
+    let mut ledger = ledger.write();
     apply_pod_event(&mut ledger, &pod, false, Instant::now(), SystemTime::now());
     node.and_then(|_| landing_of(&mut ledger, &pod))
 }

@@ -1,7 +1,8 @@
-//! Node lists computed once per view and shared by every review that reads it.
+//! Per-node numbers computed once per view and shared by every review that reads it.
 //!
 //! A burst is hundreds of pods of a few shapes (one per Flink job): which nodes a shape's
 //! filters allow does not change until the view does, so it is worked out once per shape.
+//! Likewise each node's tie-breaking rank.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,7 +20,8 @@ pub fn next_view_id() -> u64 {
     NEXT_VIEW_ID.fetch_add(1, Ordering::Relaxed)
 }
 
-/// Lists of node positions in the view, by a key that says what they were computed from.
+/// Lists of `u32` (node positions, or one number per node), by a key that says what they
+/// were computed from.
 #[derive(Default)]
 pub struct NodeListMemo {
     lists: Mutex<HashMap<String, Arc<[u32]>>>,

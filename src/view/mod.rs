@@ -40,6 +40,8 @@ pub struct NodeView {
     /// What the scheduler's NodeResourcesFit compares requests with; empty when unknown (then
     /// requests do not limit the node, as far as the webhook can tell).
     pub allocatable: Resources,
+    /// `allocatable` is not empty.
+    pub allocatable_known: bool,
     /// Requests on the node known without the pod watch (the snapshot file's `requested`).
     pub base_requested: NodeRequests,
 }
@@ -159,6 +161,7 @@ impl ClusterView {
                     taints: taints.clone(),
                     unschedulable,
                     ready,
+                    allocatable_known: allocatable != Resources::default(),
                     allocatable,
                     base_requested: if inventory.is_some() {
                         NodeRequests::default()

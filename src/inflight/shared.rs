@@ -1,0 +1,77 @@
+//! The ledger as the reviews, the pod watch and the refresher share it.
+//!
+//! Reviews decide under a read lock, side by side, and take the write lock only to charge.
+//! Every write is counted, so a review can tell whether the ledger changed while it decided
+//! (and decide again rather than charge a decision that did not see another pod's charge).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use super::ledger::Ledger;
+
+#[derive(Debug)]
+pub struct SharedLedger {
+    ledger: RwLock<Ledger>,
+    writes: AtomicU64,
+}
+
+impl SharedLedger {
+    pub fn new(ledger: Ledger) -> Self {
+        SharedLedger {
+            ledger: RwLock::new(ledger),
+            writes: AtomicU64::new(0),
+        }
+    }
+
+    /// Shared access. A panic while writing leaves plain numbers behind: they are still used.
+    pub fn read(&self) -> RwLockReadGuard<'_, Ledger> {
+        self.ledger.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Exclusive access, counted as a write.
+    pub fn write(&self) -> RwLockWriteGuard<'_, Ledger> {
+        let guard = self.ledger.write().unwrap_or_else(|e| e.into_inner());
+        self.writes.fetch_add(1, Ordering::AcqRel);
+        guard
+    }
+
+    /// Exclusive access if no write happened since [`Self::writes`] said `seen`; else the
+    /// number of writes now. Held or not, the lock is taken once.
+    pub fn write_if_unchanged(&self, seen: u64) -> Result<RwLockWriteGuard<'_, Ledger>, u64> {
+        let guard = self.ledger.write().unwrap_or_else(|e| e.into_inner());
+        // Writes are counted under the write lock, so this is exact.
+        let now = self.writes.load(Ordering::Acquire);
+        if now != seen {
+            return Err(now);
+        }
+        self.writes.fetch_add(1, Ordering::AcqRel);
+        Ok(guard)
+    }
+
+    /// Writes so far; read it under [`Self::read`] to know what that read saw.
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_write_in_between_is_seen() {
+        let shared = SharedLedger::new(Ledger::new(Duration::from_secs(60)));
+        let seen = {
+            let _read = shared.read();
+            shared.writes()
+        };
+        assert!(shared.write_if_unchanged(seen).is_ok());
+        let stale = seen;
+        assert_eq!(shared.write_if_unchanged(stale).err(), Some(seen + 1));
+        let now = shared.writes();
+        drop(shared.write());
+        assert!(shared.write_if_unchanged(now).is_err());
+        assert!(shared.write_if_unchanged(now + 1).is_ok());
+    }
+}
