@@ -21,7 +21,9 @@ pub async fn review(config: Config, body: &[u8], explain: bool) -> anyhow::Resul
     let snapshot = load_snapshot(&config).await?;
     let store = Arc::new(ViewStore::new(config.placement.clone()));
     store.publish_snapshot(snapshot);
-    let ledger = Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl)));
+    let ledger = Arc::new(SharedLedger::new(
+        Ledger::new(config.inflight.ttl).with_max_entries(config.inflight.max_entries),
+    ));
     let config = Arc::new(config);
     let admission = Admission::new(config.clone(), store.clone(), ledger);
     // Before answering: the answer charges the ledger, and the table shows the same decision.

@@ -99,6 +99,7 @@ pub struct Metrics {
     pub prometheus_query_errors: Family<QueryLabels, Counter>,
     pub prometheus_refresh_duration: Histogram,
     pub inflight_entries: Gauge,
+    pub inflight_evicted: Counter,
     pub landings: Family<LandingLabels, Counter>,
     pub landing_heat: Histogram,
     pub inventory_nodes: Gauge,
@@ -163,6 +164,12 @@ impl Metrics {
             "Steered pods whose estimated load is still counted on their nodes",
             inflight_entries.clone(),
         );
+        let inflight_evicted = Counter::default();
+        registry.register(
+            "inflight_evicted",
+            "Steered pods dropped from the ledger before their TTL to stay within inflight.max_entries",
+            inflight_evicted.clone(),
+        );
         let landings = Family::<LandingLabels, Counter>::default();
         registry.register(
             "landings",
@@ -222,6 +229,7 @@ impl Metrics {
             prometheus_query_errors,
             prometheus_refresh_duration,
             inflight_entries,
+            inflight_evicted,
             landings,
             landing_heat,
             inventory_nodes,

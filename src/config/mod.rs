@@ -271,6 +271,10 @@ pub struct PinningRule {
     pub node_label: String,
 }
 
+/// Steered pods remembered at once by default: far more than a scheduler binds in a TTL, at a
+/// few hundred bytes each.
+pub const DEFAULT_MAX_INFLIGHT: usize = 32_768;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct InflightConfig {
@@ -284,6 +288,8 @@ pub struct InflightConfig {
     pub default_cpu_cores: f64,
     /// Estimating a new pod's load from the running pods of its job.
     pub estimate: EstimateConfig,
+    /// Most steered pods remembered at once; past it the oldest charges are dropped early.
+    pub max_entries: usize,
 }
 
 impl Default for InflightConfig {
@@ -293,6 +299,7 @@ impl Default for InflightConfig {
             network_bytes_per_second: 0.0,
             default_cpu_cores: 1.0,
             estimate: EstimateConfig::default(),
+            max_entries: DEFAULT_MAX_INFLIGHT,
         }
     }
 }
@@ -461,6 +468,9 @@ impl Config {
         }
         if !(i.default_cpu_cores.is_finite() && i.default_cpu_cores >= 0.0) {
             problems.push("inflight.default_cpu_cores must be >= 0".into());
+        }
+        if i.max_entries == 0 {
+            problems.push("inflight.max_entries must be >= 1".into());
         }
         let e = &i.estimate;
         if e.min_siblings == 0 {

@@ -91,7 +91,8 @@ impl NodeExtra {
 struct Entry {
     /// Where the pod may land (node numbers, see `Ledger::node_names`) and with what
     /// probability (summing to 1). Numbers, not names: at 5,000 nodes a pod may have ~50.
-    shares: Vec<(u32, f64)>,
+    /// Boxed, f32: tens of thousands of entries may be in flight, each with ~50 shares.
+    shares: Box<[(u32, f32)]>,
     load: PodLoad,
     requests: PodRequests,
     /// Bound: the single share is its node, and its requests count through the occupancy.
@@ -117,6 +118,11 @@ pub struct Ledger {
     /// and are skipped then (lazy deletion), so the queue holds at most one TTL of charges.
     expiry: BinaryHeap<Reverse<(Instant, u64, String)>>,
     next_seq: u64,
+    /// Past this many entries, the charges that expire soonest go first: memory stays bounded
+    /// whatever the rate of reviews.
+    max_entries: usize,
+    /// Entries dropped early to stay within `max_entries`.
+    evicted: u64,
     /// Requests of every bound pod, from the pod watch.
     pub occupancy: Occupancy,
     /// Running TaskManagers by job, from the pod watch.
@@ -134,6 +140,14 @@ struct Alignment {
 }
 
 impl Ledger {
+    /// A ledger holding at most `max_entries` pods (at least one).
+    pub fn with_max_entries(self, max_entries: usize) -> Self {
+        Ledger {
+            max_entries: max_entries.max(1),
+            ..self
+        }
+    }
+
     pub fn new(ttl: Duration) -> Self {
         Ledger {
             ttl,
@@ -143,6 +157,8 @@ impl Ledger {
             per_node: Vec::new(),
             expiry: BinaryHeap::new(),
             next_seq: 0,
+            max_entries: crate::config::DEFAULT_MAX_INFLIGHT,
+            evicted: 0,
             occupancy: Occupancy::default(),
             running: RunningPods::default(),
             aligned: Alignment::default(),
@@ -174,7 +190,7 @@ impl Ledger {
             shares: shares
                 .iter()
                 .filter(|(_, p)| *p > 0.0)
-                .map(|(n, p)| (self.node_id(n), p / total))
+                .map(|(n, p)| (self.node_id(n), (p / total) as f32))
                 .collect(),
             load,
             requests: requests.clone(),
@@ -183,6 +199,7 @@ impl Ledger {
             decided_here: None,
         };
         self.next_seq += 1;
+        while self.entries.len() >= self.max_entries && self.evict_soonest() {}
         self.apply(&entry, 1.0);
         self.expiry
             .push(Reverse((expires, entry.charge_seq, id.to_string())));
@@ -202,7 +219,7 @@ impl Ledger {
         let entry = entry.clone();
         self.apply(&entry, -1.0);
         let bound = Entry {
-            shares: vec![(self.node_id(node), 1.0)],
+            shares: Box::new([(self.node_id(node), 1.0)]),
             bound: true,
             ..entry
         };
@@ -271,6 +288,23 @@ impl Ledger {
         }
     }
 
+    /// Forgets the live entry that expires soonest; false when there is none.
+    fn evict_soonest(&mut self) -> bool {
+        while let Some(Reverse((_, seq, id))) = self.expiry.pop() {
+            if self.entries.get(&id).is_some_and(|e| e.charge_seq == seq) {
+                self.forget(&id);
+                self.evicted += 1;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Entries dropped before their time to stay within the entry limit, so far.
+    pub fn evicted(&self) -> u64 {
+        self.evicted
+    }
+
     /// The in-flight load and requests counted on `node`.
     pub fn extra(&self, node: &str) -> Option<NodeExtra> {
         let id = *self.node_ids.get(node)?;
@@ -311,7 +345,7 @@ impl Ledger {
         self.entries.get(id).map(|e| {
             e.shares
                 .iter()
-                .map(|(n, p)| (self.node_names[*n as usize].to_string(), *p))
+                .map(|(n, p)| (self.node_names[*n as usize].to_string(), f64::from(*p)))
                 .collect()
         })
     }
@@ -342,6 +376,7 @@ impl Ledger {
 
     fn apply(&mut self, entry: &Entry, sign: f64) {
         for &(node, p) in &entry.shares {
+            let p = f64::from(p);
             let Some(total) = self.per_node.get_mut(node as usize) else {
                 continue;
             };
@@ -440,6 +475,38 @@ mod tests {
         l.expire(later + Duration::from_secs(60));
         assert!(l.is_empty());
         assert_eq!(l.extra("b"), None);
+    }
+
+    #[test]
+    fn past_the_limit_the_soonest_to_expire_goes_first() {
+        let now = Instant::now();
+        let mut l = Ledger::new(Duration::from_secs(60)).with_max_entries(2);
+        l.charge(
+            "old",
+            &shares(&[("a", 1.0)]),
+            TWO_CPU,
+            &requests(),
+            now - Duration::from_secs(10),
+        );
+        l.charge(
+            "mid",
+            &shares(&[("a", 1.0)]),
+            TWO_CPU,
+            &requests(),
+            now - Duration::from_secs(5),
+        );
+        l.forget("mid");
+        l.charge("mid", &shares(&[("b", 1.0)]), TWO_CPU, &requests(), now);
+        l.charge("new", &shares(&[("b", 1.0)]), TWO_CPU, &requests(), now);
+        assert_eq!(l.len(), 2);
+        assert!(!l.contains("old"), "the oldest charge went first");
+        assert!(
+            l.contains("mid"),
+            "a forgotten earlier charge does not evict a later one"
+        );
+        assert_eq!(l.evicted(), 1);
+        assert_eq!(l.extra("a"), None);
+        assert_eq!(l.extra("b").map(|x| x.cpu_cores), Some(4.0));
     }
 
     #[test]

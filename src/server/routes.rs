@@ -222,8 +222,14 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
             m.nodes_in_snapshot.set(0);
         }
     }
-    let ledger_len = state.admission.ledger().read().len();
+    let (ledger_len, evicted) = {
+        let ledger = state.admission.ledger().read();
+        (ledger.len(), ledger.evicted())
+    };
     m.inflight_entries.set(ledger_len as i64);
+    // The ledger counts; the counter catches up at each scrape.
+    m.inflight_evicted
+        .inc_by(evicted.saturating_sub(m.inflight_evicted.get()));
     (
         [(
             header::CONTENT_TYPE,

@@ -408,7 +408,11 @@ fn webhook(
     store.publish_snapshot(snapshot);
     let replicas = timing.replicas.max(1);
     let ledgers: Vec<Arc<SharedLedger>> = (0..replicas)
-        .map(|_| Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl))))
+        .map(|_| {
+            Arc::new(SharedLedger::new(
+                Ledger::new(config.inflight.ttl).with_max_entries(config.inflight.max_entries),
+            ))
+        })
         .collect();
     let admissions: Vec<Admission> = ledgers
         .iter()
