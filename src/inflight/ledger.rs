@@ -234,16 +234,20 @@ impl Ledger {
             return;
         };
         let names = &self.node_names;
+        // `heats` usually lists the landing nodes in `shares` order: look there first.
+        let heat_of = |at: usize, node: &str| {
+            heats
+                .get(at)
+                .filter(|(h, _)| h == node)
+                .or_else(|| heats.iter().find(|(h, _)| h == node))
+                .map_or(f32::NAN, |(_, heat)| *heat)
+        };
         entry.decided_here = Some(
             entry
                 .shares
                 .iter()
-                .map(|(n, _)| {
-                    heats
-                        .iter()
-                        .find(|(h, _)| *h == *names[*n as usize])
-                        .map_or(f32::NAN, |(_, heat)| *heat)
-                })
+                .enumerate()
+                .map(|(at, (n, _))| heat_of(at, &names[*n as usize]))
                 .collect(),
         );
     }

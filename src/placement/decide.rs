@@ -423,27 +423,40 @@ pub fn decide(
     };
     // Near-ties (within `tie_band` of what this pod adds to the best node): each replica takes
     // them in its own order, so replicas deciding at the same moment rarely pick the same node.
-    let mut tied = 0;
+    let mut tied_below = None;
     if let Some(best) = candidates.iter().min_by(|a, b| order(a, b)) {
         let node = &view.nodes[best.index];
         let load = load_with(node, inflight.extra(best.index, node), policy.uncertainty);
         let before = pod_heat(node, &load, pod, policy, 0.0);
         let best = best.heat;
         let band = policy.tie_band * (best.bottleneck - before.bottleneck).max(0.0);
-        tied = candidates
-            .iter()
-            .filter(|c| c.heat.nic_over == best.nic_over)
-            .filter(|c| c.heat.bottleneck <= best.bottleneck + band)
-            .count();
+        tied_below = Some((best.nic_over, best.bottleneck + band));
     }
-    // Only the first `used` (or the near-ties) are named: select them, then sort just those.
-    let keep = used.max(tied);
-    if candidates.len() > keep && keep > 0 {
-        candidates.select_nth_unstable_by(keep - 1, order);
-        candidates.truncate(keep);
+    let is_tied = |c: &Candidate| {
+        tied_below.is_some_and(|(nic_over, limit)| {
+            c.heat.nic_over == nic_over && c.heat.bottleneck <= limit
+        })
+    };
+    let tied = candidates.iter().filter(|c| is_tied(c)).count();
+    let by_tie = |a: &Candidate, b: &Candidate| a.tie.cmp(&b.tie).then_with(|| order(a, b));
+    // Only the first `used` are named: select them, then sort just those. The near-ties come
+    // first (they rank first), in tie order.
+    if tied >= used {
+        // Every named node is a near-tie: the rest of the ranking does not matter.
+        candidates.retain(is_tied);
+        if candidates.len() > used && used > 0 {
+            candidates.select_nth_unstable_by(used - 1, by_tie);
+            candidates.truncate(used);
+        }
+        candidates.sort_by(by_tie);
+    } else {
+        if candidates.len() > used && used > 0 {
+            candidates.select_nth_unstable_by(used - 1, order);
+            candidates.truncate(used);
+        }
+        candidates.sort_by(order);
+        candidates[..tied].sort_by(by_tie);
     }
-    candidates.sort_by(order);
-    candidates[..tied].sort_by_key(|c| c.tie);
 
     let ranked = |c: &Candidate| {
         let node = &view.nodes[c.index];
