@@ -5,15 +5,16 @@
 
 #![no_main]
 
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock};
 
 use base64::Engine;
 use k8s_openapi::api::core::v1::Pod;
 use libfuzzer_sys::fuzz_target;
 use placement_webhook::admission::{self, Admission};
 use placement_webhook::config::Config;
-use placement_webhook::metrics_source::file::embedded_example;
 use placement_webhook::inflight::ledger::Ledger;
+use placement_webhook::inflight::shared::SharedLedger;
+use placement_webhook::metrics_source::file::embedded_example;
 use placement_webhook::view::ViewStore;
 use serde::Deserialize;
 use serde_json::Value;
@@ -33,7 +34,7 @@ static SHARED: LazyLock<Shared> = LazyLock::new(|| {
 fuzz_target!(|data: &[u8]| {
     let shared = &*SHARED;
     // A fresh ledger per input keeps every run reproducible from its input alone.
-    let ledger = Arc::new(Mutex::new(Ledger::new(shared.config.inflight.ttl)));
+    let ledger = Arc::new(SharedLedger::new(Ledger::new(shared.config.inflight.ttl)));
     let admission = Admission::new(shared.config.clone(), shared.store.clone(), ledger);
     let Ok(answer) = admission.review_bytes(data) else {
         return;
