@@ -91,8 +91,9 @@ impl NodeExtra {
 struct Entry {
     /// Where the pod may land (node numbers, see `Ledger::node_names`) and with what
     /// probability (summing to 1). Numbers, not names: at 5,000 nodes a pod may have ~50.
-    /// Boxed, f32: tens of thousands of entries may be in flight, each with ~50 shares.
-    shares: Box<[(u32, f32)]>,
+    /// Boxed: tens of thousands of entries may be in flight, each with ~50 shares. The
+    /// probabilities stay f64: in f32, `p * (1 - p)` for p near 1 loses the variance.
+    shares: Box<[(u32, f64)]>,
     load: PodLoad,
     requests: PodRequests,
     /// Bound: the single share is its node, and its requests count through the occupancy.
@@ -190,7 +191,7 @@ impl Ledger {
             shares: shares
                 .iter()
                 .filter(|(_, p)| *p > 0.0)
-                .map(|(n, p)| (self.node_id(n), (p / total) as f32))
+                .map(|(n, p)| (self.node_id(n), p / total))
                 .collect(),
             load,
             requests: requests.clone(),
@@ -349,7 +350,7 @@ impl Ledger {
         self.entries.get(id).map(|e| {
             e.shares
                 .iter()
-                .map(|(n, p)| (self.node_names[*n as usize].to_string(), f64::from(*p)))
+                .map(|(n, p)| (self.node_names[*n as usize].to_string(), *p))
                 .collect()
         })
     }
@@ -380,7 +381,6 @@ impl Ledger {
 
     fn apply(&mut self, entry: &Entry, sign: f64) {
         for &(node, p) in &entry.shares {
-            let p = f64::from(p);
             let Some(total) = self.per_node.get_mut(node as usize) else {
                 continue;
             };
