@@ -157,16 +157,12 @@ pub struct PodDemand<'a> {
 
 /// A node's load with the in-flight pods counted on it (their expected load).
 pub fn effective_load(node: &NodeView, ledger: Option<&Ledger>) -> Load {
-    cautious_load(node, ledger, 0.0)
+    load_with(node, ledger.and_then(|l| l.extra(&node.name)), 0.0)
 }
 
 /// A node's load with the in-flight pods' expected load plus `z` standard deviations of it:
 /// a node that may well have received more pods than expected is not preferred as if it had
 /// not.
-pub fn cautious_load(node: &NodeView, ledger: Option<&Ledger>, z: f64) -> Load {
-    load_with(node, ledger.and_then(|l| l.extra(&node.name)), z)
-}
-
 fn load_with(node: &NodeView, extra: Option<NodeExtra>, z: f64) -> Load {
     let Some(extra) = extra else {
         return node.load;
@@ -181,17 +177,9 @@ fn load_with(node: &NodeView, extra: Option<NodeExtra>, z: f64) -> Load {
 }
 
 /// The node as the scheduler's cache will see it once the in-flight pods are bound: what is
-/// bound (base + pod watch) plus the requests steered pods are expected to bring.
-pub fn model_node(node: &NodeView, ledger: Option<&Ledger>) -> ModelNode {
-    model_node_with(
-        node,
-        ledger.and_then(|l| l.occupancy.node(&node.name)),
-        ledger.and_then(|l| l.extra(&node.name)),
-    )
-}
-
-/// [`model_node`] from lookups done once. The name stays empty: the resource plugins do not
-/// read it, and not copying it keeps a scan of thousands of nodes free of allocations.
+/// bound (`bound`, base + pod watch) plus the requests steered pods are expected to bring
+/// (`extra`). The name stays empty: the resource plugins do not read it, and not copying it
+/// keeps a scan of thousands of nodes free of allocations.
 fn model_node_with(
     node: &NodeView,
     bound: Option<&NodeRequests>,
