@@ -17,7 +17,9 @@ use placement_webhook::config::{
     AvoidHot, HeatWeights, HotThresholds, NodeMatch, PlacementConfig, Tier,
 };
 use placement_webhook::inflight::ledger::{Ledger, PodLoad};
-use placement_webhook::placement::{PodConstraints, PodDemand, decide};
+use placement_webhook::placement::{
+    PodConstraints, PodDemand, RankIndexes, decide, decide_indexed,
+};
 use placement_webhook::scheduler::PodFacts;
 use placement_webhook::snapshot::{LoadSnapshot, NodeLoad, Taint};
 use placement_webhook::view::ClusterView;
@@ -379,6 +381,45 @@ fn run(nodes: Vec<GenNode>, policy: PlacementConfig, inflight: &[(usize, f64, f6
         again, decision,
         "aligned lookups and the memo change the decision"
     );
+    // The server's index, kept up to date charge by charge: every decision on the way equals
+    // the walk's.
+    let indexes = RankIndexes::default();
+    let mut growing = Ledger::new(Duration::from_secs(60));
+    growing.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
+    for (k, &(i, cpu_cores, bytes)) in inflight.iter().enumerate() {
+        let walked = decide(&demand, &view, Some(&growing), &policy, &scheduler, 7);
+        let indexed = decide_indexed(
+            &demand,
+            &view,
+            Some(&growing),
+            &policy,
+            &scheduler,
+            7,
+            &indexes,
+        );
+        assert_eq!(indexed, walked, "the index changes the decision");
+        let load = PodLoad {
+            cpu_cores,
+            network_bytes_per_second: bytes,
+        };
+        growing.charge(
+            &format!("pod-{k}"),
+            &[(name(i % nodes.len()), 1.0)],
+            load,
+            &Default::default(),
+            Instant::now(),
+        );
+    }
+    let indexed = decide_indexed(
+        &demand,
+        &view,
+        Some(&growing),
+        &policy,
+        &scheduler,
+        7,
+        &indexes,
+    );
+    assert_eq!(indexed, decision, "the index changes the decision");
     let terms = decision.preferred_terms(&policy.node_match);
     Case {
         nodes,

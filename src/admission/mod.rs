@@ -57,6 +57,8 @@ pub struct Admission {
     ledger: Arc<SharedLedger>,
     /// Breaks near-ties in this replica's own order (see `placement::decide`).
     salt: u64,
+    /// Each pod shape's ranking of the nodes, kept up to date with the ledger.
+    indexes: placement::RankIndexes,
 }
 
 /// Why a targeted pod was left without a patch.
@@ -101,6 +103,7 @@ impl Admission {
             store,
             ledger,
             salt,
+            indexes: placement::RankIndexes::default(),
         }
     }
 
@@ -271,13 +274,14 @@ impl Admission {
     }
 
     fn decide_with(&self, demand: &PodDemand<'_>, view: &ClusterView, ledger: &Ledger) -> Decision {
-        placement::decide(
+        placement::decide_indexed(
             demand,
             view,
             Some(ledger),
             &self.config.placement,
             &self.config.scheduler,
             self.salt,
+            &self.indexes,
         )
     }
 

@@ -16,6 +16,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
+use super::changes::{ChangeLog, LogPosition};
 use super::occupancy::{NodeRequests, Occupancy};
 use super::running::RunningPods;
 use crate::scheduler::PodRequests;
@@ -131,6 +132,8 @@ pub struct Ledger {
     /// Node numbers by position in one view, so a decision's walk over every node looks its
     /// in-flight load and bound requests up without hashing a name.
     aligned: Alignment,
+    /// Ledger numbers of the nodes whose in-flight load changed.
+    changes: ChangeLog,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -138,6 +141,17 @@ struct Alignment {
     view_id: u64,
     /// (ledger number, occupancy number) for each view position.
     numbers: Vec<(u32, u32)>,
+    /// View position by ledger number and by occupancy number (`u32::MAX`: not in the view).
+    by_ledger_number: Vec<u32>,
+    by_occupancy_number: Vec<u32>,
+}
+
+/// How far a reader has followed the changes of one ledger aligned with one view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ChangeMark {
+    view_id: u64,
+    ledger: LogPosition,
+    occupancy: LogPosition,
 }
 
 impl Ledger {
@@ -163,6 +177,7 @@ impl Ledger {
             occupancy: Occupancy::default(),
             running: RunningPods::default(),
             aligned: Alignment::default(),
+            changes: ChangeLog::default(),
         }
     }
 
@@ -322,10 +337,62 @@ impl Ledger {
         if self.is_aligned(view_id) {
             return;
         }
-        let numbers = names
+        let numbers: Vec<(u32, u32)> = names
             .map(|name| (self.node_id(name), self.occupancy.number(name)))
             .collect();
-        self.aligned = Alignment { view_id, numbers };
+        let reverse = |numbers: &mut dyn Iterator<Item = u32>| {
+            let mut by_number = Vec::new();
+            for (position, number) in numbers.enumerate() {
+                let number = number as usize;
+                if by_number.len() <= number {
+                    by_number.resize(number + 1, u32::MAX);
+                }
+                by_number[number] = u32::try_from(position).unwrap_or(u32::MAX);
+            }
+            by_number
+        };
+        self.aligned = Alignment {
+            view_id,
+            by_ledger_number: reverse(&mut numbers.iter().map(|n| n.0)),
+            by_occupancy_number: reverse(&mut numbers.iter().map(|n| n.1)),
+            numbers,
+        };
+    }
+
+    /// Where the change logs are now, for [`Self::changed_positions`].
+    pub fn change_mark(&self) -> ChangeMark {
+        ChangeMark {
+            view_id: self.aligned.view_id,
+            ledger: self.changes.position(),
+            occupancy: self.occupancy.changes().position(),
+        }
+    }
+
+    /// Positions in the aligned view of the nodes whose in-flight load or bound requests
+    /// changed since `mark` (maybe repeated); `None` when that cannot be told: `mark` is from
+    /// another view or ledger, or further back than the logs remember.
+    pub fn changed_positions(&self, mark: ChangeMark) -> Option<Vec<usize>> {
+        if mark.view_id != self.aligned.view_id || !self.is_aligned(mark.view_id) {
+            return None;
+        }
+        let in_view = |by_number: &[u32], number: u32| {
+            by_number
+                .get(number as usize)
+                .filter(|&&p| p != u32::MAX)
+                .map(|&p| p as usize)
+        };
+        let mut positions: Vec<usize> = self
+            .changes
+            .since(mark.ledger)?
+            .filter_map(|n| in_view(&self.aligned.by_ledger_number, n))
+            .collect();
+        positions.extend(
+            self.occupancy
+                .changes()
+                .since(mark.occupancy)?
+                .filter_map(|n| in_view(&self.aligned.by_occupancy_number, n)),
+        );
+        Some(positions)
     }
 
     /// Whether [`Self::align`] was last called for the view `view_id` (never for id 0).
@@ -389,6 +456,7 @@ impl Ledger {
             if total.is_negligible() {
                 *total = NodeExtra::default();
             }
+            self.changes.record(node);
         }
     }
 }

@@ -3,6 +3,7 @@
 //! annotation through which replicas share their decisions. Fed by admission and the pod watch;
 //! read by placement.
 
+pub mod changes;
 pub mod ledger;
 pub mod note;
 pub mod occupancy;

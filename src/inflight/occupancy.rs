@@ -3,6 +3,7 @@
 
 use foldhash::HashMap;
 
+use super::changes::ChangeLog;
 use crate::scheduler::{PodRequests, Resources};
 
 /// An extended resource and its amount.
@@ -78,6 +79,8 @@ pub struct Occupancy {
     shapes: Vec<CompactRequests>,
     shape_ids: HashMap<CompactRequests, u32>,
     generation: u32,
+    /// Numbers of the nodes whose requests changed.
+    changes: ChangeLog,
 }
 
 /// A pod uid as a number: UUIDs (what the apiserver issues) exactly, anything else hashed.
@@ -101,6 +104,7 @@ impl Occupancy {
         let key = pod_key(uid);
         if let Some(old) = self.pods.remove(&key) {
             self.shapes[old.requests as usize].apply(&mut self.nodes[old.node as usize], -1);
+            self.changes.record(old.node);
         }
         let Some(node) = node else { return };
         let id = self.number(node);
@@ -115,6 +119,7 @@ impl Occupancy {
             }
         };
         self.shapes[shape_id as usize].apply(&mut self.nodes[id as usize], 1);
+        self.changes.record(id);
         self.pods.insert(
             key,
             Placed {
@@ -165,14 +170,20 @@ impl Occupancy {
     /// The list is complete: drops the pods it did not mention (deleted while unwatched).
     pub fn end_relist(&mut self) {
         let generation = self.generation;
-        let (nodes, shapes) = (&mut self.nodes, &self.shapes);
+        let (nodes, shapes, changes) = (&mut self.nodes, &self.shapes, &mut self.changes);
         self.pods.retain(|_, p| {
             let keep = p.generation == generation;
             if !keep {
                 shapes[p.requests as usize].apply(&mut nodes[p.node as usize], -1);
+                changes.record(p.node);
             }
             keep
         });
+    }
+
+    /// Numbers of the nodes whose requests changed, lately.
+    pub fn changes(&self) -> &ChangeLog {
+        &self.changes
     }
 }
 

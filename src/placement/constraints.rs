@@ -119,7 +119,7 @@ impl<'a> PodConstraints<'a> {
 impl PodConstraints<'_> {
     /// Everything [`PodConstraints::check`] reads from the pod, as a memo key. `None` if it
     /// cannot be written out (then nothing is memoised).
-    fn memo_key(&self) -> Option<String> {
+    pub(super) fn memo_key(&self) -> Option<String> {
         serde_json::to_string(&(
             "eligible",
             self.node_selector,

@@ -20,6 +20,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::constraints::{Ineligible, PodConstraints, eligible_nodes};
+use super::rank_index::{RankIndex, RankIndexes};
 use crate::config::scheduler::SchedulerConfig;
 use crate::config::{NodeMatch, PlacementConfig};
 use crate::inflight::ledger::{Ledger, NodeExtra, PodLoad};
@@ -240,13 +241,13 @@ fn fits_with(
 /// The ledger's counts for each node of one view: by position when the ledger is aligned with
 /// the view (see [`Ledger::align`]), else by name. Both give the same numbers.
 #[derive(Clone, Copy)]
-struct InFlight<'a> {
+pub(super) struct InFlight<'a> {
     ledger: Option<&'a Ledger>,
     aligned: bool,
 }
 
 impl<'a> InFlight<'a> {
-    fn new(ledger: Option<&'a Ledger>, view: &ClusterView) -> Self {
+    pub fn new(ledger: Option<&'a Ledger>, view: &ClusterView) -> Self {
         InFlight {
             ledger,
             aligned: ledger.is_some_and(|l| l.is_aligned(view.id)),
@@ -325,15 +326,167 @@ pub fn tier_size_for_sample(fraction: f64, miss: f64, at_least: usize) -> usize 
 }
 
 /// One feasible node and how this pod would leave it.
-struct Candidate {
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Candidate {
+    pub index: usize,
+    pub heat: PodHeat,
+    pub tie: u32,
+}
+
+impl Candidate {
+    /// Coolest first. A NIC is never pushed past the hot threshold to relieve CPU: such nodes
+    /// come last. The position settles what the tie rank does not (a 32-bit hash collision).
+    pub fn order(&self, other: &Self) -> std::cmp::Ordering {
+        self.heat
+            .nic_over
+            .cmp(&other.heat.nic_over)
+            .then(self.heat.bottleneck.total_cmp(&other.heat.bottleneck))
+            .then(self.heat.sum.total_cmp(&other.heat.sum))
+            .then(self.tie.cmp(&other.tie))
+            .then(self.index.cmp(&other.index))
+    }
+
+    /// Tie order first: how near-ties are taken.
+    pub fn tie_order(&self, other: &Self) -> std::cmp::Ordering {
+        self.tie.cmp(&other.tie).then_with(|| self.order(other))
+    }
+}
+
+/// How one eligible node stands for this pod.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Standing {
+    /// Its requests do not fit.
+    Full,
+    /// Feasible but hot: never preferred; its weighted heat ranks it for the avoid list.
+    Hot(f64),
+    /// Feasible and not hot: what the pod would leave behind there.
+    Cool(PodHeat),
+}
+
+/// How the node at `index` stands for `pod`, with in-flight load and requests counted.
+pub(super) fn standing(
     index: usize,
-    heat: PodHeat,
-    tie: u32,
+    view: &ClusterView,
+    inflight: InFlight<'_>,
+    pod: &PodDemand<'_>,
+    policy: &PlacementConfig,
+) -> Standing {
+    let node = &view.nodes[index];
+    let extra = inflight.extra(index, node);
+    if !fits_with(node, inflight.bound(index, node), extra, &pod.facts) {
+        return Standing::Full;
+    }
+    let load = load_with(node, extra, policy.uncertainty);
+    if is_hot(&load, &node.scale, &policy.hot) {
+        return Standing::Hot(heat(&load, &node.scale, &policy.weights));
+    }
+    Standing::Cool(pod_heat(node, &load, pod, policy, 1.0))
+}
+
+/// The feasible nodes in the orders a decision reads them: by walking every node
+/// ([`Walk`]) or from an index kept up to date (`RankIndex`). Both give the same answers.
+pub(super) trait Ranking {
+    /// Feasible nodes with readings.
+    fn feasible(&self) -> usize;
+    /// The coolest candidate.
+    fn best(&self) -> Option<Candidate>;
+    /// The first `used` candidates as named: those `is_tied` (a prefix of the order) first,
+    /// in tie order, then the rest in order.
+    fn named(&mut self, used: usize, is_tied: &dyn Fn(&Candidate) -> bool) -> Vec<Candidate>;
+    /// At most `max` hot feasible nodes, hottest first (then by name): (heat, index).
+    fn hottest(&mut self, max: usize) -> Vec<(f64, usize)>;
+}
+
+/// Every eligible node assessed once.
+struct Walk<'v> {
+    view: &'v ClusterView,
+    candidates: Vec<Candidate>,
+    hot: Vec<(f64, usize)>,
+    feasible: usize,
+}
+
+impl<'v> Walk<'v> {
+    fn new(
+        view: &'v ClusterView,
+        eligible: &[u32],
+        ties: &[u32],
+        inflight: InFlight<'_>,
+        pod: &PodDemand<'_>,
+        policy: &PlacementConfig,
+    ) -> Self {
+        let mut walk = Walk {
+            view,
+            candidates: Vec::with_capacity(eligible.len()),
+            hot: Vec::new(),
+            feasible: 0,
+        };
+        for index in eligible.iter().map(|&i| i as usize) {
+            match standing(index, view, inflight, pod, policy) {
+                Standing::Full => continue,
+                Standing::Hot(heat) => walk.hot.push((heat, index)),
+                Standing::Cool(heat) => walk.candidates.push(Candidate {
+                    index,
+                    heat,
+                    tie: ties[index],
+                }),
+            }
+            walk.feasible += 1;
+        }
+        walk
+    }
+}
+
+impl Ranking for Walk<'_> {
+    fn feasible(&self) -> usize {
+        self.feasible
+    }
+
+    fn best(&self) -> Option<Candidate> {
+        self.candidates.iter().min_by(|a, b| a.order(b)).copied()
+    }
+
+    fn named(&mut self, used: usize, is_tied: &dyn Fn(&Candidate) -> bool) -> Vec<Candidate> {
+        let mut candidates = std::mem::take(&mut self.candidates);
+        let tied = candidates.iter().filter(|c| is_tied(c)).count();
+        // Only the first `used` are named: select them, then sort just those.
+        if tied >= used {
+            // Every named node is a near-tie: the rest of the ranking does not matter.
+            candidates.retain(|c| is_tied(c));
+            if candidates.len() > used && used > 0 {
+                candidates.select_nth_unstable_by(used - 1, Candidate::tie_order);
+            }
+            candidates.truncate(used);
+            candidates.sort_by(Candidate::tie_order);
+        } else {
+            if candidates.len() > used && used > 0 {
+                candidates.select_nth_unstable_by(used - 1, Candidate::order);
+            }
+            candidates.truncate(used);
+            candidates.sort_by(Candidate::order);
+            candidates[..tied].sort_by(Candidate::tie_order);
+        }
+        candidates
+    }
+
+    fn hottest(&mut self, max: usize) -> Vec<(f64, usize)> {
+        let view = self.view;
+        let hottest_first = |a: &(f64, usize), b: &(f64, usize)| {
+            b.0.total_cmp(&a.0)
+                .then_with(|| view.nodes[a.1].name.cmp(&view.nodes[b.1].name))
+        };
+        let mut hot = std::mem::take(&mut self.hot);
+        if hot.len() > max && max > 0 {
+            hot.select_nth_unstable_by(max - 1, hottest_first);
+        }
+        hot.truncate(max);
+        hot.sort_by(hottest_first);
+        hot
+    }
 }
 
 /// Each node's place among near-ties, from its name and this replica's `salt`: the same for
 /// every decision, different on each replica. Hashed once per view.
-fn tie_breakers(view: &ClusterView, salt: u64) -> std::sync::Arc<[u32]> {
+pub(super) fn tie_breakers(view: &ClusterView, salt: u64) -> std::sync::Arc<[u32]> {
     view.memo.get_or_compute(format!("ties/{salt}"), || {
         let hasher = foldhash::fast::FixedState::with_seed(salt);
         view.nodes
@@ -344,7 +497,8 @@ fn tie_breakers(view: &ClusterView, salt: u64) -> std::sync::Arc<[u32]> {
 }
 
 /// Ranks the nodes this pod can land on and builds the tiers, the avoid list and the
-/// predicted landing. `salt` breaks near-ties differently on each replica.
+/// predicted landing. `salt` breaks near-ties differently on each replica. Walks every node:
+/// the reference [`decide_indexed`] is held to.
 pub fn decide(
     pod: &PodDemand<'_>,
     view: &ClusterView,
@@ -356,27 +510,63 @@ pub fn decide(
     let ties = tie_breakers(view, salt);
     let inflight = InFlight::new(ledger, view);
     let eligible = eligible_nodes(&pod.constraints, view);
-    let mut candidates = Vec::with_capacity(eligible.len());
-    let mut hot: Vec<(f64, usize)> = Vec::new();
-    let mut feasible = view.nodes_without_metrics;
-    for index in eligible.iter().map(|&i| i as usize) {
-        let node = &view.nodes[index];
-        let extra = inflight.extra(index, node);
-        if !fits_with(node, inflight.bound(index, node), extra, &pod.facts) {
-            continue;
+    let mut walk = Walk::new(view, &eligible, &ties, inflight, pod, policy);
+    decide_from(&mut walk, pod, view, inflight, policy, scheduler)
+}
+
+/// [`decide`], reading the ranking of this pod's shape from `indexes` (brought up to date
+/// with the nodes the ledger changed since) instead of walking every node, when the ledger is
+/// aligned with the view. Same decision.
+pub fn decide_indexed(
+    pod: &PodDemand<'_>,
+    view: &ClusterView,
+    ledger: Option<&Ledger>,
+    policy: &PlacementConfig,
+    scheduler: &SchedulerConfig,
+    salt: u64,
+    indexes: &RankIndexes,
+) -> Decision {
+    let inflight = InFlight::new(ledger, view);
+    match (ledger, inflight.aligned) {
+        (Some(ledger), true) => {
+            let Some(slot) = indexes.slot(view, pod, policy, salt) else {
+                return decide(pod, view, Some(ledger), policy, scheduler, salt);
+            };
+            // The index is held while it catches up and is read, not while the answer is built.
+            let picked = {
+                let mut index = RankIndexes::lock(&slot);
+                let index = RankIndex::up_to_date(&mut index, view, ledger, pod, policy, salt);
+                pick(index, pod, view, inflight, policy, scheduler)
+            };
+            finish(picked, pod, view, inflight, policy, scheduler)
         }
-        feasible += 1;
-        let load = load_with(node, extra, policy.uncertainty);
-        if is_hot(&load, &node.scale, &policy.hot) {
-            hot.push((heat(&load, &node.scale, &policy.weights), index));
-            continue;
-        }
-        candidates.push(Candidate {
-            index,
-            heat: pod_heat(node, &load, pod, policy, 1.0),
-            tie: ties[index],
-        });
+        _ => decide(pod, view, ledger, policy, scheduler, salt),
     }
+}
+
+/// What a decision reads from the ranking; taken at once, so an index is held no longer.
+struct Picked {
+    /// Feasible nodes, those without readings included.
+    feasible: usize,
+    sample_fraction: f64,
+    first_size: usize,
+    /// Size of each tier after the first, sized for the sample.
+    later_sizes: Vec<usize>,
+    /// In naming order: tier 1, then the later tiers.
+    named: Vec<Candidate>,
+    /// Hot feasible nodes to avoid, hottest first: (heat, index).
+    hot: Vec<(f64, usize)>,
+}
+
+fn pick(
+    ranking: &mut dyn Ranking,
+    pod: &PodDemand<'_>,
+    view: &ClusterView,
+    inflight: InFlight<'_>,
+    policy: &PlacementConfig,
+    scheduler: &SchedulerConfig,
+) -> Picked {
+    let feasible = ranking.feasible() + view.nodes_without_metrics;
     let all_nodes = view.nodes.len() + view.nodes_without_metrics;
     let wanted = num_feasible_nodes_to_find(
         i64::from(scheduler.percentage_of_nodes_to_score),
@@ -392,60 +582,65 @@ pub fn decide(
     let tier_size =
         |configured: usize| tier_size_for_sample(sample_fraction, policy.sample_miss, configured);
     let first_size = tier_size(policy.tiers.first().map_or(1, |t| t.nodes));
-    let used = first_size
-        + policy
-            .tiers
-            .iter()
-            .skip(1)
-            .map(|t| tier_size(t.nodes))
-            .sum::<usize>();
+    let later_sizes: Vec<usize> = policy
+        .tiers
+        .iter()
+        .skip(1)
+        .map(|t| tier_size(t.nodes))
+        .collect();
+    let used = first_size + later_sizes.iter().sum::<usize>();
 
-    // A NIC is never pushed past the hot threshold to relieve CPU: such nodes come last.
-    let order = |a: &Candidate, b: &Candidate| {
-        a.heat
-            .nic_over
-            .cmp(&b.heat.nic_over)
-            .then(a.heat.bottleneck.total_cmp(&b.heat.bottleneck))
-            .then(a.heat.sum.total_cmp(&b.heat.sum))
-            .then(a.tie.cmp(&b.tie))
-    };
     // Near-ties (within `tie_band` of what this pod adds to the best node): each replica takes
     // them in its own order, so replicas deciding at the same moment rarely pick the same node.
-    let mut tied_below = None;
-    if let Some(best) = candidates.iter().min_by(|a, b| order(a, b)) {
+    let tied_below = ranking.best().map(|best| {
         let node = &view.nodes[best.index];
         let load = load_with(node, inflight.extra(best.index, node), policy.uncertainty);
         let before = pod_heat(node, &load, pod, policy, 0.0);
-        let best = best.heat;
-        let band = policy.tie_band * (best.bottleneck - before.bottleneck).max(0.0);
-        tied_below = Some((best.nic_over, best.bottleneck + band));
-    }
+        let band = policy.tie_band * (best.heat.bottleneck - before.bottleneck).max(0.0);
+        (best.heat.nic_over, best.heat.bottleneck + band)
+    });
     let is_tied = |c: &Candidate| {
         tied_below.is_some_and(|(nic_over, limit)| {
             c.heat.nic_over == nic_over && c.heat.bottleneck <= limit
         })
     };
-    let tied = candidates.iter().filter(|c| is_tied(c)).count();
-    let by_tie = |a: &Candidate, b: &Candidate| a.tie.cmp(&b.tie).then_with(|| order(a, b));
-    // Only the first `used` are named: select them, then sort just those. The near-ties come
-    // first (they rank first), in tie order.
-    if tied >= used {
-        // Every named node is a near-tie: the rest of the ranking does not matter.
-        candidates.retain(is_tied);
-        if candidates.len() > used && used > 0 {
-            candidates.select_nth_unstable_by(used - 1, by_tie);
-            candidates.truncate(used);
-        }
-        candidates.sort_by(by_tie);
+    let named = ranking.named(used, &is_tied);
+    let hot = if policy.avoid_hot.weight == 0 || policy.avoid_hot.max_nodes == 0 {
+        Vec::new()
     } else {
-        if candidates.len() > used && used > 0 {
-            candidates.select_nth_unstable_by(used - 1, order);
-            candidates.truncate(used);
-        }
-        candidates.sort_by(order);
-        candidates[..tied].sort_by(by_tie);
+        ranking.hottest(policy.avoid_hot.max_nodes)
+    };
+    Picked {
+        feasible,
+        sample_fraction,
+        first_size,
+        later_sizes,
+        named,
+        hot,
     }
+}
 
+fn decide_from(
+    ranking: &mut dyn Ranking,
+    pod: &PodDemand<'_>,
+    view: &ClusterView,
+    inflight: InFlight<'_>,
+    policy: &PlacementConfig,
+    scheduler: &SchedulerConfig,
+) -> Decision {
+    let picked = pick(ranking, pod, view, inflight, policy, scheduler);
+    finish(picked, pod, view, inflight, policy, scheduler)
+}
+
+/// The tiers, the avoid list and the landing from what was picked.
+fn finish(
+    picked: Picked,
+    pod: &PodDemand<'_>,
+    view: &ClusterView,
+    inflight: InFlight<'_>,
+    policy: &PlacementConfig,
+    scheduler: &SchedulerConfig,
+) -> Decision {
     let ranked = |c: &Candidate| {
         let node = &view.nodes[c.index];
         RankedNode {
@@ -454,53 +649,42 @@ pub fn decide(
             match_value: match_value(node, &policy.node_match),
         }
     };
-    let mut rest = candidates.iter();
+    let mut rest = picked.named.iter();
+    let sizes = std::iter::once(picked.first_size).chain(picked.later_sizes.iter().copied());
     let tiers: Vec<TierChoice> = policy
         .tiers
         .iter()
-        .enumerate()
-        .map(|(i, tier)| TierChoice {
+        .zip(sizes)
+        .map(|(tier, size)| TierChoice {
             weight: tier.weight,
-            nodes: rest
-                .by_ref()
-                .take(if i == 0 {
-                    first_size
-                } else {
-                    tier_size(tier.nodes)
-                })
-                .map(ranked)
-                .collect(),
+            nodes: rest.by_ref().take(size).map(ranked).collect(),
         })
         .filter(|t| !t.nodes.is_empty())
         .collect();
 
-    let first: Vec<usize> = candidates
+    let first: Vec<usize> = picked
+        .named
         .iter()
-        .take(first_size)
+        .take(picked.first_size)
         .map(|c| c.index)
         .collect();
-    let landing = predict_landing(pod, view, inflight, scheduler, &first, sample_fraction);
-
-    let avoid = if policy.avoid_hot.weight == 0 || policy.avoid_hot.max_nodes == 0 {
-        Vec::new()
-    } else {
-        let hottest_first = |a: &(f64, usize), b: &(f64, usize)| {
-            b.0.total_cmp(&a.0)
-                .then_with(|| view.nodes[a.1].name.cmp(&view.nodes[b.1].name))
-        };
-        if hot.len() > policy.avoid_hot.max_nodes {
-            hot.select_nth_unstable_by(policy.avoid_hot.max_nodes - 1, hottest_first);
-            hot.truncate(policy.avoid_hot.max_nodes);
-        }
-        hot.sort_by(hottest_first);
-        hot.iter()
-            .map(|&(h, i)| RankedNode {
-                name: view.nodes[i].name.clone(),
-                heat: h,
-                match_value: match_value(&view.nodes[i], &policy.node_match),
-            })
-            .collect()
-    };
+    let landing = predict_landing(
+        pod,
+        view,
+        inflight,
+        scheduler,
+        &first,
+        picked.sample_fraction,
+    );
+    let avoid = picked
+        .hot
+        .iter()
+        .map(|&(h, i)| RankedNode {
+            name: view.nodes[i].name.clone(),
+            heat: h,
+            match_value: match_value(&view.nodes[i], &policy.node_match),
+        })
+        .collect();
 
     Decision {
         tiers,
@@ -508,8 +692,8 @@ pub fn decide(
         avoid_weight: policy.avoid_hot.weight,
         pinning: pod.constraints.pinning.clone(),
         landing,
-        feasible,
-        sample_fraction,
+        feasible: picked.feasible,
+        sample_fraction: picked.sample_fraction,
     }
 }
 

@@ -1,0 +1,333 @@
+//! The ranking of every node for one pod shape, kept up to date as the ledger changes.
+//!
+//! A decision needs the coolest few hundred feasible nodes, the hottest few, and how many are
+//! feasible. Walking every node for that costs the same at every review; but between two
+//! reviews the ledger changes on the few dozen nodes one charge touches. So each pod shape
+//! (filters, requests, load) keeps its nodes in ordered sets, and a review re-assesses only
+//! the nodes the ledger's change logs name since the shape's last review: a decision costs
+//! O(changed nodes x log n) plus what it names, whatever the ledger holds.
+
+use std::cmp::Ordering;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use foldhash::HashMap;
+
+use super::decide::{Candidate, InFlight, PodDemand, Ranking, Standing, standing, tie_breakers};
+use crate::config::PlacementConfig;
+use crate::inflight::ledger::{ChangeMark, Ledger};
+use crate::view::ClusterView;
+
+/// Pod shapes indexed per view; others are decided by walking every node. A burst is a few
+/// shapes (one per Flink job), and each index holds a few hundred kilobytes at 5,000 nodes.
+pub const MAX_SHAPES: usize = 16;
+
+/// One shape's index, built on first use.
+pub type Slot = Arc<Mutex<Option<RankIndex>>>;
+
+/// The indexes of the current view, by pod shape.
+#[derive(Debug, Default)]
+pub struct RankIndexes {
+    shapes: Mutex<Shapes>,
+}
+
+#[derive(Debug, Default)]
+struct Shapes {
+    view_id: u64,
+    by_key: HashMap<String, Slot>,
+}
+
+impl RankIndexes {
+    /// The index slot for `pod`'s shape in `view`; `None` when the shape cannot be keyed or
+    /// [`MAX_SHAPES`] are indexed already. A new view drops the indexes of the last.
+    pub fn slot(
+        &self,
+        view: &ClusterView,
+        pod: &PodDemand<'_>,
+        policy: &PlacementConfig,
+        salt: u64,
+    ) -> Option<Slot> {
+        let key = shape_key(pod, policy, salt)?;
+        let mut shapes = self.shapes.lock().unwrap_or_else(|e| e.into_inner());
+        if shapes.view_id != view.id {
+            shapes.by_key.clear();
+            shapes.view_id = view.id;
+        }
+        if let Some(slot) = shapes.by_key.get(&key) {
+            return Some(slot.clone());
+        }
+        if shapes.by_key.len() >= MAX_SHAPES {
+            return None;
+        }
+        let slot = Slot::default();
+        shapes.by_key.insert(key, slot.clone());
+        Some(slot)
+    }
+
+    /// A slot's index, exclusively. A panic while updating may have left it half-updated:
+    /// then it is dropped and built again.
+    pub fn lock(slot: &Slot) -> MutexGuard<'_, Option<RankIndex>> {
+        slot.lock().unwrap_or_else(|e| {
+            let mut index = e.into_inner();
+            *index = None;
+            index
+        })
+    }
+
+    /// Shapes indexed for the current view.
+    pub fn len(&self) -> usize {
+        self.shapes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .by_key
+            .len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Everything a node's standing depends on besides the node and the ledger.
+fn shape_key(pod: &PodDemand<'_>, policy: &PlacementConfig, salt: u64) -> Option<String> {
+    let filters = pod.constraints.memo_key()?;
+    // Debug output of f64 round-trips: distinct values give distinct keys.
+    Some(format!(
+        "{filters}|{:?}|{:?}|{:?}|{:?}|{:?}|{salt}",
+        pod.facts.requests, pod.load, policy.uncertainty, policy.hot, policy.weights
+    ))
+}
+
+/// A candidate in decision order.
+#[derive(Debug, Clone, Copy)]
+struct ByOrder(Candidate);
+
+impl PartialEq for ByOrder {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for ByOrder {}
+impl PartialOrd for ByOrder {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ByOrder {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.order(&other.0)
+    }
+}
+
+/// A hot node, hottest first, then by name.
+#[derive(Debug, Clone, Copy)]
+struct ByHeat {
+    heat: f64,
+    name_rank: u32,
+    index: usize,
+}
+
+impl PartialEq for ByHeat {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for ByHeat {}
+impl PartialOrd for ByHeat {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ByHeat {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .heat
+            .total_cmp(&self.heat)
+            .then(self.name_rank.cmp(&other.name_rank))
+            .then(self.index.cmp(&other.index))
+    }
+}
+
+/// Each node's place in name order, once per view.
+fn name_ranks(view: &ClusterView) -> Arc<[u32]> {
+    view.memo.get_or_compute("names/rank".into(), || {
+        let mut by_name: Vec<usize> = (0..view.nodes.len()).collect();
+        by_name.sort_by(|&a, &b| view.nodes[a].name.cmp(&view.nodes[b].name));
+        let mut ranks = vec![0; view.nodes.len()];
+        for (rank, &index) in by_name.iter().enumerate() {
+            ranks[index] = u32::try_from(rank).unwrap_or(u32::MAX);
+        }
+        ranks
+    })
+}
+
+/// One pod shape's nodes, ranked as of the ledger's `mark`.
+#[derive(Debug)]
+pub struct RankIndex {
+    view_id: u64,
+    mark: ChangeMark,
+    /// By view position; `None` for nodes the shape's filters exclude.
+    standings: Vec<Option<Standing>>,
+    cool: BTreeSet<ByOrder>,
+    hot: BTreeSet<ByHeat>,
+    feasible: usize,
+    ties: Arc<[u32]>,
+    name_ranks: Arc<[u32]>,
+}
+
+impl RankIndex {
+    /// The index in `slot`, built or brought up to date with `ledger` (aligned with `view`).
+    pub fn up_to_date<'s>(
+        slot: &'s mut Option<RankIndex>,
+        view: &ClusterView,
+        ledger: &Ledger,
+        pod: &PodDemand<'_>,
+        policy: &PlacementConfig,
+        salt: u64,
+    ) -> &'s mut RankIndex {
+        let inflight = InFlight::new(Some(ledger), view);
+        let current = slot.take().filter(|index| index.view_id == view.id);
+        let caught_up = current.and_then(|mut index| {
+            let mut changed = ledger.changed_positions(index.mark)?;
+            // Past one change per node, building afresh is cheaper.
+            if changed.len() > index.standings.len() {
+                return None;
+            }
+            changed.sort_unstable();
+            changed.dedup();
+            for position in changed {
+                index.reassess(position, view, inflight, pod, policy);
+            }
+            index.mark = ledger.change_mark();
+            Some(index)
+        });
+        slot.insert(caught_up.unwrap_or_else(|| Self::build(view, ledger, pod, policy, salt)))
+    }
+
+    fn build(
+        view: &ClusterView,
+        ledger: &Ledger,
+        pod: &PodDemand<'_>,
+        policy: &PlacementConfig,
+        salt: u64,
+    ) -> RankIndex {
+        let inflight = InFlight::new(Some(ledger), view);
+        let mut index = RankIndex {
+            view_id: view.id,
+            mark: ledger.change_mark(),
+            standings: vec![None; view.nodes.len()],
+            cool: BTreeSet::new(),
+            hot: BTreeSet::new(),
+            feasible: 0,
+            ties: tie_breakers(view, salt),
+            name_ranks: name_ranks(view),
+        };
+        for &position in super::constraints::eligible_nodes(&pod.constraints, view).iter() {
+            let position = position as usize;
+            let now = standing(position, view, inflight, pod, policy);
+            index.insert(position, now);
+            index.standings[position] = Some(now);
+        }
+        index
+    }
+
+    /// Moves the node at `position` (if eligible) to where it stands now.
+    fn reassess(
+        &mut self,
+        position: usize,
+        view: &ClusterView,
+        inflight: InFlight<'_>,
+        pod: &PodDemand<'_>,
+        policy: &PlacementConfig,
+    ) {
+        let Some(Some(before)) = self.standings.get(position).copied() else {
+            return;
+        };
+        let now = standing(position, view, inflight, pod, policy);
+        if now == before {
+            return;
+        }
+        self.remove(position, before);
+        self.insert(position, now);
+        self.standings[position] = Some(now);
+    }
+
+    fn candidate(&self, index: usize, heat: super::decide::PodHeat) -> ByOrder {
+        ByOrder(Candidate {
+            index,
+            heat,
+            tie: self.ties[index],
+        })
+    }
+
+    fn by_heat(&self, index: usize, heat: f64) -> ByHeat {
+        ByHeat {
+            heat,
+            name_rank: self.name_ranks[index],
+            index,
+        }
+    }
+
+    fn insert(&mut self, index: usize, standing: Standing) {
+        match standing {
+            Standing::Full => return,
+            Standing::Hot(heat) => self.hot.insert(self.by_heat(index, heat)),
+            Standing::Cool(heat) => self.cool.insert(self.candidate(index, heat)),
+        };
+        self.feasible += 1;
+    }
+
+    fn remove(&mut self, index: usize, standing: Standing) {
+        match standing {
+            Standing::Full => return,
+            Standing::Hot(heat) => self.hot.remove(&self.by_heat(index, heat)),
+            Standing::Cool(heat) => self.cool.remove(&self.candidate(index, heat)),
+        };
+        self.feasible -= 1;
+    }
+}
+
+impl Ranking for RankIndex {
+    fn feasible(&self) -> usize {
+        self.feasible
+    }
+
+    fn best(&self) -> Option<Candidate> {
+        self.cool.first().map(|c| c.0)
+    }
+
+    fn named(&mut self, used: usize, is_tied: &dyn Fn(&Candidate) -> bool) -> Vec<Candidate> {
+        let mut in_order = self.cool.iter().map(|c| c.0);
+        // The near-ties are a prefix of the order (the best's NIC side, up to a heat).
+        let mut named = Vec::with_capacity(used);
+        let mut first_untied = None;
+        for c in in_order.by_ref() {
+            if !is_tied(&c) {
+                first_untied = Some(c);
+                break;
+            }
+            named.push(c);
+        }
+        if named.len() >= used {
+            if used > 0 && named.len() > used {
+                named.select_nth_unstable_by(used - 1, Candidate::tie_order);
+            }
+            named.truncate(used);
+            named.sort_by(Candidate::tie_order);
+            return named;
+        }
+        named.sort_by(Candidate::tie_order);
+        named.extend(first_untied);
+        let missing = used.saturating_sub(named.len());
+        named.extend(in_order.take(missing));
+        named
+    }
+
+    fn hottest(&mut self, max: usize) -> Vec<(f64, usize)> {
+        self.hot
+            .iter()
+            .take(max)
+            .map(|h| (h.heat, h.index))
+            .collect()
+    }
+}

@@ -1,0 +1,233 @@
+//! The ranking index (`placement::decide_indexed`) against the walk over every node
+//! (`placement::decide`): on generated clusters of up to 400 nodes (sampled above 100), through
+//! random sequences of what changes the ledger (charges where the decision predicts, binds,
+//! forgets, expiry, the pod watch's bound requests, a new view), both give the same decision
+//! for every pod shape at every step.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use placement_webhook::config::PlacementConfig;
+use placement_webhook::config::scheduler::SchedulerConfig;
+use placement_webhook::inflight::ledger::{Ledger, PodLoad};
+use placement_webhook::placement::{
+    PodConstraints, PodDemand, RankIndexes, decide, decide_indexed,
+};
+use placement_webhook::scheduler::{PodFacts, PodRequests};
+use placement_webhook::snapshot::{LoadSnapshot, NodeLoad};
+use placement_webhook::view::ClusterView;
+use proptest::prelude::*;
+use serde_json::json;
+
+const TTL: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone)]
+struct GenNode {
+    cpu: f64,
+    cores: u32,
+    requested: f64,
+    network: f64,
+    other_pool: bool,
+    cordoned: bool,
+}
+
+fn gen_node() -> impl Strategy<Value = GenNode> {
+    (
+        0.0..1.0f64,
+        prop::sample::select(vec![4u32, 8, 16]),
+        0.0..1.0f64,
+        0.0..1.0f64,
+        prop::bool::weighted(0.1),
+        prop::bool::weighted(0.05),
+    )
+        .prop_map(
+            |(cpu, cores, requested, network, other_pool, cordoned)| GenNode {
+                cpu,
+                cores,
+                requested,
+                network,
+                other_pool,
+                cordoned,
+            },
+        )
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// A pod of shape `shape` is decided and charged where the decision predicts it lands.
+    Steer {
+        shape: usize,
+    },
+    /// The `k`-th steered pod is bound to a node of its landing (or any node).
+    Bind {
+        k: usize,
+        node: usize,
+    },
+    Forget {
+        k: usize,
+    },
+    /// The pod watch sees a pod bound to `node` (or gone: `None`).
+    Watch {
+        pod: usize,
+        node: Option<usize>,
+    },
+    /// Every charge expires.
+    ExpireAll,
+    /// The view is rebuilt (a new id) from the same readings.
+    NewView,
+}
+
+fn gen_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0usize..3).prop_map(|shape| Op::Steer { shape }),
+        2 => (0usize..64, 0usize..400).prop_map(|(k, node)| Op::Bind { k, node }),
+        1 => (0usize..64).prop_map(|k| Op::Forget { k }),
+        2 => (0usize..8, prop::option::of(0usize..400))
+            .prop_map(|(pod, node)| Op::Watch { pod, node }),
+        1 => Just(Op::ExpireAll),
+        1 => Just(Op::NewView),
+    ]
+}
+
+fn snapshot(nodes: &[GenNode]) -> LoadSnapshot {
+    LoadSnapshot {
+        taken_at: None,
+        pods: Vec::new(),
+        nodes: nodes
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                let name = format!("worker-{i:04}");
+                let mut node = NodeLoad::new(name.clone(), g.cpu);
+                node.cpu_capacity_cores = Some(f64::from(g.cores));
+                node.network_bytes_per_second = Some(g.network * 1.25e9);
+                node.network_capacity_bytes_per_second = Some(1.25e9);
+                node.unschedulable = g.cordoned;
+                let pool = if g.other_pool { "general" } else { "flink" };
+                node.labels = BTreeMap::from([
+                    ("kubernetes.io/hostname".to_string(), name),
+                    ("node-pool".to_string(), pool.to_string()),
+                ]);
+                node.allocatable = BTreeMap::from([
+                    ("cpu".to_string(), g.cores.to_string()),
+                    ("memory".to_string(), format!("{}Gi", g.cores * 4)),
+                    ("pods".to_string(), "110".to_string()),
+                ]);
+                let requested_milli = (g.requested * f64::from(g.cores) * 1000.0) as i64;
+                node.requested = BTreeMap::from([
+                    ("cpu".to_string(), format!("{requested_milli}m")),
+                    ("memory".to_string(), format!("{}Mi", requested_milli * 2)),
+                ]);
+                node
+            })
+            .collect(),
+    }
+}
+
+/// Three shapes: 2 cores, 4 cores carrying network, and 1 core restricted to the flink pool.
+fn pod(shape: usize) -> (Pod, PodLoad) {
+    let (cpu, selector, network) = match shape {
+        0 => ("2", None, 0.0),
+        1 => ("4", None, 2e8),
+        _ => ("1", Some(json!({"node-pool": "flink"})), 0.0),
+    };
+    let pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": format!("tm-{shape}"), "namespace": "flink"},
+        "spec": {
+            "nodeSelector": selector,
+            "containers": [{"name": "flink-main-container", "image": "flink:1.20",
+                "resources": {"requests": {"cpu": cpu, "memory": "4Gi"}}}]
+        }
+    });
+    let pod: Pod = serde_json::from_value(pod).expect("a valid pod");
+    let cores: f64 = cpu.parse().expect("whole cores");
+    (
+        pod,
+        PodLoad {
+            cpu_cores: cores,
+            network_bytes_per_second: network,
+        },
+    )
+}
+
+fn demand(pod: &Pod, load: PodLoad) -> PodDemand<'_> {
+    PodDemand {
+        constraints: PodConstraints::of(pod, &[]),
+        facts: PodFacts::of(pod),
+        load,
+        source: Default::default(),
+    }
+}
+
+fn name(i: usize) -> String {
+    format!("worker-{i:04}")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn the_index_decides_as_the_walk_does(
+        nodes in prop::collection::vec(gen_node(), 1..400),
+        ops in prop::collection::vec(gen_op(), 1..60),
+    ) {
+        let policy = PlacementConfig::default();
+        let scheduler = SchedulerConfig::default();
+        let snapshot = snapshot(&nodes);
+        let mut view = ClusterView::build(&snapshot, None, &policy);
+        let shapes: Vec<(Pod, PodLoad)> = (0..3).map(pod).collect();
+        let demands: Vec<PodDemand<'_>> = shapes.iter().map(|(p, l)| demand(p, *l)).collect();
+        let indexes = RankIndexes::default();
+        let mut ledger = Ledger::new(TTL);
+        ledger.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
+        let mut steered: Vec<(String, usize)> = Vec::new();
+        for (step, op) in ops.iter().enumerate() {
+            match op {
+                Op::Steer { shape } => {
+                    let d = &demands[*shape];
+                    let decision = decide(d, &view, Some(&ledger), &policy, &scheduler, 3);
+                    let id = format!("pod-{step}");
+                    ledger.charge(&id, &decision.landing, d.load, &d.facts.requests, Instant::now());
+                    steered.push((id, *shape));
+                }
+                Op::Bind { k, node } => {
+                    if let Some((id, _)) = steered.get(k % steered.len().max(1)) {
+                        let to = ledger
+                            .shares(id)
+                            .and_then(|s| s.first().map(|(n, _)| n.clone()))
+                            .unwrap_or_else(|| name(node % nodes.len()));
+                        ledger.bind(id, &to);
+                    }
+                }
+                Op::Forget { k } => {
+                    if let Some((id, _)) = steered.get(k % steered.len().max(1)) {
+                        ledger.forget(id);
+                    }
+                }
+                Op::Watch { pod, node } => {
+                    let requests: PodRequests = demands[pod % 3].facts.requests.clone();
+                    let on = node.map(|n| name(n % nodes.len()));
+                    ledger.occupancy.set(&format!("watched-{pod}"), on.as_deref(), &requests);
+                }
+                Op::ExpireAll => ledger.expire(Instant::now() + TTL * 2),
+                Op::NewView => {
+                    view = ClusterView::build(&snapshot, None, &policy);
+                    ledger.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
+                }
+            }
+            for (shape, d) in demands.iter().enumerate() {
+                let walked = decide(d, &view, Some(&ledger), &policy, &scheduler, 3);
+                let indexed =
+                    decide_indexed(d, &view, Some(&ledger), &policy, &scheduler, 3, &indexes);
+                prop_assert_eq!(
+                    &indexed, &walked,
+                    "shape {} after step {} ({:?})", shape, step, op
+                );
+            }
+        }
+        prop_assert!(!indexes.is_empty(), "no shape was indexed");
+    }
+}
