@@ -11,7 +11,7 @@ use placement_webhook::admission::Admission;
 use placement_webhook::config::Config;
 use placement_webhook::inflight::ledger::{Ledger, PodLoad};
 use placement_webhook::patch::{self, Changes};
-use placement_webhook::placement::{self, PodConstraints, PodDemand};
+use placement_webhook::placement::{self, PodConstraints, PodDemand, RankIndexes};
 use placement_webhook::scheduler::PodFacts;
 use placement_webhook::snapshot::{LoadSnapshot, NodeLoad, Taint};
 use placement_webhook::view::{ClusterView, ViewStore};
@@ -84,6 +84,74 @@ fn decide(
         &config.scheduler,
         7,
     )
+}
+
+/// As the server decides: from the pod shape's ranking index, caught up with the ledger.
+fn decide_indexed(
+    demand: &PodDemand<'_>,
+    view: &ClusterView,
+    ledger: &Ledger,
+    config: &Config,
+    indexes: &RankIndexes,
+) -> placement::Decision {
+    placement::decide_indexed(
+        demand,
+        view,
+        Some(ledger),
+        &config.placement,
+        &config.scheduler,
+        7,
+        indexes,
+    )
+}
+
+fn patch_for(decision: &placement::Decision, object: &Value, config: &Config) -> patch::JsonPatch {
+    let changes = Changes {
+        preferred: decision.preferred_terms(&config.placement.node_match),
+        required: &decision.pinning,
+        scheduler_name: None,
+        annotations: vec![("placement-webhook.io/decision", String::from("x"))],
+    };
+    patch::build(object, &changes).expect("patch")
+}
+
+/// A burst in progress at 5,000 nodes, one review after another as a new-uid load test sends
+/// them: decide, charge where the decision predicts, build the patch. Walking every node each
+/// time against the ranking index caught up with the ~50 nodes each charge changed.
+fn bench_steady_burst(c: &mut Criterion) {
+    let config = Config::default();
+    let review: Value = serde_json::from_str(REVIEW).expect("example review");
+    let object = review["request"]["object"].clone();
+    let pod: Pod = serde_json::from_value(object.clone()).expect("pod");
+    let d = demand(&pod, &config);
+    let view = ClusterView::build(&cluster(5000), None, &config.placement);
+    let mut group = c.benchmark_group("burst_decide_charge_patch_5000_nodes");
+    for indexed in [false, true] {
+        let mut ledger = Ledger::new(Duration::from_secs(90));
+        ledger.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
+        let indexes = RankIndexes::default();
+        let mut steered = 0u64;
+        let name = if indexed { "indexed" } else { "walk" };
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let decision = if indexed {
+                    decide_indexed(&d, &view, &ledger, &config, &indexes)
+                } else {
+                    decide(&d, &view, &ledger, &config)
+                };
+                ledger.charge(
+                    &format!("p{steered}"),
+                    &decision.landing,
+                    d.load,
+                    &d.facts.requests,
+                    Instant::now(),
+                );
+                steered += 1;
+                black_box(patch_for(&decision, &object, &config))
+            })
+        });
+    }
+    group.finish();
 }
 
 fn bench_decide_and_patch(c: &mut Criterion) {
@@ -176,26 +244,62 @@ fn bench_after_burst(c: &mut Criterion) {
             );
             steered += 1;
         }
-        group.bench_with_input(BenchmarkId::from_parameter(pods), &pods, |b, _| {
+        group.bench_with_input(BenchmarkId::new("walk", pods), &pods, |b, _| {
             b.iter(|| {
-                let decision = decide(&d, &view, &ledger, &config);
-                let changes = Changes {
-                    preferred: decision.preferred_terms(&config.placement.node_match),
-                    required: &decision.pinning,
-                    scheduler_name: None,
-                    annotations: vec![("placement-webhook.io/decision", String::from("x"))],
-                };
-                black_box(patch::build(&object, &changes).expect("patch"))
+                black_box(patch_for(
+                    &decide(&d, &view, &ledger, &config),
+                    &object,
+                    &config,
+                ))
+            })
+        });
+        let indexes = RankIndexes::default();
+        group.bench_with_input(BenchmarkId::new("indexed", pods), &pods, |b, _| {
+            b.iter(|| {
+                let decision = decide_indexed(&d, &view, &ledger, &config, &indexes);
+                black_box(patch_for(&decision, &object, &config))
             })
         });
     }
     group.finish();
 }
 
+/// Where a review's time goes at 5,000 nodes (idle ledger, the server's indexed decision):
+/// the decision, its terms as k8s types, the patch as JSON values, the patch as bytes.
+fn bench_parts(c: &mut Criterion) {
+    let config = Config::default();
+    let review: Value = serde_json::from_str(REVIEW).expect("example review");
+    let object = review["request"]["object"].clone();
+    let pod: Pod = serde_json::from_value(object.clone()).expect("pod");
+    let d = demand(&pod, &config);
+    let view = ClusterView::build(&cluster(5000), None, &config.placement);
+    let mut ledger = Ledger::new(Duration::from_secs(90));
+    ledger.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
+    let indexes = RankIndexes::default();
+    let decision = decide_indexed(&d, &view, &ledger, &config, &indexes);
+    let patch = patch_for(&decision, &object, &config);
+    let mut group = c.benchmark_group("parts_5000_nodes");
+    group.bench_function("decide_indexed", |b| {
+        b.iter(|| black_box(decide_indexed(&d, &view, &ledger, &config, &indexes)))
+    });
+    group.bench_function("preferred_terms", |b| {
+        b.iter(|| black_box(decision.preferred_terms(&config.placement.node_match)))
+    });
+    group.bench_function("patch_build", |b| {
+        b.iter(|| black_box(patch_for(&decision, &object, &config)))
+    });
+    group.bench_function("patch_to_bytes", |b| {
+        b.iter(|| black_box(patch.to_bytes().expect("json")))
+    });
+    group.finish();
+}
+
 criterion_group!(
     benches,
+    bench_parts,
     bench_decide_and_patch,
     bench_whole_review,
-    bench_after_burst
+    bench_after_burst,
+    bench_steady_burst
 );
 criterion_main!(benches);

@@ -1,10 +1,13 @@
 //! JSONPatch construction: only `add` operations, parents created when missing, nothing that
 //! was there altered (KUBE_CONTRACT.md: a patch that fails to apply rejects the user's pod).
 
+use std::collections::BTreeMap;
+
 use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, Patch, PatchOperation};
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, PreferredSchedulingTerm};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
 
 const PREFERRED: &str = "preferredDuringSchedulingIgnoredDuringExecution";
 const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
@@ -27,11 +30,87 @@ pub enum PatchError {
     NotAnObject(&'static str),
     #[error("pod field {0} has an unexpected type")]
     UnexpectedType(&'static str),
+    #[error("patch value could not be encoded: {0}")]
+    Encode(String),
+}
+
+/// An RFC 6902 patch of `add` operations whose values are JSON text already: written from
+/// the typed terms in one pass, without building a tree of values for a patch of hundreds of
+/// terms. [`JsonPatch::to_json_patch`] reads it back as the json-patch crate's type (to apply
+/// or inspect it).
+#[derive(Debug, Default, Serialize)]
+#[serde(transparent)]
+pub struct JsonPatch(Vec<AddOp>);
+
+#[derive(Debug, Serialize)]
+struct AddOp {
+    op: &'static str,
+    path: String,
+    value: Box<RawValue>,
+}
+
+impl JsonPatch {
+    /// The RFC 6902 JSON array.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, serde_json::Error> {
+        serde_json::to_vec(self)
+    }
+
+    /// The same patch as the json-patch crate's operations.
+    pub fn to_json_patch(&self) -> Result<json_patch::Patch, serde_json::Error> {
+        serde_json::from_slice(&self.to_bytes()?)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// `{"matchExpressions": [...]}`: one node selector term.
+#[derive(Serialize)]
+struct ExpressionsTerm<'a> {
+    #[serde(rename = "matchExpressions")]
+    match_expressions: &'a [NodeSelectorRequirement],
+}
+
+/// A required node affinity of one term.
+#[derive(Serialize)]
+struct FreshRequired<'a> {
+    #[serde(rename = "nodeSelectorTerms")]
+    node_selector_terms: [ExpressionsTerm<'a>; 1],
+}
+
+#[derive(Serialize)]
+struct FreshNodeAffinity<'a> {
+    #[serde(
+        rename = "preferredDuringSchedulingIgnoredDuringExecution",
+        skip_serializing_if = "<[_]>::is_empty"
+    )]
+    preferred: &'a [PreferredSchedulingTerm],
+    #[serde(
+        rename = "requiredDuringSchedulingIgnoredDuringExecution",
+        skip_serializing_if = "Option::is_none"
+    )]
+    required: Option<FreshRequired<'a>>,
+}
+
+#[derive(Serialize)]
+struct FreshAffinity<'a> {
+    #[serde(rename = "nodeAffinity")]
+    node_affinity: FreshNodeAffinity<'a>,
+}
+
+#[derive(Serialize)]
+struct FreshMetadata<'a> {
+    annotations: BTreeMap<&'a str, &'a str>,
 }
 
 /// Builds the patch for `pod` (the raw object from the review, so that `null` and missing
 /// fields are told apart).
-pub fn build(pod: &Value, changes: &Changes<'_>) -> Result<Patch, PatchError> {
+pub fn build(pod: &Value, changes: &Changes<'_>) -> Result<JsonPatch, PatchError> {
     let mut ops = Vec::new();
     let spec = object_at(pod, &["spec"]).ok_or(PatchError::NotAnObject("/spec"))?;
 
@@ -43,75 +122,68 @@ pub fn build(pod: &Value, changes: &Changes<'_>) -> Result<Patch, PatchError> {
         let current = spec.get("schedulerName").and_then(Value::as_str);
         if current.is_none_or(|c| c.is_empty() || c == DEFAULT_SCHEDULER) {
             // `add` on an existing member replaces it (RFC 6902 §4.1).
-            ops.push(add(&["spec", "schedulerName"], json!(name)));
+            ops.push(add(&["spec", "schedulerName"], name)?);
         }
     }
 
     if !changes.annotations.is_empty() {
+        let annotations = || -> BTreeMap<&str, &str> {
+            changes
+                .annotations
+                .iter()
+                .map(|(k, v)| (*k, v.as_str()))
+                .collect()
+        };
         match object_at(pod, &["metadata"]) {
-            None => {
-                let annotations: serde_json::Map<_, _> = changes
-                    .annotations
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), json!(v)))
-                    .collect();
-                ops.push(add(&["metadata"], json!({ "annotations": annotations })));
-            }
+            None => ops.push(add(
+                &["metadata"],
+                FreshMetadata {
+                    annotations: annotations(),
+                },
+            )?),
             Some(_) if object_at(pod, &["metadata", "annotations"]).is_none() => {
-                let annotations: serde_json::Map<_, _> = changes
-                    .annotations
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), json!(v)))
-                    .collect();
-                ops.push(add(
-                    &["metadata", "annotations"],
-                    Value::Object(annotations),
-                ));
+                ops.push(add(&["metadata", "annotations"], annotations())?);
             }
             Some(_) => {
                 for (key, value) in &changes.annotations {
-                    ops.push(add(&["metadata", "annotations", key], json!(value)));
+                    ops.push(add(&["metadata", "annotations", key], value)?);
                 }
             }
         }
     }
-    Ok(Patch(ops))
+    Ok(JsonPatch(ops))
 }
 
 fn node_affinity_ops(
     pod: &Value,
     changes: &Changes<'_>,
-    ops: &mut Vec<PatchOperation>,
+    ops: &mut Vec<AddOp>,
 ) -> Result<(), PatchError> {
-    let preferred = serde_json::to_value(&changes.preferred)
-        .map_err(|_| PatchError::UnexpectedType("preferred terms"))?;
-    let required = serde_json::to_value(changes.required)
-        .map_err(|_| PatchError::UnexpectedType("required terms"))?;
-    let fresh_required =
-        || json!({ "nodeSelectorTerms": [{ "matchExpressions": required.clone() }] });
-    let fresh_node_affinity = || {
-        let mut na = serde_json::Map::new();
-        if !changes.preferred.is_empty() {
-            na.insert(PREFERRED.into(), preferred.clone());
-        }
-        if !changes.required.is_empty() {
-            na.insert(REQUIRED.into(), fresh_required());
-        }
-        Value::Object(na)
+    let required = changes.required;
+    let fresh_required = || FreshRequired {
+        node_selector_terms: [ExpressionsTerm {
+            match_expressions: required,
+        }],
+    };
+    let fresh_node_affinity = || FreshNodeAffinity {
+        preferred: &changes.preferred,
+        required: (!required.is_empty()).then(fresh_required),
     };
 
     if object_at(pod, &["spec", "affinity"]).is_none() {
         ops.push(add(
             &["spec", "affinity"],
-            json!({ "nodeAffinity": fresh_node_affinity() }),
-        ));
+            FreshAffinity {
+                node_affinity: fresh_node_affinity(),
+            },
+        )?);
         return Ok(());
     }
     let Some(node_affinity) = object_at(pod, &["spec", "affinity", "nodeAffinity"]) else {
         ops.push(add(
             &["spec", "affinity", "nodeAffinity"],
             fresh_node_affinity(),
-        ));
+        )?);
         return Ok(());
     };
     let base = ["spec", "affinity", "nodeAffinity"];
@@ -119,23 +191,21 @@ fn node_affinity_ops(
     if !changes.preferred.is_empty() {
         let path = [&base[..], &[PREFERRED]].concat();
         match non_null(node_affinity.get(PREFERRED)) {
-            None => ops.push(add(&path, preferred)),
+            None => ops.push(add(&path, &changes.preferred)?),
             Some(Value::Array(_)) => {
                 let append = [&path[..], &["-"]].concat();
                 for term in changes.preferred.iter() {
-                    let value = serde_json::to_value(term)
-                        .map_err(|_| PatchError::UnexpectedType("preferred term"))?;
-                    ops.push(add(&append, value));
+                    ops.push(add(&append, term)?);
                 }
             }
             Some(_) => return Err(PatchError::UnexpectedType(PREFERRED)),
         }
     }
 
-    if !changes.required.is_empty() {
+    if !required.is_empty() {
         let path = [&base[..], &[REQUIRED]].concat();
         let Some(existing) = non_null(node_affinity.get(REQUIRED)) else {
-            ops.push(add(&path, fresh_required()));
+            ops.push(add(&path, fresh_required())?);
             return Ok(());
         };
         let existing = existing
@@ -150,8 +220,10 @@ fn node_affinity_ops(
         if terms.is_empty() {
             ops.push(add(
                 &terms_path,
-                json!([{ "matchExpressions": required.clone() }]),
-            ));
+                [ExpressionsTerm {
+                    match_expressions: required,
+                }],
+            )?);
             return Ok(());
         }
         // Terms are ORed: a hard rule must be ANDed into each of them, never added beside them.
@@ -160,13 +232,11 @@ fn node_affinity_ops(
             let term_path = [&terms_path[..], &[index.as_str()]].concat();
             let expressions_path = [&term_path[..], &["matchExpressions"]].concat();
             match non_null(term.get("matchExpressions")) {
-                None => ops.push(add(&expressions_path, required.clone())),
+                None => ops.push(add(&expressions_path, required)?),
                 Some(Value::Array(_)) => {
                     let append = [&expressions_path[..], &["-"]].concat();
-                    for r in changes.required {
-                        let value = serde_json::to_value(r)
-                            .map_err(|_| PatchError::UnexpectedType("requirement"))?;
-                        ops.push(add(&append, value));
+                    for r in required {
+                        ops.push(add(&append, r)?);
                     }
                 }
                 Some(_) => return Err(PatchError::UnexpectedType("matchExpressions")),
@@ -176,10 +246,12 @@ fn node_affinity_ops(
     Ok(())
 }
 
-fn add(path: &[&str], value: Value) -> PatchOperation {
-    PatchOperation::Add(AddOperation {
-        path: PointerBuf::from_tokens(path.iter().copied()),
-        value,
+fn add(path: &[&str], value: impl Serialize) -> Result<AddOp, PatchError> {
+    Ok(AddOp {
+        op: "add",
+        path: PointerBuf::from_tokens(path.iter().copied()).to_string(),
+        value: serde_json::value::to_raw_value(&value)
+            .map_err(|e| PatchError::Encode(e.to_string()))?,
     })
 }
 

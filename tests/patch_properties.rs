@@ -188,7 +188,10 @@ fn check(pod: &Value, decision: &Decision, node_match: &NodeMatch) -> Result<(),
         scheduler_name: Some("placement-scheduler"),
         annotations: vec![("placement-webhook.io/decision", "id=x mode=affinity".into())],
     };
-    let patch = build(pod, &changes).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let patch = build(pod, &changes)
+        .map_err(|e| TestCaseError::fail(e.to_string()))?
+        .to_json_patch()
+        .map_err(|e| TestCaseError::fail(format!("patch is not RFC 6902: {e}")))?;
     for op in &patch.0 {
         prop_assert!(matches!(op, PatchOperation::Add(_)), "non-add op {op:?}");
     }

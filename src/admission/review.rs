@@ -85,8 +85,11 @@ impl ResponseOut {
     }
 
     /// Attaches a JSONPatch: `patchType` and `patch` always together.
-    pub fn with_patch(mut self, patch: &json_patch::Patch) -> Result<Self, serde_json::Error> {
-        let bytes = serde_json::to_vec(patch)?;
+    pub fn with_patch(
+        mut self,
+        patch: &crate::patch::JsonPatch,
+    ) -> Result<Self, serde_json::Error> {
+        let bytes = patch.to_bytes()?;
         self.patch_type = Some("JSONPatch");
         self.patch = Some(base64::engine::general_purpose::STANDARD.encode(bytes));
         Ok(self)
