@@ -107,7 +107,7 @@ fn decide_indexed(
 
 fn patch_for(decision: &placement::Decision, object: &Value, config: &Config) -> patch::JsonPatch {
     let changes = Changes {
-        preferred: decision.preferred_terms(&config.placement.node_match),
+        preferred: patch::Preferred::Json(decision.preferred_json(&config.placement.node_match)),
         required: &decision.pinning,
         scheduler_name: None,
         annotations: vec![("placement-webhook.io/decision", String::from("x"))],
@@ -181,7 +181,9 @@ fn bench_decide_and_patch(c: &mut Criterion) {
             b.iter(|| {
                 let decision = decide(&demand(&pod, &config), &view, &ledger, &config);
                 let changes = Changes {
-                    preferred: decision.preferred_terms(&config.placement.node_match),
+                    preferred: patch::Preferred::Json(
+                        decision.preferred_json(&config.placement.node_match),
+                    ),
                     required: &decision.pinning,
                     scheduler_name: None,
                     annotations: vec![("placement-webhook.io/decision", String::from("x"))],

@@ -9,14 +9,62 @@ use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::placement::TermJson;
+
 const PREFERRED: &str = "preferredDuringSchedulingIgnoredDuringExecution";
 const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
 const DEFAULT_SCHEDULER: &str = "default-scheduler";
 
+/// Preferred terms to add: as k8s types, or as JSON borrowed from a decision (what the
+/// server writes: no copy of each node name first). Both write the same JSON.
+#[derive(Debug, Clone)]
+pub enum Preferred<'a> {
+    Terms(Vec<PreferredSchedulingTerm>),
+    Json(Vec<TermJson<'a>>),
+}
+
+impl Default for Preferred<'_> {
+    fn default() -> Self {
+        Preferred::Terms(Vec::new())
+    }
+}
+
+impl From<Vec<PreferredSchedulingTerm>> for Preferred<'_> {
+    fn from(terms: Vec<PreferredSchedulingTerm>) -> Self {
+        Preferred::Terms(terms)
+    }
+}
+
+impl Serialize for Preferred<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Preferred::Terms(terms) => terms.serialize(serializer),
+            Preferred::Json(terms) => terms.serialize(serializer),
+        }
+    }
+}
+
+impl Preferred<'_> {
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Preferred::Terms(terms) => terms.is_empty(),
+            Preferred::Json(terms) => terms.is_empty(),
+        }
+    }
+
+    /// Each term as JSON text, in order.
+    fn each(&self) -> Result<Vec<Box<RawValue>>, serde_json::Error> {
+        match self {
+            Preferred::Terms(terms) => terms.iter().map(serde_json::value::to_raw_value).collect(),
+            Preferred::Json(terms) => terms.iter().map(serde_json::value::to_raw_value).collect(),
+        }
+    }
+}
+
 /// What to write into one pod.
 #[derive(Debug, Clone, Default)]
 pub struct Changes<'a> {
-    pub preferred: Vec<PreferredSchedulingTerm>,
+    pub preferred: Preferred<'a>,
     /// Hard requirements ANDed into every required term.
     pub required: &'a [NodeSelectorRequirement],
     /// Set only when the pod uses the default scheduler.
@@ -87,9 +135,9 @@ struct FreshRequired<'a> {
 struct FreshNodeAffinity<'a> {
     #[serde(
         rename = "preferredDuringSchedulingIgnoredDuringExecution",
-        skip_serializing_if = "<[_]>::is_empty"
+        skip_serializing_if = "Preferred::is_empty"
     )]
-    preferred: &'a [PreferredSchedulingTerm],
+    preferred: &'a Preferred<'a>,
     #[serde(
         rename = "requiredDuringSchedulingIgnoredDuringExecution",
         skip_serializing_if = "Option::is_none"
@@ -194,7 +242,11 @@ fn node_affinity_ops(
             None => ops.push(add(&path, &changes.preferred)?),
             Some(Value::Array(_)) => {
                 let append = [&path[..], &["-"]].concat();
-                for term in changes.preferred.iter() {
+                let terms = changes
+                    .preferred
+                    .each()
+                    .map_err(|e| PatchError::Encode(e.to_string()))?;
+                for term in terms {
                     ops.push(add(&append, term)?);
                 }
             }

@@ -4,7 +4,7 @@
 use json_patch::PatchOperation;
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, Pod};
 use placement_webhook::config::NodeMatch;
-use placement_webhook::patch::{Changes, build};
+use placement_webhook::patch::{Changes, PatchError, Preferred, build};
 use placement_webhook::placement::{Decision, RankedNode, TierChoice};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -183,11 +183,23 @@ fn preserved(before: &Value, after: &Value, path: &str) -> Result<(), String> {
 fn check(pod: &Value, decision: &Decision, node_match: &NodeMatch) -> Result<(), TestCaseError> {
     let preferred = decision.preferred_terms(node_match);
     let changes = Changes {
-        preferred,
+        preferred: preferred.into(),
         required: &decision.pinning,
         scheduler_name: Some("placement-scheduler"),
         annotations: vec![("placement-webhook.io/decision", "id=x mode=affinity".into())],
     };
+    // The server writes the terms borrowed from the decision: the same patch.
+    let borrowed = Changes {
+        preferred: Preferred::Json(decision.preferred_json(node_match)),
+        ..changes.clone()
+    };
+    let as_values = |changes: &Changes<'_>| -> Result<Value, TestCaseError> {
+        let bytes = build(pod, changes)
+            .and_then(|p| p.to_bytes().map_err(|e| PatchError::Encode(e.to_string())))
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        serde_json::from_slice(&bytes).map_err(|e| TestCaseError::fail(e.to_string()))
+    };
+    prop_assert_eq!(as_values(&borrowed)?, as_values(&changes)?);
     let patch = build(pod, &changes)
         .map_err(|e| TestCaseError::fail(e.to_string()))?
         .to_json_patch()
@@ -302,7 +314,7 @@ fn large_pod_gets_targeted_ops_only() {
         ..Default::default()
     };
     let changes = Changes {
-        preferred: decision.preferred_terms(&NodeMatch::Name),
+        preferred: decision.preferred_terms(&NodeMatch::Name).into(),
         annotations: vec![("placement-webhook.io/decision", "v".into())],
         ..Default::default()
     };

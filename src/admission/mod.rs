@@ -221,9 +221,9 @@ impl Admission {
         .to_string();
         let changes = Changes {
             preferred: if mode.writes_affinity() {
-                decision.preferred_terms(&self.config.placement.node_match)
+                patch::Preferred::Json(decision.preferred_json(&self.config.placement.node_match))
             } else {
-                Vec::new()
+                patch::Preferred::default()
             },
             required: &decision.pinning,
             scheduler_name: mode

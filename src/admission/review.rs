@@ -66,12 +66,24 @@ pub struct ResponseOut {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub patch_type: Option<&'static str>,
     /// Base64 of the RFC 6902 JSON array.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "as_is")]
     pub patch: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub audit_annotations: BTreeMap<String, String>,
+}
+
+/// Base64 needs no escaping: written as it is, not scanned character by character for
+/// escapes (a patch naming hundreds of nodes is tens of kilobytes).
+fn as_is<S: serde::Serializer>(text: &Option<String>, serializer: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::Error;
+    match text {
+        Some(text) => serde_json::value::RawValue::from_string(format!("\"{text}\""))
+            .map_err(S::Error::custom)?
+            .serialize(serializer),
+        None => serializer.serialize_none(),
+    }
 }
 
 impl ResponseOut {
