@@ -9,11 +9,67 @@ use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::placement::TermJson;
-
 const PREFERRED: &str = "preferredDuringSchedulingIgnoredDuringExecution";
 const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
 const DEFAULT_SCHEDULER: &str = "default-scheduler";
+
+/// A preferred term as JSON borrowing its strings: serialises as the
+/// [`PreferredSchedulingTerm`] of the same content does, without a copy of every node name.
+#[derive(Debug, Clone, Serialize)]
+pub struct TermJson<'a> {
+    preference: SelectorTermJson<'a>,
+    weight: i32,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+struct SelectorTermJson<'a> {
+    #[serde(rename = "matchExpressions", skip_serializing_if = "Vec::is_empty")]
+    match_expressions: Vec<RequirementJson<'a>>,
+    #[serde(rename = "matchFields", skip_serializing_if = "Vec::is_empty")]
+    match_fields: Vec<RequirementJson<'a>>,
+}
+
+/// A node selector requirement as JSON borrowing its strings.
+#[derive(Debug, Clone, Serialize)]
+pub struct RequirementJson<'a> {
+    key: &'a str,
+    operator: &'static str,
+    values: Vec<&'a str>,
+}
+
+impl<'a> RequirementJson<'a> {
+    pub fn new(key: &'a str, operator: &'static str, values: Vec<&'a str>) -> Self {
+        RequirementJson {
+            key,
+            operator,
+            values,
+        }
+    }
+}
+
+impl<'a> TermJson<'a> {
+    /// A term of `matchFields` requirements (ANDed).
+    pub fn fields(weight: i32, requirements: Vec<RequirementJson<'a>>) -> Self {
+        TermJson {
+            weight,
+            preference: SelectorTermJson {
+                match_fields: requirements,
+                ..Default::default()
+            },
+        }
+    }
+
+    /// A term of `matchExpressions` requirements (ANDed).
+    pub fn expressions(weight: i32, requirements: Vec<RequirementJson<'a>>) -> Self {
+        TermJson {
+            weight,
+            preference: SelectorTermJson {
+                match_expressions: requirements,
+                ..Default::default()
+            },
+        }
+    }
+}
 
 /// Preferred terms to add: as k8s types, or as JSON borrowed from a decision (what the
 /// server writes: no copy of each node name first). Both write the same JSON.

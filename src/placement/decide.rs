@@ -18,7 +18,6 @@ use std::hash::BuildHasher;
 use k8s_openapi::api::core::v1::{
     NodeSelectorRequirement, NodeSelectorTerm, PreferredSchedulingTerm,
 };
-use serde::Serialize;
 
 use super::constraints::{Ineligible, PodConstraints, eligible_nodes};
 use super::rank_index::{RankIndex, RankIndexes};
@@ -26,6 +25,7 @@ use crate::config::scheduler::SchedulerConfig;
 use crate::config::{NodeMatch, PlacementConfig};
 use crate::inflight::ledger::{Ledger, NodeExtra, PodLoad};
 use crate::inflight::occupancy::NodeRequests;
+use crate::patch::{RequirementJson, TermJson};
 use crate::scheduler::cycle::{PodFacts, resource_score};
 use crate::scheduler::node::fits_in;
 use crate::scheduler::{ModelNode, num_feasible_nodes_to_find};
@@ -137,76 +137,40 @@ impl Decision {
     }
 }
 
-/// A preferred term as JSON, borrowed from a decision: serialises as the
-/// [`PreferredSchedulingTerm`] at the same place in [`Decision::preferred_terms`] does, without
-/// copying every node name into a term of its own first.
-#[derive(Debug, Clone, Serialize)]
-pub struct TermJson<'a> {
-    preference: SelectorTermJson<'a>,
-    weight: i32,
-}
-
-#[derive(Debug, Clone, Default, Serialize)]
-struct SelectorTermJson<'a> {
-    #[serde(rename = "matchExpressions", skip_serializing_if = "Vec::is_empty")]
-    match_expressions: Vec<RequirementJson<'a>>,
-    #[serde(rename = "matchFields", skip_serializing_if = "Vec::is_empty")]
-    match_fields: Vec<RequirementJson<'a>>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-struct RequirementJson<'a> {
-    key: &'a str,
-    operator: &'static str,
-    values: Vec<&'a str>,
-}
-
 impl Decision {
     /// [`Decision::preferred_terms`] as borrowed JSON terms, in the same order.
     pub fn preferred_json<'a>(&'a self, node_match: &'a NodeMatch) -> Vec<TermJson<'a>> {
-        let by_name = |operator, node: &'a RankedNode| RequirementJson {
-            key: "metadata.name",
-            operator,
-            values: vec![node.name.as_str()],
+        let by_name = |operator, node: &'a RankedNode| {
+            RequirementJson::new("metadata.name", operator, vec![node.name.as_str()])
         };
-        let by_label = |key: &'a str, operator, nodes: &'a [RankedNode]| RequirementJson {
-            key,
-            operator,
-            values: nodes.iter().map(|n| n.match_value.as_str()).collect(),
+        let by_label = |key: &'a str, operator, nodes: &'a [RankedNode]| {
+            let values = nodes.iter().map(|n| n.match_value.as_str()).collect();
+            RequirementJson::new(key, operator, values)
         };
         let mut terms = Vec::new();
         for tier in &self.tiers {
             match node_match {
-                NodeMatch::Name => terms.extend(tier.nodes.iter().map(|n| TermJson {
-                    weight: tier.weight,
-                    preference: SelectorTermJson {
-                        match_fields: vec![by_name("In", n)],
-                        ..Default::default()
-                    },
-                })),
-                NodeMatch::Label { key } => terms.push(TermJson {
-                    weight: tier.weight,
-                    preference: SelectorTermJson {
-                        match_expressions: vec![by_label(key, "In", &tier.nodes)],
-                        ..Default::default()
-                    },
-                }),
+                NodeMatch::Name => terms.extend(
+                    tier.nodes
+                        .iter()
+                        .map(|n| TermJson::fields(tier.weight, vec![by_name("In", n)])),
+                ),
+                NodeMatch::Label { key } => terms.push(TermJson::expressions(
+                    tier.weight,
+                    vec![by_label(key, "In", &tier.nodes)],
+                )),
             }
         }
         if !self.avoid.is_empty() && self.avoid_weight > 0 {
-            let preference = match node_match {
-                NodeMatch::Name => SelectorTermJson {
-                    match_fields: self.avoid.iter().map(|n| by_name("NotIn", n)).collect(),
-                    ..Default::default()
-                },
-                NodeMatch::Label { key } => SelectorTermJson {
-                    match_expressions: vec![by_label(key, "NotIn", &self.avoid)],
-                    ..Default::default()
-                },
-            };
-            terms.push(TermJson {
-                weight: self.avoid_weight,
-                preference,
+            let weight = self.avoid_weight;
+            terms.push(match node_match {
+                NodeMatch::Name => TermJson::fields(
+                    weight,
+                    self.avoid.iter().map(|n| by_name("NotIn", n)).collect(),
+                ),
+                NodeMatch::Label { key } => {
+                    TermJson::expressions(weight, vec![by_label(key, "NotIn", &self.avoid)])
+                }
             });
         }
         terms

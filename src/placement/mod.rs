@@ -7,8 +7,6 @@ pub mod rank_index;
 pub mod selector;
 
 pub use constraints::{Ineligible, PodConstraints};
-pub use decide::{
-    Decision, PodDemand, RankedNode, TermJson, TierChoice, assess_all, decide, decide_indexed,
-};
+pub use decide::{Decision, PodDemand, RankedNode, TierChoice, assess_all, decide, decide_indexed};
 pub use estimate::{Estimate, LoadSource};
 pub use rank_index::RankIndexes;
