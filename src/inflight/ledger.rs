@@ -88,13 +88,28 @@ impl NodeExtra {
     }
 }
 
+/// One node a pod may land on (its number, see `Ledger::node_names`) and the probability.
+/// Packed to 12 bytes (no padding after the number): tens of thousands of entries may be in
+/// flight with ~50 shares each. The probability stays f64: in f32, `p * (1 - p)` for p near 1
+/// loses the variance. Fields are only ever read by value.
+#[derive(Debug, Clone, Copy)]
+#[repr(C, packed(4))]
+struct Share {
+    node: u32,
+    p: f64,
+}
+
+impl Share {
+    fn parts(self) -> (u32, f64) {
+        (self.node, self.p)
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Entry {
-    /// Where the pod may land (node numbers, see `Ledger::node_names`) and with what
-    /// probability (summing to 1). Numbers, not names: at 5,000 nodes a pod may have ~50.
-    /// Boxed: tens of thousands of entries may be in flight, each with ~50 shares. The
-    /// probabilities stay f64: in f32, `p * (1 - p)` for p near 1 loses the variance.
-    shares: Box<[(u32, f64)]>,
+    /// Where the pod may land and with what probability (summing to 1). Numbers, not names:
+    /// at 5,000 nodes a pod may have ~50. Boxed: no spare capacity.
+    shares: Box<[Share]>,
     load: PodLoad,
     requests: PodRequests,
     /// Bound: the single share is its node, and its requests count through the occupancy.
@@ -110,7 +125,9 @@ struct Entry {
 #[derive(Debug, Clone)]
 pub struct Ledger {
     ttl: Duration,
-    entries: HashMap<String, Entry>,
+    /// Entries boxed: the map's slots stay small, so the map doubling its slots (which removals
+    /// and inserts at a steady size make it do, through its tombstones) costs little.
+    entries: HashMap<String, Box<Entry>>,
     /// Every node ever charged, numbered in order; nodes are few and long-lived.
     node_ids: HashMap<Box<str>, u32>,
     node_names: Vec<Box<str>>,
@@ -206,7 +223,10 @@ impl Ledger {
             shares: shares
                 .iter()
                 .filter(|(_, p)| *p > 0.0)
-                .map(|(n, p)| (self.node_id(n), p / total))
+                .map(|(n, p)| Share {
+                    node: self.node_id(n),
+                    p: p / total,
+                })
                 .collect(),
             load,
             requests: requests.clone(),
@@ -219,7 +239,7 @@ impl Ledger {
         self.apply(&entry, 1.0);
         self.expiry
             .push(Reverse((expires, entry.charge_seq, id.to_string())));
-        self.entries.insert(id.to_string(), entry);
+        self.entries.insert(id.to_string(), Box::new(entry));
     }
 
     /// The pod `id` was bound to `node`: its whole load counts there from now on, and its
@@ -229,18 +249,22 @@ impl Ledger {
             return false;
         };
         let node_id = self.node_ids.get(node).copied();
-        if entry.bound && node_id.is_some() && entry.shares.first().map(|(n, _)| *n) == node_id {
+        if entry.bound && node_id.is_some() && entry.shares.first().map(|s| s.parts().0) == node_id
+        {
             return true;
         }
-        let entry = entry.clone();
+        let entry = Entry::clone(entry);
         self.apply(&entry, -1.0);
         let bound = Entry {
-            shares: Box::new([(self.node_id(node), 1.0)]),
+            shares: Box::new([Share {
+                node: self.node_id(node),
+                p: 1.0,
+            }]),
             bound: true,
             ..entry
         };
         self.apply(&bound, 1.0);
-        self.entries.insert(id.to_string(), bound);
+        self.entries.insert(id.to_string(), Box::new(bound));
         true
     }
 
@@ -263,7 +287,7 @@ impl Ledger {
                 .shares
                 .iter()
                 .enumerate()
-                .map(|(at, (n, _))| heat_of(at, &names[*n as usize]))
+                .map(|(at, s)| heat_of(at, &names[s.parts().0 as usize]))
                 .collect(),
         );
     }
@@ -279,7 +303,7 @@ impl Ledger {
                 .iter()
                 .zip(heats.iter())
                 .filter(|(_, heat)| !heat.is_nan())
-                .map(|((n, _), heat)| (self.node_names[*n as usize].to_string(), *heat))
+                .map(|(s, heat)| (self.node_names[s.parts().0 as usize].to_string(), *heat))
                 .collect(),
         )
     }
@@ -417,7 +441,10 @@ impl Ledger {
         self.entries.get(id).map(|e| {
             e.shares
                 .iter()
-                .map(|(n, p)| (self.node_names[*n as usize].to_string(), *p))
+                .map(|s| {
+                    let (n, p) = s.parts();
+                    (self.node_names[n as usize].to_string(), p)
+                })
                 .collect()
         })
     }
@@ -447,7 +474,7 @@ impl Ledger {
     }
 
     fn apply(&mut self, entry: &Entry, sign: f64) {
-        for &(node, p) in &entry.shares {
+        for (node, p) in entry.shares.iter().map(|s| s.parts()) {
             let Some(total) = self.per_node.get_mut(node as usize) else {
                 continue;
             };
