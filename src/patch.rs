@@ -21,7 +21,7 @@ pub struct TermJson<'a> {
     weight: i32,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 struct SelectorTermJson<'a> {
     #[serde(rename = "matchExpressions", skip_serializing_if = "Vec::is_empty")]
     match_expressions: Vec<RequirementJson<'a>>,
@@ -45,27 +45,29 @@ impl<'a> RequirementJson<'a> {
             values,
         }
     }
+
+    /// The same requirement as the k8s type.
+    pub fn to_k8s(&self) -> NodeSelectorRequirement {
+        NodeSelectorRequirement {
+            key: self.key.to_string(),
+            operator: self.operator.to_string(),
+            values: Some(self.values.iter().map(|v| v.to_string()).collect()),
+        }
+    }
 }
 
 impl<'a> TermJson<'a> {
-    /// A term of `matchFields` requirements (ANDed).
-    pub fn fields(weight: i32, requirements: Vec<RequirementJson<'a>>) -> Self {
+    /// A term whose requirements (expressions and fields) all AND together.
+    pub fn new(
+        weight: i32,
+        match_expressions: Vec<RequirementJson<'a>>,
+        match_fields: Vec<RequirementJson<'a>>,
+    ) -> Self {
         TermJson {
             weight,
             preference: SelectorTermJson {
-                match_fields: requirements,
-                ..Default::default()
-            },
-        }
-    }
-
-    /// A term of `matchExpressions` requirements (ANDed).
-    pub fn expressions(weight: i32, requirements: Vec<RequirementJson<'a>>) -> Self {
-        TermJson {
-            weight,
-            preference: SelectorTermJson {
-                match_expressions: requirements,
-                ..Default::default()
+                match_expressions,
+                match_fields,
             },
         }
     }

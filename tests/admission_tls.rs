@@ -106,25 +106,45 @@ async fn taskmanager_is_steered_to_cool_eligible_nodes() {
     let preferred = na["preferredDuringSchedulingIgnoredDuringExecution"]
         .as_array()
         .expect("preferred terms");
-    let named: Vec<&str> = preferred
-        .iter()
-        .filter(|t| t["preference"]["matchFields"][0]["operator"] == "In")
-        .map(|t| {
-            t["preference"]["matchFields"][0]["values"][0]
-                .as_str()
-                .expect("name")
-        })
-        .collect();
+    // The nodes a term prefers: by hostname label (the default, one term per tier) or, for a
+    // node without the label, by name. The example cluster's hostname labels are node names.
+    let preferred_nodes = |term: &Value| -> Vec<String> {
+        let requirements = |kind: &str| term["preference"][kind].as_array().cloned();
+        let expressions = requirements("matchExpressions").unwrap_or_default();
+        let fields = requirements("matchFields").unwrap_or_default();
+        expressions
+            .iter()
+            .filter(|e| e["key"] == "kubernetes.io/hostname")
+            .chain(fields.iter().filter(|f| f["key"] == "metadata.name"))
+            .filter(|r| r["operator"] == "In")
+            .flat_map(|r| r["values"].as_array().cloned().unwrap_or_default())
+            .map(|v| v.as_str().expect("node").to_string())
+            .collect()
+    };
+    let named: Vec<String> = preferred.iter().flat_map(preferred_nodes).collect();
     // One top node the scheduler will take, then fallbacks at a much lower weight.
-    assert_eq!(
-        preferred.iter().filter(|t| t["weight"] == 100).count(),
-        1,
-        "{preferred:?}"
-    );
+    let top: Vec<String> = preferred
+        .iter()
+        .filter(|t| t["weight"] == 100)
+        .flat_map(preferred_nodes)
+        .collect();
+    assert_eq!(top.len(), 1, "{preferred:?}");
     assert!(named.len() > 1, "{preferred:?}");
+    assert!(
+        preferred
+            .iter()
+            .all(|t| t["preference"]["matchFields"].is_null()
+                || t["preference"]["matchFields"]
+                    .as_array()
+                    .is_some_and(|f| f.iter().all(|r| r["operator"] == "NotIn"))),
+        "every node carries the hostname label: no matchFields In term: {preferred:?}"
+    );
     // Not the blocklisted, cordoned, tainted or other-pool nodes, even though they look idle.
     for never in ["worker-14", "worker-10", "worker-12", "worker-17"] {
-        assert!(!named.contains(&never), "{never} preferred: {named:?}");
+        assert!(
+            !named.iter().any(|n| n == never),
+            "{never} preferred: {named:?}"
+        );
     }
     // The podAntiAffinity of the template survives.
     assert!(patched["spec"]["affinity"]["podAntiAffinity"].is_object());

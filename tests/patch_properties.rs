@@ -121,10 +121,11 @@ fn pod() -> impl Strategy<Value = Value> {
 }
 
 fn decision() -> impl Strategy<Value = Decision> {
-    let node = "[a-z][a-z0-9-]{0,8}".prop_map(|n| RankedNode {
-        match_value: n.clone(),
-        name: n,
+    // A node's label may or may not name it.
+    let node = ("[a-z][a-z0-9-]{0,8}", any::<bool>()).prop_map(|(name, by_label)| RankedNode {
+        name,
         heat: 0.5,
+        by_label,
     });
     (
         prop::collection::vec(
@@ -252,6 +253,38 @@ fn check(pod: &Value, decision: &Decision, node_match: &NodeMatch) -> Result<(),
             }
         }
     }
+    // Each tier names each of its nodes once at its weight, by label value or by name.
+    let preferred = na
+        .and_then(|na| {
+            na.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map_or(&[][..], Vec::as_slice);
+    let existing =
+        pod["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+            .as_array()
+            .map_or(0, Vec::len);
+    let mut named = named_nodes(&preferred[existing.min(preferred.len())..], node_match);
+    let by_label = |n: &RankedNode| n.by_label && matches!(node_match, NodeMatch::Label { .. });
+    let mut want: Vec<(i32, String, &str, bool)> = decision
+        .tiers
+        .iter()
+        .flat_map(|t| {
+            t.nodes
+                .iter()
+                .map(move |n| (t.weight, n.name.clone(), "In", by_label(n)))
+        })
+        .chain(
+            decision
+                .avoid
+                .iter()
+                .filter(|_| decision.avoid_weight > 0)
+                .map(|n| (decision.avoid_weight, n.name.clone(), "NotIn", by_label(n))),
+        )
+        .collect();
+    named.sort();
+    want.sort();
+    prop_assert_eq!(named, want);
     let annotations = typed.metadata.annotations.expect("annotations");
     prop_assert!(annotations.contains_key("placement-webhook.io/decision"));
     let original = pod["spec"]["schedulerName"].as_str();
@@ -261,6 +294,33 @@ fn check(pod: &Value, decision: &Decision, node_match: &NodeMatch) -> Result<(),
     };
     prop_assert_eq!(spec.scheduler_name.as_deref(), Some(want));
     Ok(())
+}
+
+/// (weight, node name, operator, named by label) for each node the added terms name.
+fn named_nodes<'a>(
+    terms: &[k8s_openapi::api::core::v1::PreferredSchedulingTerm],
+    node_match: &NodeMatch,
+) -> Vec<(i32, String, &'a str, bool)> {
+    let mut named = Vec::new();
+    for term in terms {
+        let operator_of = |op: &str| if op == "In" { "In" } else { "NotIn" };
+        for e in term.preference.match_expressions.iter().flatten() {
+            match node_match {
+                NodeMatch::Label { key } => assert_eq!(&e.key, key),
+                NodeMatch::Name => panic!("a label term when nodes go by name: {e:?}"),
+            }
+            for value in e.values.iter().flatten() {
+                named.push((term.weight, value.clone(), operator_of(&e.operator), true));
+            }
+        }
+        for f in term.preference.match_fields.iter().flatten() {
+            assert_eq!(f.key, "metadata.name");
+            for value in f.values.iter().flatten() {
+                named.push((term.weight, value.clone(), operator_of(&f.operator), false));
+            }
+        }
+    }
+    named
 }
 
 proptest! {
@@ -308,7 +368,7 @@ fn large_pod_gets_targeted_ops_only() {
             nodes: vec![RankedNode {
                 name: "n1".into(),
                 heat: 0.1,
-                match_value: "n1".into(),
+                by_label: false,
             }],
         }],
         ..Default::default()

@@ -253,14 +253,28 @@ impl Default for AvoidHot {
 }
 
 /// How a preferred term names a node.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "by", rename_all = "snake_case", deny_unknown_fields)]
 pub enum NodeMatch {
     /// `matchFields metadata.name`, one term per node (the apiserver allows one value each).
-    #[default]
     Name,
-    /// `matchExpressions <key> In [...]`, one term per tier; the label must hold the node name.
+    /// `matchExpressions <key> In [...]`, one term per tier, for the nodes whose value of the
+    /// label is their name (the kubelet's `kubernetes.io/hostname` usually is); any other node
+    /// is named by `metadata.name` in a term of its own.
     Label { key: String },
+}
+
+/// The label every kubelet sets, one value per node.
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+
+/// By the hostname label: a tier is one term, not one per node, so a steered pod carries a
+/// few KB of affinity at 5,000 nodes instead of about 15 KB.
+impl Default for NodeMatch {
+    fn default() -> Self {
+        NodeMatch::Label {
+            key: HOSTNAME_LABEL.to_string(),
+        }
+    }
 }
 
 /// Pods labelled `pod_label=V` may only run on nodes labelled `node_label=V`.
