@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Pod;
 use placement_webhook::admission::Admission;
-use placement_webhook::config::Config;
+use placement_webhook::config::{Config, NodeMatch};
 use placement_webhook::inflight::ledger::{Ledger, PodLoad};
 use placement_webhook::patch::{self, Changes};
 use placement_webhook::placement::{self, PodConstraints, PodDemand, RankIndexes};
@@ -18,6 +18,12 @@ use placement_webhook::view::{ClusterView, ViewStore};
 use serde_json::Value;
 
 const REVIEW: &str = include_str!("../examples/taskmanager-review.json");
+
+/// `config` with a `matchFields` term per node instead of hostname-label terms.
+fn by_name(mut config: Config) -> Config {
+    config.placement.node_match = NodeMatch::Name;
+    config
+}
 
 /// A cluster with realistic variety: a spread of loads, some hot, some tainted or cordoned.
 fn cluster(n: usize) -> LoadSnapshot {
@@ -105,14 +111,14 @@ fn decide_indexed(
     )
 }
 
-fn patch_for(decision: &placement::Decision, object: &Value, config: &Config) -> patch::JsonPatch {
+fn patch_for(decision: &placement::Decision, pod: &Pod, config: &Config) -> patch::JsonPatch {
     let changes = Changes {
         preferred: patch::Preferred::Json(decision.preferred_json(&config.placement.node_match)),
         required: &decision.pinning,
         scheduler_name: None,
         annotations: vec![("placement-webhook.io/decision", String::from("x"))],
     };
-    patch::build(object, &changes).expect("patch")
+    patch::build(pod, &changes).expect("patch")
 }
 
 /// A burst in progress at 5,000 nodes, one review after another as a new-uid load test sends
@@ -121,8 +127,7 @@ fn patch_for(decision: &placement::Decision, object: &Value, config: &Config) ->
 fn bench_steady_burst(c: &mut Criterion) {
     let config = Config::default();
     let review: Value = serde_json::from_str(REVIEW).expect("example review");
-    let object = review["request"]["object"].clone();
-    let pod: Pod = serde_json::from_value(object.clone()).expect("pod");
+    let pod: Pod = serde_json::from_value(review["request"]["object"].clone()).expect("pod");
     let d = demand(&pod, &config);
     let view = ClusterView::build(&cluster(5000), None, &config.placement);
     let mut group = c.benchmark_group("burst_decide_charge_patch_5000_nodes");
@@ -147,7 +152,7 @@ fn bench_steady_burst(c: &mut Criterion) {
                     Instant::now(),
                 );
                 steered += 1;
-                black_box(patch_for(&decision, &object, &config))
+                black_box(patch_for(&decision, &pod, &config))
             })
         });
     }
@@ -157,8 +162,7 @@ fn bench_steady_burst(c: &mut Criterion) {
 fn bench_decide_and_patch(c: &mut Criterion) {
     let config = Config::default();
     let review: Value = serde_json::from_str(REVIEW).expect("example review");
-    let object = review["request"]["object"].clone();
-    let pod: Pod = serde_json::from_value(object.clone()).expect("pod");
+    let pod: Pod = serde_json::from_value(review["request"]["object"].clone()).expect("pod");
     let mut group = c.benchmark_group("decide_and_patch");
     for n in [50, 500, 5000] {
         let view = ClusterView::build(&cluster(n), None, &config.placement);
@@ -188,7 +192,7 @@ fn bench_decide_and_patch(c: &mut Criterion) {
                     scheduler_name: None,
                     annotations: vec![("placement-webhook.io/decision", String::from("x"))],
                 };
-                black_box(patch::build(&object, &changes).expect("patch"))
+                black_box(patch::build(&pod, &changes).expect("patch"))
             })
         });
     }
@@ -197,8 +201,14 @@ fn bench_decide_and_patch(c: &mut Criterion) {
 
 fn bench_whole_review(c: &mut Criterion) {
     let mut group = c.benchmark_group("review_bytes");
-    for n in [50, 5000] {
-        let config = Arc::new(Config::default());
+    // The default names nodes by their hostname label; "by_name" writes a matchFields term
+    // per node, as before the default changed.
+    for (id, n, config) in [
+        ("50", 50, Config::default()),
+        ("5000", 5000, Config::default()),
+        ("5000_by_name", 5000, by_name(Config::default())),
+    ] {
+        let config = Arc::new(config);
         let store = Arc::new(ViewStore::new(config.placement.clone()));
         store.publish_snapshot(cluster(n));
         // A dry run keeps the ledger from growing across iterations.
@@ -210,7 +220,7 @@ fn bench_whole_review(c: &mut Criterion) {
             store,
             Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl))),
         );
-        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+        group.bench_with_input(BenchmarkId::from_parameter(id), &n, |b, _| {
             b.iter(|| {
                 let answer = admission.review_bytes(black_box(&body)).expect("answer");
                 black_box(serde_json::to_vec(&answer.review).expect("json"))
@@ -225,8 +235,7 @@ fn bench_whole_review(c: &mut Criterion) {
 fn bench_after_burst(c: &mut Criterion) {
     let config = Config::default();
     let review: Value = serde_json::from_str(REVIEW).expect("example review");
-    let object = review["request"]["object"].clone();
-    let pod: Pod = serde_json::from_value(object.clone()).expect("pod");
+    let pod: Pod = serde_json::from_value(review["request"]["object"].clone()).expect("pod");
     let d = demand(&pod, &config);
     let view = ClusterView::build(&cluster(5000), None, &config.placement);
     let mut group = c.benchmark_group("decide_and_patch_after_burst_5000_nodes");
@@ -250,7 +259,7 @@ fn bench_after_burst(c: &mut Criterion) {
             b.iter(|| {
                 black_box(patch_for(
                     &decide(&d, &view, &ledger, &config),
-                    &object,
+                    &pod,
                     &config,
                 ))
             })
@@ -259,7 +268,7 @@ fn bench_after_burst(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("indexed", pods), &pods, |b, _| {
             b.iter(|| {
                 let decision = decide_indexed(&d, &view, &ledger, &config, &indexes);
-                black_box(patch_for(&decision, &object, &config))
+                black_box(patch_for(&decision, &pod, &config))
             })
         });
     }
@@ -271,15 +280,14 @@ fn bench_after_burst(c: &mut Criterion) {
 fn bench_parts(c: &mut Criterion) {
     let config = Config::default();
     let review: Value = serde_json::from_str(REVIEW).expect("example review");
-    let object = review["request"]["object"].clone();
-    let pod: Pod = serde_json::from_value(object.clone()).expect("pod");
+    let pod: Pod = serde_json::from_value(review["request"]["object"].clone()).expect("pod");
     let d = demand(&pod, &config);
     let view = ClusterView::build(&cluster(5000), None, &config.placement);
     let mut ledger = Ledger::new(Duration::from_secs(90));
     ledger.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
     let indexes = RankIndexes::default();
     let decision = decide_indexed(&d, &view, &ledger, &config, &indexes);
-    let patch = patch_for(&decision, &object, &config);
+    let patch = patch_for(&decision, &pod, &config);
     let mut group = c.benchmark_group("parts_5000_nodes");
     group.bench_function("decide_indexed", |b| {
         b.iter(|| black_box(decide_indexed(&d, &view, &ledger, &config, &indexes)))
@@ -288,10 +296,14 @@ fn bench_parts(c: &mut Criterion) {
         b.iter(|| black_box(decision.preferred_terms(&config.placement.node_match)))
     });
     group.bench_function("patch_build", |b| {
-        b.iter(|| black_box(patch_for(&decision, &object, &config)))
+        b.iter(|| black_box(patch_for(&decision, &pod, &config)))
     });
     group.bench_function("patch_to_bytes", |b| {
         b.iter(|| black_box(patch.to_bytes().expect("json")))
+    });
+    let named = by_name(Config::default());
+    group.bench_function("patch_build_by_name", |b| {
+        b.iter(|| black_box(patch_for(&decision, &pod, &named)))
     });
     group.finish();
 }

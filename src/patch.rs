@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 
 use json_patch::jsonptr::PointerBuf;
-use k8s_openapi::api::core::v1::{NodeSelectorRequirement, PreferredSchedulingTerm};
+use k8s_openapi::api::core::v1::{NodeSelectorRequirement, Pod, PodSpec, PreferredSchedulingTerm};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
-use serde_json::Value;
 use serde_json::value::RawValue;
 
 const PREFERRED: &str = "preferredDuringSchedulingIgnoredDuringExecution";
@@ -134,8 +134,6 @@ pub struct Changes<'a> {
 pub enum PatchError {
     #[error("pod has no object at {0}")]
     NotAnObject(&'static str),
-    #[error("pod field {0} has an unexpected type")]
-    UnexpectedType(&'static str),
     #[error("patch value could not be encoded: {0}")]
     Encode(String),
 }
@@ -214,20 +212,21 @@ struct FreshMetadata<'a> {
     annotations: BTreeMap<&'a str, &'a str>,
 }
 
-/// Builds the patch for `pod` (the raw object from the review, so that `null` and missing
-/// fields are told apart).
-pub fn build(pod: &Value, changes: &Changes<'_>) -> Result<JsonPatch, PatchError> {
+/// Builds the patch for `pod`, the review's object as read once into its type. A `null` field
+/// reads as a missing one, and the patch treats them alike: `add` creates a member or replaces
+/// it (RFC 6902 §4.1), so either way the parent is written whole. Metadata that reads as empty
+/// may be missing altogether, so it is written whole too.
+pub fn build(pod: &Pod, changes: &Changes<'_>) -> Result<JsonPatch, PatchError> {
     let mut ops = Vec::new();
-    let spec = object_at(pod, &["spec"]).ok_or(PatchError::NotAnObject("/spec"))?;
+    let spec = pod.spec.as_ref().ok_or(PatchError::NotAnObject("/spec"))?;
 
     if !changes.preferred.is_empty() || !changes.required.is_empty() {
-        node_affinity_ops(pod, changes, &mut ops)?;
+        node_affinity_ops(spec, changes, &mut ops)?;
     }
 
     if let Some(name) = changes.scheduler_name {
-        let current = spec.get("schedulerName").and_then(Value::as_str);
+        let current = spec.scheduler_name.as_deref();
         if current.is_none_or(|c| c.is_empty() || c == DEFAULT_SCHEDULER) {
-            // `add` on an existing member replaces it (RFC 6902 §4.1).
             ops.push(add(&["spec", "schedulerName"], name)?);
         }
     }
@@ -240,20 +239,18 @@ pub fn build(pod: &Value, changes: &Changes<'_>) -> Result<JsonPatch, PatchError
                 .map(|(k, v)| (*k, v.as_str()))
                 .collect()
         };
-        match object_at(pod, &["metadata"]) {
-            None => ops.push(add(
+        if pod.metadata == ObjectMeta::default() {
+            ops.push(add(
                 &["metadata"],
                 FreshMetadata {
                     annotations: annotations(),
                 },
-            )?),
-            Some(_) if object_at(pod, &["metadata", "annotations"]).is_none() => {
-                ops.push(add(&["metadata", "annotations"], annotations())?);
-            }
-            Some(_) => {
-                for (key, value) in &changes.annotations {
-                    ops.push(add(&["metadata", "annotations", key], value)?);
-                }
+            )?);
+        } else if pod.metadata.annotations.is_none() {
+            ops.push(add(&["metadata", "annotations"], annotations())?);
+        } else {
+            for (key, value) in &changes.annotations {
+                ops.push(add(&["metadata", "annotations", key], value)?);
             }
         }
     }
@@ -261,7 +258,7 @@ pub fn build(pod: &Value, changes: &Changes<'_>) -> Result<JsonPatch, PatchError
 }
 
 fn node_affinity_ops(
-    pod: &Value,
+    spec: &PodSpec,
     changes: &Changes<'_>,
     ops: &mut Vec<AddOp>,
 ) -> Result<(), PatchError> {
@@ -276,7 +273,7 @@ fn node_affinity_ops(
         required: (!required.is_empty()).then(fresh_required),
     };
 
-    if object_at(pod, &["spec", "affinity"]).is_none() {
+    let Some(affinity) = &spec.affinity else {
         ops.push(add(
             &["spec", "affinity"],
             FreshAffinity {
@@ -284,8 +281,8 @@ fn node_affinity_ops(
             },
         )?);
         return Ok(());
-    }
-    let Some(node_affinity) = object_at(pod, &["spec", "affinity", "nodeAffinity"]) else {
+    };
+    let Some(node_affinity) = &affinity.node_affinity else {
         ops.push(add(
             &["spec", "affinity", "nodeAffinity"],
             fresh_node_affinity(),
@@ -296,38 +293,34 @@ fn node_affinity_ops(
 
     if !changes.preferred.is_empty() {
         let path = [&base[..], &[PREFERRED]].concat();
-        match non_null(node_affinity.get(PREFERRED)) {
-            None => ops.push(add(&path, &changes.preferred)?),
-            Some(Value::Array(_)) => {
-                let append = [&path[..], &["-"]].concat();
-                let terms = changes
-                    .preferred
-                    .each()
-                    .map_err(|e| PatchError::Encode(e.to_string()))?;
-                for term in terms {
-                    ops.push(add(&append, term)?);
-                }
+        if node_affinity
+            .preferred_during_scheduling_ignored_during_execution
+            .is_none()
+        {
+            ops.push(add(&path, &changes.preferred)?);
+        } else {
+            let append = [&path[..], &["-"]].concat();
+            let terms = changes
+                .preferred
+                .each()
+                .map_err(|e| PatchError::Encode(e.to_string()))?;
+            for term in terms {
+                ops.push(add(&append, term)?);
             }
-            Some(_) => return Err(PatchError::UnexpectedType(PREFERRED)),
         }
     }
 
     if !required.is_empty() {
         let path = [&base[..], &[REQUIRED]].concat();
-        let Some(existing) = non_null(node_affinity.get(REQUIRED)) else {
+        let Some(existing) = &node_affinity.required_during_scheduling_ignored_during_execution
+        else {
             ops.push(add(&path, fresh_required())?);
             return Ok(());
         };
-        let existing = existing
-            .as_object()
-            .ok_or(PatchError::UnexpectedType(REQUIRED))?;
         let terms_path = [&path[..], &["nodeSelectorTerms"]].concat();
-        let terms = match non_null(existing.get("nodeSelectorTerms")) {
-            None => &Vec::new(),
-            Some(Value::Array(terms)) => terms,
-            Some(_) => return Err(PatchError::UnexpectedType("nodeSelectorTerms")),
-        };
+        let terms = &existing.node_selector_terms;
         if terms.is_empty() {
+            // Missing, `null` or empty: written whole.
             ops.push(add(
                 &terms_path,
                 [ExpressionsTerm {
@@ -341,15 +334,13 @@ fn node_affinity_ops(
             let index = i.to_string();
             let term_path = [&terms_path[..], &[index.as_str()]].concat();
             let expressions_path = [&term_path[..], &["matchExpressions"]].concat();
-            match non_null(term.get("matchExpressions")) {
-                None => ops.push(add(&expressions_path, required)?),
-                Some(Value::Array(_)) => {
-                    let append = [&expressions_path[..], &["-"]].concat();
-                    for r in required {
-                        ops.push(add(&append, r)?);
-                    }
+            if term.match_expressions.is_none() {
+                ops.push(add(&expressions_path, required)?);
+            } else {
+                let append = [&expressions_path[..], &["-"]].concat();
+                for r in required {
+                    ops.push(add(&append, r)?);
                 }
-                Some(_) => return Err(PatchError::UnexpectedType("matchExpressions")),
             }
         }
     }
@@ -363,15 +354,4 @@ fn add(path: &[&str], value: impl Serialize) -> Result<AddOp, PatchError> {
         value: serde_json::value::to_raw_value(&value)
             .map_err(|e| PatchError::Encode(e.to_string()))?,
     })
-}
-
-fn non_null(v: Option<&Value>) -> Option<&Value> {
-    v.filter(|v| !v.is_null())
-}
-
-/// The object at `path`, or `None` when missing or `null`.
-fn object_at<'v>(root: &'v Value, path: &[&str]) -> Option<&'v serde_json::Map<String, Value>> {
-    path.iter()
-        .try_fold(root, |v, key| non_null(v.get(key)))?
-        .as_object()
 }

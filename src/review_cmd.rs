@@ -87,7 +87,7 @@ fn node_table(admission: &Admission, body: &[u8]) -> String {
     // As the server reads it.
     let pod = admission::parse(body)
         .ok()
-        .and_then(|request| admission::pod_of(request.object.as_ref()?, &request).ok());
+        .and_then(|request| admission::pod_of(request.object.as_deref()?, &request).ok());
     match (pod, admission.store().current()) {
         (Some(pod), Some(view)) => {
             let decision = admission.dry_decide(&pod, &view);

@@ -181,7 +181,13 @@ fn preserved(before: &Value, after: &Value, path: &str) -> Result<(), String> {
     }
 }
 
+/// The pod as the server reads the review's object: once, into its type.
+fn typed(pod: &Value) -> Pod {
+    serde_json::from_value(pod.clone()).expect("the generated object is a Pod")
+}
+
 fn check(pod: &Value, decision: &Decision, node_match: &NodeMatch) -> Result<(), TestCaseError> {
+    let read = typed(pod);
     let preferred = decision.preferred_terms(node_match);
     let changes = Changes {
         preferred: preferred.into(),
@@ -195,13 +201,13 @@ fn check(pod: &Value, decision: &Decision, node_match: &NodeMatch) -> Result<(),
         ..changes.clone()
     };
     let as_values = |changes: &Changes<'_>| -> Result<Value, TestCaseError> {
-        let bytes = build(pod, changes)
+        let bytes = build(&read, changes)
             .and_then(|p| p.to_bytes().map_err(|e| PatchError::Encode(e.to_string())))
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
         serde_json::from_slice(&bytes).map_err(|e| TestCaseError::fail(e.to_string()))
     };
     prop_assert_eq!(as_values(&borrowed)?, as_values(&changes)?);
-    let patch = build(pod, &changes)
+    let patch = build(&read, &changes)
         .map_err(|e| TestCaseError::fail(e.to_string()))?
         .to_json_patch()
         .map_err(|e| TestCaseError::fail(format!("patch is not RFC 6902: {e}")))?;
@@ -338,13 +344,37 @@ proptest! {
 }
 
 #[test]
+fn metadata_that_may_be_missing_is_written_whole() {
+    let changes = Changes {
+        annotations: vec![("placement-webhook.io/decision", "v".into())],
+        ..Default::default()
+    };
+    for mut pod in [
+        json!({"spec": {"containers": []}}),
+        json!({"metadata": {}, "spec": {"containers": []}}),
+    ] {
+        let patch = build(&typed(&pod), &changes)
+            .and_then(|p| {
+                p.to_json_patch()
+                    .map_err(|e| PatchError::Encode(e.to_string()))
+            })
+            .expect("patch");
+        json_patch::patch(&mut pod, &patch).expect("the patch applies");
+        assert_eq!(
+            pod["metadata"]["annotations"]["placement-webhook.io/decision"],
+            "v"
+        );
+    }
+}
+
+#[test]
 fn annotation_key_is_pointer_escaped() {
     let pod = json!({"metadata": {"annotations": {"a": "b"}}, "spec": {"containers": []}});
     let changes = Changes {
         annotations: vec![("placement-webhook.io/decision", "v".into())],
         ..Default::default()
     };
-    let patch = build(&pod, &changes).expect("patch");
+    let patch = build(&typed(&pod), &changes).expect("patch");
     let text = serde_json::to_string(&patch).expect("json");
     assert!(
         text.contains("/metadata/annotations/placement-webhook.io~1decision"),
@@ -378,7 +408,7 @@ fn large_pod_gets_targeted_ops_only() {
         annotations: vec![("placement-webhook.io/decision", "v".into())],
         ..Default::default()
     };
-    let patch = build(&pod, &changes).expect("patch");
+    let patch = build(&typed(&pod), &changes).expect("patch");
     let bytes = serde_json::to_vec(&patch).expect("json");
     assert!(bytes.len() < 1024, "patch is {} bytes", bytes.len());
 }

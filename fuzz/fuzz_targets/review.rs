@@ -66,7 +66,9 @@ fuzz_target!(|data: &[u8]| {
     }
     // The object exactly as the server read it (unknown fields elsewhere are skipped unread).
     let request = admission::parse(data).expect("a patched request parses");
-    let mut object = request.object.expect("a patch needs an object");
+    let raw = request.object.expect("a patch needs an object");
+    let mut object: serde_json::Value =
+        serde_json::from_str(raw.get()).expect("the object the server read is JSON");
     if let Err(e) = json_patch::patch(&mut object, &patch) {
         panic!("the patch does not apply: {e}\npatch: {patch:?}");
     }

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
-use serde::Deserialize;
 use tracing::{debug, warn};
 
 use crate::config::Config;
@@ -186,7 +185,7 @@ impl Admission {
         if !is_pod_create(request) {
             return Ok(None);
         }
-        let Some(object) = request.object.as_ref().filter(|o| !o.is_null()) else {
+        let Some(object) = request.object.as_deref().filter(|o| o.get() != "null") else {
             return Ok(None);
         };
         let pod = pod_of(object, request).map_err(|e| FailOpen::UnreadablePod(e.to_string()))?;
@@ -231,7 +230,7 @@ impl Admission {
                 .then_some(self.config.scheduler_name.as_str()),
             annotations: vec![(ANNOTATION, note.clone())],
         };
-        let patch = patch::build(object, &changes)?;
+        let patch = patch::build(&pod, &changes)?;
         let mut response = ResponseOut::allow(&request.uid).with_patch(&patch)?;
         response.audit_annotations.insert("decision".into(), note);
         Ok(Some((response, mode.as_str())))
@@ -359,9 +358,12 @@ pub fn parse(body: &[u8]) -> Result<RequestIn, BadReview> {
 }
 
 /// The request's pod object as a Pod. A CREATE may name the namespace in the request only; the
-/// job key needs it, so the request's stands in.
-pub fn pod_of(object: &serde_json::Value, request: &RequestIn) -> Result<Pod, serde_json::Error> {
-    let mut pod = Pod::deserialize(object)?;
+/// job key needs it, so the request's stands in (the patch does not write it).
+pub fn pod_of(
+    object: &serde_json::value::RawValue,
+    request: &RequestIn,
+) -> Result<Pod, serde_json::Error> {
+    let mut pod: Pod = serde_json::from_str(object.get())?;
     if pod.metadata.namespace.as_deref().is_none_or(str::is_empty) {
         pod.metadata.namespace = request.namespace.clone();
     }

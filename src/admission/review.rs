@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use base64::Engine;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 pub const API_VERSION: &str = "admission.k8s.io/v1";
 pub const KIND: &str = "AdmissionReview";
@@ -44,8 +44,9 @@ pub struct RequestIn {
     #[serde(default)]
     pub name: Option<String>,
     pub operation: String,
+    /// The object as raw JSON: read once, into a Pod, when the review is one to steer.
     #[serde(default)]
-    pub object: Option<Value>,
+    pub object: Option<Box<RawValue>>,
     #[serde(default)]
     pub dry_run: Option<bool>,
 }
@@ -79,7 +80,7 @@ pub struct ResponseOut {
 fn as_is<S: serde::Serializer>(text: &Option<String>, serializer: S) -> Result<S::Ok, S::Error> {
     use serde::ser::Error;
     match text {
-        Some(text) => serde_json::value::RawValue::from_string(format!("\"{text}\""))
+        Some(text) => RawValue::from_string(format!("\"{text}\""))
             .map_err(S::Error::custom)?
             .serialize(serializer),
         None => serializer.serialize_none(),
