@@ -18,6 +18,8 @@
 #   OUT=target/load      where the snapshot, certificate, bodies, logs and results go
 #   SKIP_BUILD=0         1: use the binaries already in the target directory
 #   WEBHOOK_PRELOAD=     a shared library to LD_PRELOAD into the webhook only (allocator trials)
+#   EARLIER_BIN=         another placement-webhook binary (e.g. built from an earlier commit) run
+#                        in each row too, after the webhook: its figures and ratios are added
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +36,7 @@ SOAK_DELAY_MS="${SOAK_DELAY_MS:-0}"
 OUT="${OUT:-target/load}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
 WEBHOOK_PRELOAD="${WEBHOOK_PRELOAD:-}"
+EARLIER_BIN="${EARLIER_BIN:-}"
 TARGET="${CARGO_TARGET_DIR:-target}"
 BIN="$TARGET/release/placement-webhook"
 BASELINE_BIN="$TARGET/release/examples/minimal_webhook"
@@ -122,8 +125,8 @@ wait_listening() { # wait_listening URL: until TLS answers (any HTTP status)
   exit 1
 }
 
-start_server() {
-  LD_PRELOAD="$WEBHOOK_PRELOAD" "$BIN" serve --listen "127.0.0.1:${PORT}" \
+start_server() { # start_server [BINARY]: the webhook, or another build of it
+  LD_PRELOAD="$WEBHOOK_PRELOAD" "${1:-$BIN}" serve --listen "127.0.0.1:${PORT}" \
     --metrics-file "$SNAPSHOT" --no-cluster --tls-cert "$CERT" --tls-key "$KEY" \
     >"$OUT/server.log" 2>&1 &
   SERVER_PID=$!
@@ -166,6 +169,11 @@ RESULTS="$OUT/results.md"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 } >"$RESULTS"
 DECISIONS="$OUT/decisions.txt"
+EARLIER="$OUT/earlier.md"
+{
+  echo "| uid | conns | earlier rev/s | earlier / baseline | webhook / earlier | earlier p99 ms | earlier p99 / baseline | webhook p99 / earlier |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+} >"$EARLIER"
 : >"$DECISIONS"
 
 for mode in $UIDS; do
@@ -193,6 +201,16 @@ for mode in $UIDS; do
       "$(field non2xx "$b")" "$(field non2xx "$w")" \
       "$(python3 -c "print(f'{100*$patched/max($total,1):.1f}%')")" "$entries" \
       "$(mib "$rss_after")" >>"$RESULTS"
+    if [ -n "$EARLIER_BIN" ]; then
+      start_server "$EARLIER_BIN"
+      e=$(run_wrk "earlier-$mode-c$c" "$BASE" "$c" "$same")
+      stop_server
+      printf '| %s | %s | %.0f | %s | %s | %s | %s | %s |\n' "$mode" "$c" \
+        "$(field rps "$e")" "$(ratio "$(field rps "$e")" "$(field rps "$b")")" \
+        "$(ratio "$(field rps "$w")" "$(field rps "$e")")" \
+        "$(field p99_ms "$e")" "$(ratio "$(field p99_ms "$e")" "$(field p99_ms "$b")")" \
+        "$(ratio "$(field p99_ms "$w")" "$(field p99_ms "$e")")" >>"$EARLIER"
+    fi
   done
 done
 
@@ -202,6 +220,12 @@ echo
 cat "$RESULTS"
 echo
 echo "Ratios are webhook / baseline: throughput >= 1.00x and p99 <= 1.00x is parity."
+if [ -n "$EARLIER_BIN" ]; then
+  echo
+  echo "The earlier build ($EARLIER_BIN), in the same rows:"
+  echo
+  cat "$EARLIER"
+fi
 echo "Decision of one review right after each webhook run:"
 echo
 sed 's/^/    /' "$DECISIONS"

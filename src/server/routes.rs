@@ -120,7 +120,7 @@ fn answer(state: &AppState, body: &Bytes) -> Response {
     match state.admission.review_bytes(body) {
         Ok(answer) => {
             span.record("uid", answer.review.response.uid.as_str());
-            span.record("outcome", format!("{:?}", answer.outcome));
+            span.record("outcome", tracing::field::debug(&answer.outcome));
             let m = &state.metrics;
             m.count_review(answer.outcome);
             if let Some(mode) = answer.mode {
