@@ -115,11 +115,14 @@ impl Decision {
             NodeMatch::Name => None,
             NodeMatch::Label { key } => Some(key.as_str()),
         };
-        // A node's label value (its name) when terms go by a label that names it.
-        let label_of =
-            |node: &'a RankedNode| key.filter(|_| node.by_label).map(|_| node.name.as_str());
+        // Terms go by a label, and the node's value of it is its name.
+        let named_by_label = |node: &RankedNode| key.is_some() && node.by_label;
         let by_label = |operator, nodes: &'a [RankedNode]| {
-            let values: Vec<&str> = nodes.iter().filter_map(label_of).collect();
+            let values: Vec<&str> = nodes
+                .iter()
+                .filter(|n| named_by_label(n))
+                .map(|n| n.name.as_str())
+                .collect();
             match key {
                 Some(key) if !values.is_empty() => {
                     vec![RequirementJson::new(key, operator, values)]
@@ -131,7 +134,7 @@ impl Decision {
         let by_name = |operator, nodes: &'a [RankedNode]| {
             nodes
                 .iter()
-                .filter(move |n| label_of(n).is_none())
+                .filter(move |n| !named_by_label(n))
                 .map(move |n| RequirementJson::new(NAME_FIELD, operator, vec![&n.name]))
         };
         let mut terms = Vec::new();
