@@ -257,8 +257,10 @@ impl Admission {
                 let decision = self.decide_with(demand, view, &ledger);
                 (decision, self.ledger.writes(), ledger.contains(id))
             };
-            // A retried review (same uid) keeps its first charge.
-            if !charge || charged {
+            // A retried review (same uid) keeps its first charge. A decision that predicts no
+            // landing (no node fits) has nothing to charge: no write lock, and no write that
+            // would make the reviews beside it decide again.
+            if !charge || charged || decision.landing.is_empty() {
                 return decision;
             }
             if let Ok(mut ledger) = self.ledger.write_if_unchanged(seen) {
