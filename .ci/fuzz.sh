@@ -1,11 +1,28 @@
 #!/usr/bin/env bash
-# Bounded fuzzing (cargo-fuzz, libFuzzer): builds every target in fuzz/, runs each from its
-# seed corpus for FUZZ_SECONDS, and fails on the first crash, leak of an assertion or timeout.
+# Fuzzing (cargo-fuzz, libFuzzer) in two modes:
+#
+#   bash .ci/fuzz.sh                 the gate: replays every committed corpus and regression
+#                                    input, then runs each target from its seeds with a fixed
+#                                    seed and a fixed number of runs. The same commit gives the
+#                                    same answer and the same statistics every time.
+#   FUZZ_SECONDS=600 bash .ci/fuzz.sh --explore
+#                                    exploration, not part of the gate: a random seed, for a
+#                                    time, new inputs kept in fuzz/corpus-explore/<target>/.
+#
+# A crash is written to fuzz/artifacts/<target>/; once understood and fixed, copy it into
+# fuzz/corpus/<target>/ as regression-<what>.json so the gate replays it from then on.
 # Needs the nightly toolchain (installed here when missing) and cargo-fuzz (likewise).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
+MODE=gate
+if [ "${1:-}" = "--explore" ]; then
+  MODE=explore
+fi
+# Gate: runs per target after the corpus replay, and the seed of libFuzzer's mutations.
+FUZZ_RUNS="${FUZZ_RUNS:-40000}"
+FUZZ_SEED="${FUZZ_SEED:-20261124}"
+FUZZ_SECONDS="${FUZZ_SECONDS:-600}"
 # sanitizer: none by default. The crate has no unsafe code; the targets look for panics and
 # broken invariants, and an AddressSanitizer build of the dependency tree doubles the build.
 FUZZ_SANITIZER="${FUZZ_SANITIZER:-none}"
@@ -27,24 +44,64 @@ for target in $TARGETS; do
   cargo +nightly fuzz build --sanitizer "$FUZZ_SANITIZER" "$target"
 done
 
+# The statistics that depend only on the commit and the seed (speed and memory do not).
+summary() {
+  grep -E '^(Done [0-9]+ runs|stat::number_of_executed_units|stat::new_units_added)' "$1" |
+    sed 's/ in [0-9]* second(s)//' | tr '\n' ' '
+}
+
 status=0
 for target in $TARGETS; do
-  # Run from a scratch copy of the committed seeds: new inputs stay out of the tree.
-  work=$(mktemp -d)
-  if [ -d "corpus/$target" ]; then
-    cp -r "corpus/$target/." "$work/"
-  fi
   dict=()
   if [ -f "$target.dict" ]; then
     dict=("-dict=$target.dict")
   fi
-  echo "fuzzing $target for ${FUZZ_SECONDS}s"
+  log=$(mktemp)
+  if [ "$MODE" = explore ]; then
+    mkdir -p "corpus-explore/$target"
+    echo "exploring $target for ${FUZZ_SECONDS}s"
+    if ! cargo +nightly fuzz run --sanitizer "$FUZZ_SANITIZER" "$target" \
+      "corpus-explore/$target" "corpus/$target" -- \
+      "${dict[@]}" -max_total_time="$FUZZ_SECONDS" -max_len=65536 -timeout=10 \
+      -rss_limit_mb=2048 -print_final_stats=1; then
+      echo "fuzz target $target failed; the crashing input is in fuzz/artifacts/$target/" >&2
+      status=1
+    fi
+    continue
+  fi
+
+  # 1. Replay: every committed input, one run each.
+  inputs=()
+  if [ -d "corpus/$target" ]; then
+    mapfile -t inputs < <(find "corpus/$target" -type f | sort)
+  fi
+  if ((${#inputs[@]})); then
+    echo "replaying ${#inputs[@]} committed inputs of $target"
+    if ! cargo +nightly fuzz run --sanitizer "$FUZZ_SANITIZER" "$target" "${inputs[@]}" -- \
+      -timeout=10 -rss_limit_mb=2048 >"$log" 2>&1; then
+      cat "$log" >&2
+      echo "fuzz target $target fails on a committed input" >&2
+      status=1
+      continue
+    fi
+  fi
+
+  # 2. Seeded, bounded mutation from a scratch copy of the seeds: new inputs stay out of the tree.
+  work=$(mktemp -d)
+  if [ -d "corpus/$target" ]; then
+    cp -r "corpus/$target/." "$work/"
+  fi
+  echo "fuzzing $target: seed $FUZZ_SEED, $FUZZ_RUNS runs"
+  # One process, one seed, a run count instead of a time: the mutations and the inputs kept
+  # are the same on every machine.
   if ! cargo +nightly fuzz run --sanitizer "$FUZZ_SANITIZER" "$target" "$work" -- \
-    "${dict[@]}" -max_total_time="$FUZZ_SECONDS" -max_len=65536 -timeout=10 \
-    -rss_limit_mb=2048 -print_final_stats=1; then
+    "${dict[@]}" -seed="$FUZZ_SEED" -runs="$FUZZ_RUNS" -max_len=65536 -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 >"$log" 2>&1; then
+    tail -n 60 "$log" >&2
     echo "fuzz target $target failed; the crashing input is in fuzz/artifacts/$target/" >&2
     status=1
   fi
-  rm -rf "$work"
+  echo "fuzz statistics $target: $(summary "$log")"
+  rm -rf "$work" "$log"
 done
 exit "$status"

@@ -2,6 +2,8 @@
 //! scans every entry, on random sequences of charge, bind, forget and expire: same entries,
 //! same shares, same per-node load and requests.
 
+mod seeded;
+
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -161,7 +163,7 @@ fn close_at(a: f64, b: f64, scale: f64) -> bool {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(seeded::config(512))]
 
     #[test]
     fn indexed_ledger_matches_the_reference(ops in prop::collection::vec(op(), 1..80)) {

@@ -1,6 +1,8 @@
 //! Property: for any pod shape the webhook may meet, the patch applies, yields a valid Pod,
 //! preserves everything that was there, and only adds.
 
+mod seeded;
+
 use json_patch::PatchOperation;
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, Pod};
 use placement_webhook::config::NodeMatch;
@@ -330,7 +332,7 @@ fn named_nodes<'a>(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(seeded::config(512))]
 
     #[test]
     fn patch_applies_and_preserves_by_name(pod in pod(), decision in decision()) {

@@ -1,5 +1,7 @@
 //! `placement::decide` on hand-made clusters: what is preferred, what never is.
 
+mod seeded;
+
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -410,6 +412,7 @@ fn run_salted(
 }
 
 proptest! {
+    #![proptest_config(seeded::config(256))]
     /// On random clusters: weights stay 1..100, ineligible or hot nodes never appear, and no
     /// chosen node is hotter than an eligible cool node left out.
     #[test]

@@ -8,6 +8,8 @@
 //! capacity, in-flight network load, generated heat weights and tiers, both node-match styles,
 //! and the avoid term. Properties are read off the terms that go into the patch.
 
+mod seeded;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -444,7 +446,7 @@ fn oracle(case: &Case) -> Oracle<'_> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(seeded::config(512))]
 
     /// Every term goes into the patch with a weight of 1..100, whatever the policy; an avoid
     /// weight of 0 writes no avoid term at all.

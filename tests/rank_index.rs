@@ -4,6 +4,8 @@
 //! forgets, expiry, the pod watch's bound requests, a new view), both give the same decision
 //! for every pod shape at every step.
 
+mod seeded;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -167,7 +169,7 @@ fn name(i: usize) -> String {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(seeded::config(48))]
 
     #[test]
     fn the_index_decides_as_the_walk_does(
