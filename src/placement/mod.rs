@@ -2,11 +2,15 @@
 
 pub mod constraints;
 pub mod decide;
+pub mod decision;
 pub mod estimate;
 pub mod rank_index;
 pub mod selector;
+pub mod standing;
 
 pub use constraints::{Ineligible, PodConstraints};
-pub use decide::{Decision, PodDemand, RankedNode, TierChoice, assess_all, decide, decide_indexed};
+pub use decide::{assess_all, decide, decide_indexed};
+pub use decision::{Decision, RankedNode, TierChoice};
 pub use estimate::{Estimate, LoadSource};
 pub use rank_index::RankIndexes;
+pub use standing::PodDemand;

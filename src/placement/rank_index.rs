@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use foldhash::HashMap;
 
-use super::decide::{Candidate, InFlight, PodDemand, Ranking, Standing, standing, tie_breakers};
+use super::standing::{
+    Candidate, InFlight, PodDemand, PodHeat, Ranking, Standing, standing, tie_breakers,
+};
 use crate::config::PlacementConfig;
 use crate::inflight::ledger::{ChangeMark, Ledger};
 use crate::view::ClusterView;
@@ -252,7 +254,7 @@ impl RankIndex {
         self.standings[position] = Some(now);
     }
 
-    fn candidate(&self, index: usize, heat: super::decide::PodHeat) -> ByOrder {
+    fn candidate(&self, index: usize, heat: PodHeat) -> ByOrder {
         ByOrder(Candidate {
             index,
             heat,

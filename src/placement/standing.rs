@@ -1,0 +1,271 @@
+//! How one node stands for one pod: what the pod would leave behind there, with the in-flight
+//! load and requests counted, and the order candidates are taken in. Read by the walk over
+//! every node (`decide`) and by the ranking index (`rank_index`) alike.
+
+use std::hash::BuildHasher;
+
+use super::constraints::PodConstraints;
+use crate::config::PlacementConfig;
+use crate::inflight::ledger::{Ledger, NodeExtra, PodLoad};
+use crate::inflight::occupancy::NodeRequests;
+use crate::scheduler::ModelNode;
+use crate::scheduler::cycle::PodFacts;
+use crate::scheduler::node::fits_in;
+use crate::view::heat::{Load, heat, is_hot};
+use crate::view::{ClusterView, NodeView};
+
+/// The pod as placement sees it: its filters, its requests, its real load.
+#[derive(Debug, Default)]
+pub struct PodDemand<'a> {
+    pub constraints: PodConstraints<'a>,
+    /// Requests and the scheduler-facing parts of the spec.
+    pub facts: PodFacts<'a>,
+    /// Estimated real load it adds to its node.
+    pub load: PodLoad,
+    /// Where `load` came from.
+    pub source: super::LoadSource,
+}
+
+/// A node's load with the in-flight pods counted on it (their expected load).
+pub fn effective_load(node: &NodeView, ledger: Option<&Ledger>) -> Load {
+    load_with(node, ledger.and_then(|l| l.extra(&node.name)), 0.0)
+}
+
+/// A node's load with the in-flight pods' expected load plus `z` standard deviations of it:
+/// a node that may well have received more pods than expected is not preferred as if it had
+/// not.
+pub(super) fn load_with(node: &NodeView, extra: Option<NodeExtra>, z: f64) -> Load {
+    let Some(extra) = extra else {
+        return node.load;
+    };
+    let inflight = extra.cautious_load(z);
+    Load {
+        cpu: node.load.cpu + inflight.cpu_cores / node.scale.cpu_cores,
+        network_bytes_per_second: node.load.network_bytes_per_second
+            + inflight.network_bytes_per_second,
+        memory: node.load.memory,
+    }
+}
+
+/// The node as the scheduler's cache will see it once the in-flight pods are bound: what is
+/// bound (`bound`, base + pod watch) plus the requests steered pods are expected to bring
+/// (`extra`). The name stays empty: the resource plugins do not read it, and not copying it
+/// keeps a scan of thousands of nodes free of allocations.
+pub(super) fn model_node_with(
+    node: &NodeView,
+    bound: Option<&NodeRequests>,
+    extra: Option<NodeExtra>,
+) -> ModelNode {
+    let mut model = ModelNode {
+        allocatable: node.allocatable.clone(),
+        requested: node.base_requested.requested.clone(),
+        non_zero_milli_cpu: node.base_requested.non_zero_milli_cpu,
+        non_zero_memory: node.base_requested.non_zero_memory,
+        unschedulable: node.unschedulable,
+        ..ModelNode::default()
+    };
+    if let Some(bound) = bound {
+        model.requested.add(&bound.requested);
+        model.non_zero_milli_cpu += bound.non_zero_milli_cpu;
+        model.non_zero_memory += bound.non_zero_memory;
+    }
+    if let Some(extra) = extra {
+        model.requested.milli_cpu += extra.milli_cpu.round() as i64;
+        model.requested.memory += extra.memory.round() as i64;
+        model.requested.pods += extra.pods.round() as i64;
+        model.non_zero_milli_cpu += extra.non_zero_milli_cpu.round() as i64;
+        model.non_zero_memory += extra.non_zero_memory.round() as i64;
+    }
+    model
+}
+
+/// Requests fit, as NodeResourcesFit filters, counting what is bound (`bound`) and what steered
+/// pods are expected to bring (`extra`) as [`model_node_with`] does, without building the
+/// model node: the walk over every node runs this thousands of times per decision. A node whose
+/// allocatable is unknown is not limited by requests as far as the webhook can tell.
+pub(super) fn fits_with(
+    node: &NodeView,
+    bound: Option<&NodeRequests>,
+    extra: Option<NodeExtra>,
+    pod: &PodFacts<'_>,
+) -> bool {
+    use crate::scheduler::resources::{CPU, MEMORY, PODS};
+    if !node.allocatable_known {
+        return true;
+    }
+    // Same rounding of expected requests as `model_node_with`.
+    let requested = |name: &str| {
+        let expected = extra.map_or(0, |x| match name {
+            CPU => x.milli_cpu.round() as i64,
+            MEMORY => x.memory.round() as i64,
+            PODS => x.pods.round() as i64,
+            _ => 0,
+        });
+        node.base_requested.requested.get(name)
+            + bound.map_or(0, |b| b.requested.get(name))
+            + expected
+    };
+    fits_in(&node.allocatable, requested, &pod.requests)
+}
+
+/// The ledger's counts for each node of one view: by position when the ledger is aligned with
+/// the view (see [`Ledger::align`]), else by name. Both give the same numbers.
+#[derive(Clone, Copy)]
+pub(super) struct InFlight<'a> {
+    ledger: Option<&'a Ledger>,
+    pub aligned: bool,
+}
+
+impl<'a> InFlight<'a> {
+    pub fn new(ledger: Option<&'a Ledger>, view: &ClusterView) -> Self {
+        InFlight {
+            ledger,
+            aligned: ledger.is_some_and(|l| l.is_aligned(view.id)),
+        }
+    }
+
+    pub fn extra(&self, position: usize, node: &NodeView) -> Option<NodeExtra> {
+        let ledger = self.ledger?;
+        if self.aligned {
+            ledger.extra_at(position)
+        } else {
+            ledger.extra(&node.name)
+        }
+    }
+
+    pub fn bound(&self, position: usize, node: &NodeView) -> Option<&'a NodeRequests> {
+        let ledger = self.ledger?;
+        if self.aligned {
+            ledger.bound_at(position)
+        } else {
+            ledger.occupancy.node(&node.name)
+        }
+    }
+}
+
+/// What the pod would leave behind on a node, in the dimensions it loads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PodHeat {
+    /// The highest utilisation: CPU, NIC when the pod carries network, memory when configured.
+    pub bottleneck: f64,
+    /// Their sum, to tell equal bottlenecks apart.
+    pub sum: f64,
+    /// The pod would take a NIC of known capacity to the hot threshold or past it.
+    pub nic_over: bool,
+}
+
+/// The utilisation the pod leaves behind in the dimensions it loads, bottleneck first. With
+/// `share` 0: the same dimensions without the pod.
+pub fn pod_heat(
+    node: &NodeView,
+    load: &Load,
+    pod: &PodDemand<'_>,
+    policy: &PlacementConfig,
+    share: f64,
+) -> PodHeat {
+    let cpu = load.cpu + share * pod.load.cpu_cores / node.scale.cpu_cores;
+    let mut heat = PodHeat {
+        bottleneck: cpu,
+        sum: cpu,
+        nic_over: false,
+    };
+    if pod.load.network_bytes_per_second > 0.0 && node.scale.network_bytes_per_second > 0.0 {
+        let net = node.scale.network_fraction(
+            load.network_bytes_per_second + share * pod.load.network_bytes_per_second,
+        );
+        heat.bottleneck = heat.bottleneck.max(net);
+        heat.sum += net;
+        heat.nic_over = node.scale.network_is_capacity && net >= policy.hot.network;
+    }
+    if policy.weights.memory > 0.0 && node.allocatable.memory > 0 {
+        let mem = load.memory
+            + share * pod.facts.requests.requested.memory as f64 / node.allocatable.memory as f64;
+        heat.bottleneck = heat.bottleneck.max(mem);
+        heat.sum += mem;
+    }
+    heat
+}
+
+/// One feasible node and how this pod would leave it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Candidate {
+    pub index: usize,
+    pub heat: PodHeat,
+    pub tie: u32,
+}
+
+impl Candidate {
+    /// Coolest first. A NIC is never pushed past the hot threshold to relieve CPU: such nodes
+    /// come last. The position settles what the tie rank does not (a 32-bit hash collision).
+    pub fn order(&self, other: &Self) -> std::cmp::Ordering {
+        self.heat
+            .nic_over
+            .cmp(&other.heat.nic_over)
+            .then(self.heat.bottleneck.total_cmp(&other.heat.bottleneck))
+            .then(self.heat.sum.total_cmp(&other.heat.sum))
+            .then(self.tie.cmp(&other.tie))
+            .then(self.index.cmp(&other.index))
+    }
+
+    /// Tie order first: how near-ties are taken.
+    pub fn tie_order(&self, other: &Self) -> std::cmp::Ordering {
+        self.tie.cmp(&other.tie).then_with(|| self.order(other))
+    }
+}
+
+/// How one eligible node stands for this pod.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Standing {
+    /// Its requests do not fit.
+    Full,
+    /// Feasible but hot: never preferred; its weighted heat ranks it for the avoid list.
+    Hot(f64),
+    /// Feasible and not hot: what the pod would leave behind there.
+    Cool(PodHeat),
+}
+
+/// How the node at `index` stands for `pod`, with in-flight load and requests counted.
+pub(super) fn standing(
+    index: usize,
+    view: &ClusterView,
+    inflight: InFlight<'_>,
+    pod: &PodDemand<'_>,
+    policy: &PlacementConfig,
+) -> Standing {
+    let node = &view.nodes[index];
+    let extra = inflight.extra(index, node);
+    if !fits_with(node, inflight.bound(index, node), extra, &pod.facts) {
+        return Standing::Full;
+    }
+    let load = load_with(node, extra, policy.uncertainty);
+    if is_hot(&load, &node.scale, &policy.hot) {
+        return Standing::Hot(heat(&load, &node.scale, &policy.weights));
+    }
+    Standing::Cool(pod_heat(node, &load, pod, policy, 1.0))
+}
+
+/// The feasible nodes in the orders a decision reads them: by walking every node
+/// ([`Walk`]) or from an index kept up to date (`RankIndex`). Both give the same answers.
+pub(super) trait Ranking {
+    /// Feasible nodes with readings.
+    fn feasible(&self) -> usize;
+    /// The coolest candidate.
+    fn best(&self) -> Option<Candidate>;
+    /// The first `used` candidates as named: those `is_tied` (a prefix of the order) first,
+    /// in tie order, then the rest in order.
+    fn named(&mut self, used: usize, is_tied: &dyn Fn(&Candidate) -> bool) -> Vec<Candidate>;
+    /// At most `max` hot feasible nodes, hottest first (then by name): (heat, index).
+    fn hottest(&mut self, max: usize) -> Vec<(f64, usize)>;
+}
+
+/// Each node's place among near-ties, from its name and this replica's `salt`: the same for
+/// every decision, different on each replica. Hashed once per view.
+pub(super) fn tie_breakers(view: &ClusterView, salt: u64) -> std::sync::Arc<[u32]> {
+    view.memo.get_or_compute(format!("ties/{salt}"), || {
+        let hasher = foldhash::fast::FixedState::with_seed(salt);
+        view.nodes
+            .iter()
+            .map(|n| (hasher.hash_one(&n.name) >> 32) as u32)
+            .collect()
+    })
+}
