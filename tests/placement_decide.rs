@@ -8,8 +8,10 @@ use k8s_openapi::api::core::v1::Pod;
 use placement_webhook::config::scheduler::SchedulerConfig;
 use placement_webhook::config::{PinningRule, PlacementConfig};
 use placement_webhook::inflight::ledger::{Ledger, PodLoad};
+use placement_webhook::placement::landing::Window;
 use placement_webhook::placement::{Decision, PodConstraints, PodDemand, decide};
 use placement_webhook::scheduler::PodFacts;
+use placement_webhook::scheduler::num_feasible_nodes_to_find;
 use placement_webhook::snapshot::{LoadSnapshot, NodeLoad, Taint};
 use placement_webhook::view::ClusterView;
 use proptest::prelude::*;
@@ -346,9 +348,11 @@ fn a_network_heavy_pod_avoids_busy_nics_a_cpu_only_pod_does_not() {
     assert_eq!(heavy.landing[0].0, "busy-cpu");
 }
 
+/// Above 100 nodes the sample is a run of the scheduler's order from an unknown start: tier 1
+/// holds a node in every run, so no pod falls to the request scores alone.
 #[test]
-fn tier_one_grows_with_the_scheduler_sample() {
-    for (count, min_first) in [(50, 1), (500, 11), (5000, 59)] {
+fn tier_one_covers_every_run_of_the_scheduler_order() {
+    for count in [50, 500, 5000] {
         let snapshot = LoadSnapshot {
             taken_at: None,
             pods: Vec::new(),
@@ -360,7 +364,37 @@ fn tier_one_grows_with_the_scheduler_sample() {
         let view = ClusterView::build(&snapshot, None, &policy);
         let p = pod(json!({}));
         let d = run(&demand(&p, &[]), &view, None, &policy);
-        assert_eq!(d.first_tier().len(), min_first, "{count} nodes");
+        let wanted = num_feasible_nodes_to_find(0, count as i64) as usize;
+        let window = Window::new(count, wanted, count);
+        if window.whole() {
+            assert_eq!(d.first_tier().len(), 1, "{count} nodes");
+        } else {
+            // No zone labels: the order is by name, and the names sort as the indexes.
+            let mut positions: Vec<usize> = d
+                .first_tier()
+                .iter()
+                .map(|n| n.name[1..].parse().expect("index"))
+                .collect();
+            positions.sort_unstable();
+            let gaps = positions
+                .windows(2)
+                .map(|w| w[1] - w[0])
+                .chain(std::iter::once(
+                    positions[0] + count - positions[positions.len() - 1],
+                ));
+            for gap in gaps {
+                assert!(
+                    gap <= window.len,
+                    "{count} nodes: a run of {} misses tier 1 ({positions:?})",
+                    window.len
+                );
+            }
+            assert!(
+                positions.len() < 3 * count / window.len,
+                "{count} nodes: {} in tier 1",
+                positions.len()
+            );
+        }
         let total: f64 = d.landing.iter().map(|(_, p)| p).sum();
         assert!((total - 1.0).abs() < 1e-9, "{total}");
         let first: Vec<&str> = d.first_tier().iter().map(|n| n.name.as_str()).collect();
@@ -444,6 +478,20 @@ proptest! {
         };
         let chosen = all_named(&d);
         for t in &d.tiers { prop_assert!((1..=100).contains(&t.weight)); }
+        let eligible = |i: usize| !loads[i].1 && !loads[i].2;
+        let any_cool = (0..loads.len()).any(|i| eligible(i) && effective(&format!("n{i}")) < policy.hot.cpu);
+        prop_assert_eq!(d.saturated, !any_cool && (0..loads.len()).any(eligible));
+        if d.saturated {
+            // Every eligible node is hot: the least bad are named, least bad first.
+            for name in &chosen {
+                let i: usize = name[1..].parse().expect("index");
+                prop_assert!(eligible(i), "{name} is ineligible");
+            }
+            let heats: Vec<f64> = chosen.iter().map(|n| effective(n)).collect();
+            prop_assert!(heats.windows(2).all(|w| w[0] <= w[1] + 1e-12), "{heats:?}");
+            prop_assert!(d.avoid.iter().all(|a| !chosen.contains(&a.name)));
+            return Ok(());
+        }
         for name in &chosen {
             let i: usize = name[1..].parse().expect("index");
             prop_assert!(!loads[i].1 && !loads[i].2, "{name} is ineligible");

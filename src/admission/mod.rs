@@ -7,6 +7,8 @@ use crate::inflight::shared::SharedLedger;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
+use arc_swap::ArcSwapOption;
+
 use k8s_openapi::api::core::v1::Pod;
 use tracing::{debug, warn};
 
@@ -15,7 +17,7 @@ use crate::inflight::ledger::{Ledger, PodLoad};
 use crate::inflight::note::{ANNOTATION, DecisionNote};
 use crate::jobs::JobKey;
 use crate::patch::{self, Changes};
-use crate::placement::{self, Decision, PodConstraints, PodDemand};
+use crate::placement::{self, Decision, PodConstraints, PodDemand, Replica, ReplicaSet};
 use crate::scheduler::PodFacts;
 use crate::scheduler::cores;
 use crate::telemetry::Outcome;
@@ -56,6 +58,9 @@ pub struct Admission {
     ledger: Arc<SharedLedger>,
     /// Breaks near-ties in this replica's own order (see `placement::decide`).
     salt: u64,
+    /// The live replicas, when known (see `placement::replica`); kept current by the
+    /// membership watch.
+    replicas: Arc<ArcSwapOption<ReplicaSet>>,
     /// Each pod shape's ranking of the nodes, kept up to date with the ledger.
     indexes: placement::RankIndexes,
 }
@@ -102,7 +107,21 @@ impl Admission {
             store,
             ledger,
             salt,
+            replicas: Arc::new(ArcSwapOption::empty()),
             indexes: placement::RankIndexes::default(),
+        }
+    }
+
+    /// Where the membership watch publishes the live replicas.
+    pub fn replicas(&self) -> &Arc<ArcSwapOption<ReplicaSet>> {
+        &self.replicas
+    }
+
+    /// This replica as a decision sees it.
+    pub fn replica(&self) -> Replica {
+        Replica {
+            salt: self.salt,
+            set: self.replicas.load_full(),
         }
     }
 
@@ -281,7 +300,7 @@ impl Admission {
             Some(ledger),
             &self.config.placement,
             &self.config.scheduler,
-            self.salt,
+            self.replica(),
             &self.indexes,
         )
     }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub mod kube_scheduler;
 pub mod names;
 pub mod prometheus;
 
@@ -40,6 +41,10 @@ pub struct Config {
     pub inflight: InflightConfig,
     pub prometheus: Option<PrometheusConfig>,
     pub limits: Limits,
+    /// The cluster's own KubeSchedulerConfiguration file. When set, `scheduler` is read from
+    /// its profile (`scheduler_name` in schedulerName/both mode, else `default-scheduler`) when
+    /// the config is loaded; keys given in `scheduler` override the file's.
+    pub scheduler_config_file: Option<PathBuf>,
     /// The cluster's kube-scheduler, as the placement model predicts it.
     pub scheduler: SchedulerConfig,
 }
@@ -60,6 +65,7 @@ impl Default for Config {
             inflight: InflightConfig::default(),
             prometheus: None,
             limits: Limits::default(),
+            scheduler_config_file: None,
             scheduler: SchedulerConfig::default(),
         }
     }
@@ -157,6 +163,9 @@ pub struct PlacementConfig {
     /// Nodes are ranked on their expected in-flight load plus this many standard deviations
     /// of it, where sampling leaves the landing uncertain (0: expected load only).
     pub uncertainty: f64,
+    /// When no feasible node is under the hot thresholds, keep naming the least bad ones
+    /// (water-filling past the thresholds) instead of leaving the pod to request scores.
+    pub saturated: bool,
 }
 
 impl Default for PlacementConfig {
@@ -184,6 +193,7 @@ impl Default for PlacementConfig {
             sample_miss: 0.002,
             tie_band: 0.5,
             uncertainty: 1.0,
+            saturated: true,
         }
     }
 }
@@ -387,6 +397,8 @@ pub enum ConfigError {
     },
     #[error("invalid config: {0}")]
     Invalid(String),
+    #[error(transparent)]
+    SchedulerFile(#[from] kube_scheduler::KubeSchedulerConfigError),
 }
 
 impl Config {
@@ -395,10 +407,20 @@ impl Config {
             path: path.display().to_string(),
             error,
         })?;
-        let config: Config = serde_saphyr::from_str(&text).map_err(|error| ConfigError::Parse {
-            path: path.display().to_string(),
-            error: Box::new(error),
-        })?;
+        let mut config: Config =
+            serde_saphyr::from_str(&text).map_err(|error| ConfigError::Parse {
+                path: path.display().to_string(),
+                error: Box::new(error),
+            })?;
+        if let Some(file) = &config.scheduler_config_file {
+            let profile = if config.mode.writes_scheduler_name() {
+                config.scheduler_name.as_str()
+            } else {
+                kube_scheduler::DEFAULT_SCHEDULER_NAME
+            };
+            let from_file = kube_scheduler::load(file, profile)?;
+            config.scheduler = with_explicit_scheduler_keys(from_file, &text)?;
+        }
         config.validate()?;
         Ok(config)
     }
@@ -524,6 +546,47 @@ impl Config {
     }
 }
 
+/// `from_file` overlaid with the keys the config file's own `scheduler:` section sets, so
+/// that section stays an override of the KubeSchedulerConfiguration file key by key (maps
+/// merge, lists are replaced whole). Parsed typed defaults cannot tell a key that was set from
+/// one that was left out, so the section is read again as plain data.
+fn with_explicit_scheduler_keys(
+    from_file: SchedulerConfig,
+    config_text: &str,
+) -> Result<SchedulerConfig, ConfigError> {
+    #[derive(Deserialize)]
+    struct SchedulerSection {
+        #[serde(default)]
+        scheduler: Option<serde_json::Value>,
+    }
+    let invalid = |e: &dyn std::fmt::Display| ConfigError::Invalid(format!("scheduler: {e}"));
+    // The text already parsed as a `Config`, so this parse cannot fail on its own.
+    let section: SchedulerSection =
+        serde_saphyr::from_str(config_text).map_err(|e| invalid(&e.without_snippet()))?;
+    let Some(explicit) = section.scheduler else {
+        return Ok(from_file);
+    };
+    let mut merged = serde_json::to_value(&from_file).map_err(|e| invalid(&e))?;
+    overlay(&mut merged, explicit);
+    serde_json::from_value(merged).map_err(|e| invalid(&e))
+}
+
+fn overlay(base: &mut serde_json::Value, over: serde_json::Value) {
+    match (base, over) {
+        (serde_json::Value::Object(base), serde_json::Value::Object(over)) => {
+            for (key, value) in over {
+                match base.get_mut(&key) {
+                    Some(slot) => overlay(slot, value),
+                    None => {
+                        base.insert(key, value);
+                    }
+                }
+            }
+        }
+        (slot, value) => *slot = value,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -569,6 +632,58 @@ mod tests {
         for part in ["tiers[0].weight", "hot.cpu", "max_staleness"] {
             assert!(msg.contains(part), "{part} missing from {msg}");
         }
+    }
+
+    #[test]
+    fn the_scheduler_model_is_read_from_the_kube_scheduler_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let kube = dir.path().join("scheduler-config.yaml");
+        std::fs::write(
+            &kube,
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
+             percentageOfNodesToScore: 30\n\
+             profiles:\n\
+             - schedulerName: default-scheduler\n\
+             - schedulerName: exact\n  percentageOfNodesToScore: 100\n  \
+               plugins: {score: {enabled: [{name: NodeAffinity, weight: 4}]}}\n",
+        )
+        .expect("write");
+        let config_at = |body: &str| {
+            let path = dir.path().join("config.yaml");
+            let text = format!("scheduler_config_file: {}\n{body}", kube.display());
+            std::fs::write(&path, text).expect("write");
+            Config::from_file(&path)
+        };
+
+        // affinity mode: the default scheduler's profile.
+        let c = config_at("").expect("valid");
+        assert_eq!(c.scheduler.percentage_of_nodes_to_score, 30);
+        assert_eq!(c.scheduler.weights.node_affinity, 2);
+
+        // schedulerName mode: the profile pods are routed to.
+        let c = config_at("mode: schedulerName\nscheduler_name: exact\n").expect("valid");
+        assert_eq!(c.scheduler.percentage_of_nodes_to_score, 100);
+        assert_eq!(c.scheduler.weights.node_affinity, 4);
+
+        // An explicit `scheduler:` section overrides the file key by key.
+        let c = config_at(
+            "mode: both\nscheduler_name: exact\n\
+             scheduler: {weights: {taint_toleration: 1}, balanced_resources: [cpu]}\n",
+        )
+        .expect("valid");
+        assert_eq!(
+            c.scheduler.percentage_of_nodes_to_score, 100,
+            "from the file"
+        );
+        assert_eq!(c.scheduler.weights.node_affinity, 4, "from the file");
+        assert_eq!(c.scheduler.weights.taint_toleration, 1, "overridden");
+        assert_eq!(c.scheduler.balanced_resources, ["cpu"], "overridden");
+
+        let msg = config_at("mode: schedulerName\n")
+            .expect_err("no placement-scheduler profile")
+            .to_string();
+        assert!(msg.contains("scheduler-config.yaml"), "{msg}");
+        assert!(msg.contains("placement-scheduler"), "{msg}");
     }
 
     #[test]

@@ -15,7 +15,10 @@
 
 use super::constraints::{Ineligible, eligible_nodes};
 use super::decision::{Decision, RankedNode, TierChoice};
+use super::landing::{Coverage, Window, landing_odds, order_positions};
+use super::standing::cover_in_order;
 use super::rank_index::{RankIndex, RankIndexes};
+use super::replica::Replica;
 use super::standing::{
     Candidate, InFlight, PodDemand, Ranking, Standing, effective_load, fits_with, load_with,
     model_node_with, pod_heat, standing, tie_breakers,
@@ -42,6 +45,7 @@ struct Walk<'v> {
     view: &'v ClusterView,
     candidates: Vec<Candidate>,
     hot: Vec<(f64, usize)>,
+    hot_candidates: Vec<Candidate>,
     feasible: usize,
 }
 
@@ -50,6 +54,7 @@ impl<'v> Walk<'v> {
         view: &'v ClusterView,
         eligible: &[u32],
         ties: &[u32],
+        owned: Option<&[u32]>,
         inflight: InFlight<'_>,
         pod: &PodDemand<'_>,
         policy: &PlacementConfig,
@@ -58,22 +63,55 @@ impl<'v> Walk<'v> {
             view,
             candidates: Vec::with_capacity(eligible.len()),
             hot: Vec::new(),
+            hot_candidates: Vec::new(),
             feasible: 0,
         };
         for index in eligible.iter().map(|&i| i as usize) {
-            match standing(index, view, inflight, pod, policy) {
+            let candidate = |heat| Candidate {
+                index,
+                heat,
+                tie: ties[index],
+            };
+            match standing(index, view, inflight, pod, policy, owned) {
                 Standing::Full => continue,
-                Standing::Hot(heat) => walk.hot.push((heat, index)),
-                Standing::Cool(heat) => walk.candidates.push(Candidate {
-                    index,
-                    heat,
-                    tie: ties[index],
-                }),
+                Standing::Hot { heat, pod } => {
+                    walk.hot.push((heat, index));
+                    walk.hot_candidates.push(candidate(pod));
+                }
+                Standing::Cool(heat) => walk.candidates.push(candidate(heat)),
             }
             walk.feasible += 1;
         }
         walk
     }
+}
+
+/// The first `used` of `candidates` in naming order: those `is_tied` first in tie order, then
+/// the rest in order.
+fn first_named(
+    mut candidates: Vec<Candidate>,
+    used: usize,
+    is_tied: &dyn Fn(&Candidate) -> bool,
+) -> Vec<Candidate> {
+    let tied = candidates.iter().filter(|c| is_tied(c)).count();
+    // Only the first `used` are named: select them, then sort just those.
+    if tied >= used {
+        // Every named node is a near-tie: the rest of the ranking does not matter.
+        candidates.retain(|c| is_tied(c));
+        if candidates.len() > used && used > 0 {
+            candidates.select_nth_unstable_by(used - 1, Candidate::tie_order);
+        }
+        candidates.truncate(used);
+        candidates.sort_by(Candidate::tie_order);
+    } else {
+        if candidates.len() > used && used > 0 {
+            candidates.select_nth_unstable_by(used - 1, Candidate::order);
+        }
+        candidates.truncate(used);
+        candidates.sort_by(Candidate::order);
+        candidates[..tied].sort_by(Candidate::tie_order);
+    }
+    candidates
 }
 
 impl Ranking for Walk<'_> {
@@ -86,26 +124,7 @@ impl Ranking for Walk<'_> {
     }
 
     fn named(&mut self, used: usize, is_tied: &dyn Fn(&Candidate) -> bool) -> Vec<Candidate> {
-        let mut candidates = std::mem::take(&mut self.candidates);
-        let tied = candidates.iter().filter(|c| is_tied(c)).count();
-        // Only the first `used` are named: select them, then sort just those.
-        if tied >= used {
-            // Every named node is a near-tie: the rest of the ranking does not matter.
-            candidates.retain(|c| is_tied(c));
-            if candidates.len() > used && used > 0 {
-                candidates.select_nth_unstable_by(used - 1, Candidate::tie_order);
-            }
-            candidates.truncate(used);
-            candidates.sort_by(Candidate::tie_order);
-        } else {
-            if candidates.len() > used && used > 0 {
-                candidates.select_nth_unstable_by(used - 1, Candidate::order);
-            }
-            candidates.truncate(used);
-            candidates.sort_by(Candidate::order);
-            candidates[..tied].sort_by(Candidate::tie_order);
-        }
-        candidates
+        first_named(self.candidates.clone(), used, is_tied)
     }
 
     fn hottest(&mut self, max: usize) -> Vec<(f64, usize)> {
@@ -122,24 +141,56 @@ impl Ranking for Walk<'_> {
         hot.sort_by(hottest_first);
         hot
     }
+
+    fn least_bad(&mut self, max: usize) -> Vec<Candidate> {
+        first_named(self.hot_candidates.clone(), max, &|_| false)
+    }
+
+    fn cover(
+        &mut self,
+        hot: bool,
+        coverage: &mut Coverage,
+        positions: &[u32],
+        taken: &dyn Fn(usize) -> bool,
+    ) -> Vec<Candidate> {
+        let list = if hot {
+            &mut self.hot_candidates
+        } else {
+            &mut self.candidates
+        };
+        list.sort_by(Candidate::order);
+        cover_in_order(list.iter().copied(), coverage, positions, taken)
+    }
 }
 
 /// Ranks the nodes this pod can land on and builds the tiers, the avoid list and the
-/// predicted landing. `salt` breaks near-ties differently on each replica. Walks every node:
-/// the reference [`decide_indexed`] is held to.
+/// predicted landing. `replica` says which replica decides: its salt breaks near-ties, its
+/// membership (when known) which nodes are its own. Walks every node: the reference
+/// [`decide_indexed`] is held to.
 pub fn decide(
     pod: &PodDemand<'_>,
     view: &ClusterView,
     ledger: Option<&Ledger>,
     policy: &PlacementConfig,
     scheduler: &SchedulerConfig,
-    salt: u64,
+    replica: impl Into<Replica>,
 ) -> Decision {
-    let ties = tie_breakers(view, salt);
+    let replica = replica.into();
+    let ties = tie_breakers(view, replica.salt);
+    let owned = replica.set.as_ref().map(|set| set.owned(view));
     let inflight = InFlight::new(ledger, view);
     let eligible = eligible_nodes(&pod.constraints, view);
-    let mut walk = Walk::new(view, &eligible, &ties, inflight, pod, policy);
-    decide_from(&mut walk, pod, view, inflight, policy, scheduler)
+    let mut walk = Walk::new(
+        view,
+        &eligible,
+        &ties,
+        owned.as_deref(),
+        inflight,
+        pod,
+        policy,
+    );
+    let picked = pick(&mut walk, pod, view, inflight, policy, scheduler);
+    finish(picked, pod, view, inflight, policy, scheduler, &replica)
 }
 
 /// [`decide`], reading the ranking of this pod's shape from `indexes` (brought up to date
@@ -151,24 +202,25 @@ pub fn decide_indexed(
     ledger: Option<&Ledger>,
     policy: &PlacementConfig,
     scheduler: &SchedulerConfig,
-    salt: u64,
+    replica: impl Into<Replica>,
     indexes: &RankIndexes,
 ) -> Decision {
+    let replica = replica.into();
     let inflight = InFlight::new(ledger, view);
     match (ledger, inflight.aligned) {
         (Some(ledger), true) => {
-            let Some(slot) = indexes.slot(view, pod, policy, salt) else {
-                return decide(pod, view, Some(ledger), policy, scheduler, salt);
+            let Some(slot) = indexes.slot(view, pod, policy, &replica) else {
+                return decide(pod, view, Some(ledger), policy, scheduler, replica);
             };
             // The index is held while it catches up and is read, not while the answer is built.
             let picked = {
                 let mut index = RankIndexes::lock(&slot);
-                let index = RankIndex::up_to_date(&mut index, view, ledger, pod, policy, salt);
+                let index = RankIndex::up_to_date(&mut index, view, ledger, pod, policy, &replica);
                 pick(index, pod, view, inflight, policy, scheduler)
             };
-            finish(picked, pod, view, inflight, policy, scheduler)
+            finish(picked, pod, view, inflight, policy, scheduler, &replica)
         }
-        _ => decide(pod, view, ledger, policy, scheduler, salt),
+        _ => decide(pod, view, ledger, policy, scheduler, replica),
     }
 }
 
@@ -177,11 +229,12 @@ struct Picked {
     /// Feasible nodes, those without readings included.
     feasible: usize,
     sample_fraction: f64,
-    first_size: usize,
-    /// Size of each tier after the first, sized for the sample.
-    later_sizes: Vec<usize>,
-    /// In naming order: tier 1, then the later tiers.
-    named: Vec<Candidate>,
+    window: Window,
+    /// Each configured tier's candidates, in naming order: the first named, then those that
+    /// complete the coverage of the scheduler's runs.
+    tiers: Vec<Vec<Candidate>>,
+    /// No feasible node is cool: the least bad hot ones are named.
+    saturated: bool,
     /// Hot feasible nodes to avoid, hottest first: (heat, index).
     hot: Vec<(f64, usize)>,
 }
@@ -205,18 +258,21 @@ fn pick(
     } else {
         (wanted as f64 / feasible as f64).min(1.0)
     };
+    let window = Window::new(view.nodes.len(), wanted as usize, feasible);
     // Every tier is sized for the sample: a pod whose tier-1 nodes all fall outside it still
-    // finds cool nodes of tier 2 there, not just whatever the resource scores favour.
+    // finds cool nodes of tier 2 there, not just whatever the resource scores favour. Tier 1
+    // is chosen from this many by the coverage of the runs.
     let tier_size =
         |configured: usize| tier_size_for_sample(sample_fraction, policy.sample_miss, configured);
-    let first_size = tier_size(policy.tiers.first().map_or(1, |t| t.nodes));
+    let configured_first = policy.tiers.first().map_or(1, |t| t.nodes);
+    let pool = tier_size(configured_first);
     let later_sizes: Vec<usize> = policy
         .tiers
         .iter()
         .skip(1)
         .map(|t| tier_size(t.nodes))
         .collect();
-    let used = first_size + later_sizes.iter().sum::<usize>();
+    let used = pool + later_sizes.iter().sum::<usize>();
 
     // Near-ties (within `tie_band` of what this pod adds to the best node): each replica takes
     // them in its own order, so replicas deciding at the same moment rarely pick the same node.
@@ -225,39 +281,75 @@ fn pick(
         let load = load_with(node, inflight.extra(best.index, node), policy.uncertainty);
         let before = pod_heat(node, &load, pod, policy, 0.0);
         let band = policy.tie_band * (best.heat.bottleneck - before.bottleneck).max(0.0);
-        (best.heat.nic_over, best.heat.bottleneck + band)
+        (best.heat.nic_over, best.heat.rank + band)
     });
     let is_tied = |c: &Candidate| {
-        tied_below.is_some_and(|(nic_over, limit)| {
-            c.heat.nic_over == nic_over && c.heat.bottleneck <= limit
-        })
+        tied_below
+            .is_some_and(|(nic_over, limit)| c.heat.nic_over == nic_over && c.heat.rank <= limit)
     };
-    let named = ranking.named(used, &is_tied);
+    let mut named = ranking.named(used, &is_tied);
+    // Every feasible node is hot: keep water-filling, least bad first, rather than leave the
+    // pod to the scheduler's request scores.
+    let saturated = named.is_empty() && policy.saturated && ranking.feasible() > 0;
+    if saturated {
+        named = ranking.least_bad(used);
+    }
     let hot = if policy.avoid_hot.weight == 0 || policy.avoid_hot.max_nodes == 0 {
         Vec::new()
     } else {
-        ranking.hottest(policy.avoid_hot.max_nodes)
+        ranking.hottest(policy.avoid_hot.max_nodes + if saturated { used } else { 0 })
     };
+
+    // Each tier: its configured count, then any candidate that some run would otherwise miss
+    // (a node a run holds may be full by the time the pod is scheduled: the next tier is there).
+    let positions = order_positions(view);
+    let mut remaining = named;
+    let mut tiers: Vec<Vec<Candidate>> = Vec::with_capacity(policy.tiers.len());
+    for (k, tier) in policy.tiers.iter().enumerate() {
+        let size = if k == 0 {
+            configured_first
+        } else {
+            later_sizes[k - 1]
+        };
+        let mut coverage = Coverage::new(window);
+        let mut chosen = Vec::new();
+        let mut left = Vec::with_capacity(remaining.len());
+        for c in remaining {
+            let position = positions[c.index] as usize;
+            let adds = !window.whole() && coverage.adds(position);
+            if chosen.len() < size.min(tier.nodes.max(1)) || adds {
+                coverage.add(position);
+                chosen.push(c);
+            } else {
+                left.push(c);
+            }
+        }
+        // A stretch of the order the best candidates leave out: its own best joins the tier,
+        // or the pods whose sample it is would go by request scores alone.
+        if !window.whole() && !chosen.is_empty() && !coverage.complete() {
+            let taken = |i: usize| {
+                tiers.iter().flatten().chain(&chosen).chain(&left).any(|c| c.index == i)
+            };
+            let added = ranking.cover(saturated, &mut coverage, &positions, &taken);
+            chosen.extend(added);
+        }
+        // Later tiers still hold their sample-sized count, coverage or not.
+        if k > 0 {
+            let missing = size.saturating_sub(chosen.len());
+            let extra: Vec<Candidate> = left.drain(..missing.min(left.len())).collect();
+            chosen.extend(extra);
+        }
+        tiers.push(chosen);
+        remaining = left;
+    }
     Picked {
         feasible,
         sample_fraction,
-        first_size,
-        later_sizes,
-        named,
+        window,
+        tiers,
+        saturated,
         hot,
     }
-}
-
-fn decide_from(
-    ranking: &mut dyn Ranking,
-    pod: &PodDemand<'_>,
-    view: &ClusterView,
-    inflight: InFlight<'_>,
-    policy: &PlacementConfig,
-    scheduler: &SchedulerConfig,
-) -> Decision {
-    let picked = pick(ranking, pod, view, inflight, policy, scheduler);
-    finish(picked, pod, view, inflight, policy, scheduler)
 }
 
 /// The tiers, the avoid list and the landing from what was picked.
@@ -268,6 +360,7 @@ fn finish(
     inflight: InFlight<'_>,
     policy: &PlacementConfig,
     scheduler: &SchedulerConfig,
+    replica: &Replica,
 ) -> Decision {
     let ranked = |c: &Candidate| {
         let node = &view.nodes[c.index];
@@ -277,36 +370,30 @@ fn finish(
             by_label: by_label(node, &policy.node_match),
         }
     };
-    let mut rest = picked.named.iter();
-    let sizes = std::iter::once(picked.first_size).chain(picked.later_sizes.iter().copied());
     let tiers: Vec<TierChoice> = policy
         .tiers
         .iter()
-        .zip(sizes)
-        .map(|(tier, size)| TierChoice {
+        .zip(&picked.tiers)
+        .filter(|(_, chosen)| !chosen.is_empty())
+        .map(|(tier, chosen)| TierChoice {
             weight: tier.weight,
-            nodes: rest.by_ref().take(size).map(ranked).collect(),
+            nodes: chosen.iter().map(ranked).collect(),
         })
-        .filter(|t| !t.nodes.is_empty())
         .collect();
 
     let first: Vec<usize> = picked
-        .named
-        .iter()
-        .take(picked.first_size)
-        .map(|c| c.index)
-        .collect();
-    let landing = predict_landing(
-        pod,
-        view,
-        inflight,
-        scheduler,
-        &first,
-        picked.sample_fraction,
-    );
+        .tiers
+        .first()
+        .map(|t| t.iter().map(|c| c.index).collect())
+        .unwrap_or_default();
+    let landing = predict_landing(pod, view, inflight, scheduler, &first, picked.window);
+    // A node named in a tier is not avoided too (when saturated, every feasible node is hot).
+    let named = |i: usize| picked.tiers.iter().flatten().any(|c| c.index == i);
     let avoid = picked
         .hot
         .iter()
+        .filter(|&&(_, i)| !picked.saturated || !named(i))
+        .take(policy.avoid_hot.max_nodes)
         .map(|&(h, i)| RankedNode {
             name: view.nodes[i].name.clone(),
             heat: h,
@@ -322,45 +409,42 @@ fn finish(
         landing,
         feasible: picked.feasible,
         sample_fraction: picked.sample_fraction,
+        saturated: picked.saturated,
+        replica_share: replica.set.as_ref().map(|set| set.share(view)),
     }
 }
 
 /// Where the pod lands among the tier-1 nodes `first` (indexes into the view): the scheduler
-/// gives them equal affinity, so the resource scores decide; under sampling each is in the
-/// sample with probability `fraction`, and lands the pod when every better one is not.
+/// gives them equal affinity, so the resource scores decide among those in its sample (see
+/// `landing`).
 fn predict_landing(
     pod: &PodDemand<'_>,
     view: &ClusterView,
     inflight: InFlight<'_>,
     scheduler: &SchedulerConfig,
     first: &[usize],
-    fraction: f64,
+    window: Window,
 ) -> Vec<(String, f64)> {
-    let mut scored: Vec<(i64, usize)> = first
+    let positions = order_positions(view);
+    let tier: Vec<(usize, i64)> = first
         .iter()
         .map(|&i| {
             let node = &view.nodes[i];
             let model = model_node_with(node, inflight.bound(i, node), inflight.extra(i, node));
-            (resource_score(&pod.facts, &model, scheduler), i)
+            (
+                positions[i] as usize,
+                resource_score(&pod.facts, &model, scheduler),
+            )
         })
         .collect();
-    scored.sort_by_key(|s| std::cmp::Reverse(s.0));
-    let mut landing: Vec<(String, f64)> = Vec::with_capacity(scored.len());
-    let mut none_better = 1.0;
-    let mut at = 0;
-    while at < scored.len() {
-        // Equal scores: upstream picks at random among them.
-        let group = scored[at..]
-            .iter()
-            .take_while(|s| s.0 == scored[at].0)
-            .count();
-        let p_group = none_better * (1.0 - (1.0 - fraction).powi(group as i32));
-        for &(_, i) in &scored[at..at + group] {
-            landing.push((view.nodes[i].name.clone(), p_group / group as f64));
-        }
-        none_better *= (1.0 - fraction).powi(group as i32);
-        at += group;
-    }
+    let odds = landing_odds(window, &tier);
+    let mut landing: Vec<(String, f64)> = first
+        .iter()
+        .zip(odds)
+        .filter(|(_, p)| *p > 0.0)
+        .map(|(&i, p)| (view.nodes[i].name.clone(), p))
+        .collect();
+    landing.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     // Negligible shares only lengthen the annotation.
     let total: f64 = landing.iter().map(|(_, p)| p).sum();
     landing.retain(|(_, p)| *p >= 0.01 * total);

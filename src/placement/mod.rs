@@ -4,7 +4,9 @@ pub mod constraints;
 pub mod decide;
 pub mod decision;
 pub mod estimate;
+pub mod landing;
 pub mod rank_index;
+pub mod replica;
 pub mod selector;
 pub mod standing;
 
@@ -13,4 +15,5 @@ pub use decide::{assess_all, decide, decide_indexed};
 pub use decision::{Decision, RankedNode, TierChoice};
 pub use estimate::{Estimate, LoadSource};
 pub use rank_index::RankIndexes;
+pub use replica::{Replica, ReplicaSet};
 pub use standing::PodDemand;

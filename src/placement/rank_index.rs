@@ -13,8 +13,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use foldhash::HashMap;
 
+use super::landing::Coverage;
+use super::replica::Replica;
 use super::standing::{
-    Candidate, InFlight, PodDemand, PodHeat, Ranking, Standing, standing, tie_breakers,
+    Candidate, InFlight, PodDemand, PodHeat, Ranking, Standing, cover_in_order, standing,
+    tie_breakers,
 };
 use crate::config::PlacementConfig;
 use crate::inflight::ledger::{ChangeMark, Ledger};
@@ -47,9 +50,9 @@ impl RankIndexes {
         view: &ClusterView,
         pod: &PodDemand<'_>,
         policy: &PlacementConfig,
-        salt: u64,
+        replica: &Replica,
     ) -> Option<Slot> {
-        let key = shape_key(pod, policy, salt)?;
+        let key = shape_key(pod, policy, replica)?;
         let mut shapes = self.shapes.lock().unwrap_or_else(|e| e.into_inner());
         if shapes.view_id != view.id {
             shapes.by_key.clear();
@@ -91,12 +94,17 @@ impl RankIndexes {
 }
 
 /// Everything a node's standing depends on besides the node and the ledger.
-fn shape_key(pod: &PodDemand<'_>, policy: &PlacementConfig, salt: u64) -> Option<String> {
+fn shape_key(pod: &PodDemand<'_>, policy: &PlacementConfig, replica: &Replica) -> Option<String> {
     let filters = pod.constraints.memo_key()?;
     // Debug output of f64 round-trips: distinct values give distinct keys.
     Some(format!(
-        "{filters}|{:?}|{:?}|{:?}|{:?}|{:?}|{salt}",
-        pod.facts.requests, pod.load, policy.uncertainty, policy.hot, policy.weights
+        "{filters}|{:?}|{:?}|{:?}|{:?}|{:?}|{}",
+        pod.facts.requests,
+        pod.load,
+        policy.uncertainty,
+        policy.hot,
+        policy.weights,
+        replica.key()
     ))
 }
 
@@ -172,8 +180,11 @@ pub struct RankIndex {
     standings: Vec<Option<Standing>>,
     cool: BTreeSet<ByOrder>,
     hot: BTreeSet<ByHeat>,
+    /// The hot nodes again, least bad for this pod first (named when every node is hot).
+    hot_order: BTreeSet<ByOrder>,
     feasible: usize,
     ties: Arc<[u32]>,
+    owned: Option<Arc<[u32]>>,
     name_ranks: Arc<[u32]>,
 }
 
@@ -185,7 +196,7 @@ impl RankIndex {
         ledger: &Ledger,
         pod: &PodDemand<'_>,
         policy: &PlacementConfig,
-        salt: u64,
+        replica: &Replica,
     ) -> &'s mut RankIndex {
         let inflight = InFlight::new(Some(ledger), view);
         let current = slot.take().filter(|index| index.view_id == view.id);
@@ -203,7 +214,7 @@ impl RankIndex {
             index.mark = ledger.change_mark();
             Some(index)
         });
-        slot.insert(caught_up.unwrap_or_else(|| Self::build(view, ledger, pod, policy, salt)))
+        slot.insert(caught_up.unwrap_or_else(|| Self::build(view, ledger, pod, policy, replica)))
     }
 
     fn build(
@@ -211,7 +222,7 @@ impl RankIndex {
         ledger: &Ledger,
         pod: &PodDemand<'_>,
         policy: &PlacementConfig,
-        salt: u64,
+        replica: &Replica,
     ) -> RankIndex {
         let inflight = InFlight::new(Some(ledger), view);
         let mut index = RankIndex {
@@ -220,13 +231,22 @@ impl RankIndex {
             standings: vec![None; view.nodes.len()],
             cool: BTreeSet::new(),
             hot: BTreeSet::new(),
+            hot_order: BTreeSet::new(),
             feasible: 0,
-            ties: tie_breakers(view, salt),
+            ties: tie_breakers(view, replica.salt),
+            owned: replica.set.as_ref().map(|set| set.owned(view)),
             name_ranks: name_ranks(view),
         };
         for &position in super::constraints::eligible_nodes(&pod.constraints, view).iter() {
             let position = position as usize;
-            let now = standing(position, view, inflight, pod, policy);
+            let now = standing(
+                position,
+                view,
+                inflight,
+                pod,
+                policy,
+                index.owned.as_deref(),
+            );
             index.insert(position, now);
             index.standings[position] = Some(now);
         }
@@ -245,7 +265,7 @@ impl RankIndex {
         let Some(Some(before)) = self.standings.get(position).copied() else {
             return;
         };
-        let now = standing(position, view, inflight, pod, policy);
+        let now = standing(position, view, inflight, pod, policy, self.owned.as_deref());
         if now == before {
             return;
         }
@@ -273,7 +293,10 @@ impl RankIndex {
     fn insert(&mut self, index: usize, standing: Standing) {
         match standing {
             Standing::Full => return,
-            Standing::Hot(heat) => self.hot.insert(self.by_heat(index, heat)),
+            Standing::Hot { heat, pod } => {
+                self.hot_order.insert(self.candidate(index, pod));
+                self.hot.insert(self.by_heat(index, heat))
+            }
             Standing::Cool(heat) => self.cool.insert(self.candidate(index, heat)),
         };
         self.feasible += 1;
@@ -282,7 +305,10 @@ impl RankIndex {
     fn remove(&mut self, index: usize, standing: Standing) {
         match standing {
             Standing::Full => return,
-            Standing::Hot(heat) => self.hot.remove(&self.by_heat(index, heat)),
+            Standing::Hot { heat, pod } => {
+                self.hot_order.remove(&self.candidate(index, pod));
+                self.hot.remove(&self.by_heat(index, heat))
+            }
             Standing::Cool(heat) => self.cool.remove(&self.candidate(index, heat)),
         };
         self.feasible -= 1;
@@ -331,5 +357,20 @@ impl Ranking for RankIndex {
             .take(max)
             .map(|h| (h.heat, h.index))
             .collect()
+    }
+
+    fn least_bad(&mut self, max: usize) -> Vec<Candidate> {
+        self.hot_order.iter().take(max).map(|c| c.0).collect()
+    }
+
+    fn cover(
+        &mut self,
+        hot: bool,
+        coverage: &mut Coverage,
+        positions: &[u32],
+        taken: &dyn Fn(usize) -> bool,
+    ) -> Vec<Candidate> {
+        let set = if hot { &self.hot_order } else { &self.cool };
+        cover_in_order(set.iter().map(|c| c.0), coverage, positions, taken)
     }
 }

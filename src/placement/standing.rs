@@ -5,6 +5,7 @@
 use std::hash::BuildHasher;
 
 use super::constraints::PodConstraints;
+use super::landing::Coverage;
 use crate::config::PlacementConfig;
 use crate::inflight::ledger::{Ledger, NodeExtra, PodLoad};
 use crate::inflight::occupancy::NodeRequests;
@@ -152,6 +153,9 @@ pub struct PodHeat {
     pub sum: f64,
     /// The pod would take a NIC of known capacity to the hot threshold or past it.
     pub nic_over: bool,
+    /// What candidates are ranked by: `bottleneck`, plus on another replica's node what one
+    /// more pod adds there (see `replica`).
+    pub rank: f64,
 }
 
 /// The utilisation the pod leaves behind in the dimensions it loads, bottleneck first. With
@@ -168,6 +172,7 @@ pub fn pod_heat(
         bottleneck: cpu,
         sum: cpu,
         nic_over: false,
+        rank: 0.0,
     };
     if pod.load.network_bytes_per_second > 0.0 && node.scale.network_bytes_per_second > 0.0 {
         let net = node.scale.network_fraction(
@@ -183,6 +188,7 @@ pub fn pod_heat(
         heat.bottleneck = heat.bottleneck.max(mem);
         heat.sum += mem;
     }
+    heat.rank = heat.bottleneck;
     heat
 }
 
@@ -201,6 +207,7 @@ impl Candidate {
         self.heat
             .nic_over
             .cmp(&other.heat.nic_over)
+            .then(self.heat.rank.total_cmp(&other.heat.rank))
             .then(self.heat.bottleneck.total_cmp(&other.heat.bottleneck))
             .then(self.heat.sum.total_cmp(&other.heat.sum))
             .then(self.tie.cmp(&other.tie))
@@ -218,19 +225,22 @@ impl Candidate {
 pub(super) enum Standing {
     /// Its requests do not fit.
     Full,
-    /// Feasible but hot: never preferred; its weighted heat ranks it for the avoid list.
-    Hot(f64),
+    /// Feasible but hot: preferred only when every feasible node is (least bad first); its
+    /// weighted heat ranks it for the avoid list.
+    Hot { heat: f64, pod: PodHeat },
     /// Feasible and not hot: what the pod would leave behind there.
     Cool(PodHeat),
 }
 
 /// How the node at `index` stands for `pod`, with in-flight load and requests counted.
+/// `owned`: by position, 1 for this replica's nodes (see `replica`); `None` when alone.
 pub(super) fn standing(
     index: usize,
     view: &ClusterView,
     inflight: InFlight<'_>,
     pod: &PodDemand<'_>,
     policy: &PlacementConfig,
+    owned: Option<&[u32]>,
 ) -> Standing {
     let node = &view.nodes[index];
     let extra = inflight.extra(index, node);
@@ -238,10 +248,19 @@ pub(super) fn standing(
         return Standing::Full;
     }
     let load = load_with(node, extra, policy.uncertainty);
-    if is_hot(&load, &node.scale, &policy.hot) {
-        return Standing::Hot(heat(&load, &node.scale, &policy.weights));
+    let mut after = pod_heat(node, &load, pod, policy, 1.0);
+    if owned.is_some_and(|owned| owned.get(index) == Some(&0)) {
+        // Its owner may be putting a pod there right now.
+        let before = pod_heat(node, &load, pod, policy, 0.0);
+        after.rank += (after.bottleneck - before.bottleneck).max(0.0);
     }
-    Standing::Cool(pod_heat(node, &load, pod, policy, 1.0))
+    if is_hot(&load, &node.scale, &policy.hot) {
+        return Standing::Hot {
+            heat: heat(&load, &node.scale, &policy.weights),
+            pod: after,
+        };
+    }
+    Standing::Cool(after)
 }
 
 /// The feasible nodes in the orders a decision reads them: by walking every node
@@ -256,6 +275,38 @@ pub(super) trait Ranking {
     fn named(&mut self, used: usize, is_tied: &dyn Fn(&Candidate) -> bool) -> Vec<Candidate>;
     /// At most `max` hot feasible nodes, hottest first (then by name): (heat, index).
     fn hottest(&mut self, max: usize) -> Vec<(f64, usize)>;
+    /// At most `max` hot feasible nodes, least bad for this pod first ([`Candidate::order`]).
+    fn least_bad(&mut self, max: usize) -> Vec<Candidate>;
+    /// In order, the candidates (`hot` ones or cool ones) not `taken` whose position extends
+    /// `coverage`, each added to it, until it is complete.
+    fn cover(
+        &mut self,
+        hot: bool,
+        coverage: &mut Coverage,
+        positions: &[u32],
+        taken: &dyn Fn(usize) -> bool,
+    ) -> Vec<Candidate>;
+}
+
+/// [`Ranking::cover`] over candidates already in order.
+pub(super) fn cover_in_order(
+    in_order: impl Iterator<Item = Candidate>,
+    coverage: &mut Coverage,
+    positions: &[u32],
+    taken: &dyn Fn(usize) -> bool,
+) -> Vec<Candidate> {
+    let mut added = Vec::new();
+    for c in in_order {
+        if coverage.complete() {
+            break;
+        }
+        let position = positions[c.index] as usize;
+        if !taken(c.index) && coverage.adds(position) {
+            coverage.add(position);
+            added.push(c);
+        }
+    }
+    added
 }
 
 /// Each node's place among near-ties, from its name and this replica's `salt`: the same for

@@ -210,6 +210,8 @@ pub struct Scheduler {
     next_start: usize,
     /// Random tie-breaking among equal best totals, as upstream's reservoir sampling does.
     rng: u64,
+    /// The cache's listing order (indexes into the nodes); `None`: the nodes' own order.
+    order: Option<Vec<usize>>,
 }
 
 impl Scheduler {
@@ -218,7 +220,20 @@ impl Scheduler {
             config,
             next_start: 0,
             rng: seed | 1,
+            order: None,
         }
+    }
+
+    /// Lists the nodes in `order` (see [`super::order`]) instead of their own order.
+    pub fn with_order(mut self, order: Vec<usize>) -> Self {
+        self.order = Some(order);
+        self
+    }
+
+    /// Starts the rotation at `start` (a scheduler that has run for a while is anywhere).
+    pub fn starting_at(mut self, start: usize) -> Self {
+        self.next_start = start;
+        self
     }
 
     fn next_random(&mut self) -> u64 {
@@ -229,7 +244,7 @@ impl Scheduler {
         self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 
-    /// Runs one cycle for `pod` over `nodes` (in the scheduler cache's order).
+    /// Runs one cycle for `pod` over `nodes`, listed in the scheduler cache's order.
     pub fn schedule(&mut self, pod: &PodFacts<'_>, nodes: &[ModelNode]) -> Cycle {
         let n = nodes.len();
         if n == 0 {
@@ -246,7 +261,11 @@ impl Scheduler {
         let mut sample = Vec::with_capacity(wanted.min(n));
         let mut processed = 0;
         for k in 0..n {
-            let i = (start + k) % n;
+            let at = (start + k) % n;
+            let i = match &self.order {
+                Some(order) if order.len() == n => order[at],
+                _ => at,
+            };
             processed += 1;
             if filter(pod, &nodes[i]).is_ok() {
                 sample.push(i);

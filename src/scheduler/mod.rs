@@ -14,6 +14,7 @@
 pub mod cores;
 pub mod cycle;
 pub mod node;
+pub mod order;
 pub mod quantity;
 pub mod resources;
 pub mod scores;

@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 use crate::admission::Admission;
 use crate::config::Config;
 use crate::inflight::ledger::Ledger;
+use crate::placement::ReplicaSet;
 use crate::inventory::pods::{apply_pod_event, landing_of};
 use crate::scheduler::cycle::PodFacts;
 use crate::scheduler::{ModelNode, PodRequests, Resources, Scheduler};
@@ -51,6 +52,14 @@ pub struct Timing {
     pub bind_interval: Duration,
     /// `None`: no watch event reaches the webhook until the whole burst is admitted.
     pub watch_lag: Option<Duration>,
+    /// Share of the reviews the apiserver sends to the first replica (the rest round robin
+    /// to the others); `None`: round robin over all.
+    pub first_share: Option<f64>,
+    /// The last replica joins (is ready, gets reviews, counts in the membership) only from
+    /// this pod of the burst on.
+    pub join_at: Option<usize>,
+    /// Replicas know each other (the membership watch); `false`: each decides as if alone.
+    pub membership: bool,
 }
 
 impl Timing {
@@ -61,6 +70,40 @@ impl Timing {
             review_interval: Duration::from_millis(3),
             bind_interval: Duration::from_millis(10),
             watch_lag: Some(Duration::from_millis(10)),
+            first_share: None,
+            join_at: None,
+            membership: true,
+        }
+    }
+
+    /// Which replica the apiserver sends pod `index` to.
+    pub fn replica_for(&self, index: usize) -> usize {
+        let replicas = self.replicas.max(1);
+        let present = match self.join_at {
+            Some(at) if index < at && replicas > 1 => replicas - 1,
+            _ => replicas,
+        };
+        match self.first_share {
+            // An even spread of the first replica's share over the burst.
+            Some(share) if present > 1 => {
+                let first = |i: usize| (i as f64 * share).floor();
+                if first(index + 1) > first(index) {
+                    0
+                } else {
+                    let others = index - first(index) as usize;
+                    1 + others % (present - 1)
+                }
+            }
+            _ => index % present,
+        }
+    }
+
+    /// The replicas in the membership when pod `index` arrives.
+    fn members_at(&self, index: usize) -> usize {
+        let replicas = self.replicas.max(1);
+        match self.join_at {
+            Some(at) if index < at && replicas > 1 => replicas - 1,
+            _ => replicas,
         }
     }
 }
@@ -87,11 +130,21 @@ impl Method {
                     None => "binds after burst".to_string(),
                     Some(lag) => format!("binds +{}ms", lag.as_millis()),
                 };
-                if t.replicas == 1 {
+                let mut label = if t.replicas == 1 {
                     format!("webhook, {binds}")
                 } else {
                     format!("webhook x{}, {binds}", t.replicas)
+                };
+                if let Some(share) = t.first_share {
+                    label += &format!(", {:.0}% to one", share * 100.0);
                 }
+                if let Some(at) = t.join_at {
+                    label += &format!(", one joins at pod {at}");
+                }
+                if t.replicas > 1 && !t.membership {
+                    label += ", no membership";
+                }
+                label
             }
             Method::CoolestForAll => "coolest node for all".into(),
             Method::Ideal => "ideal water-filling".into(),
@@ -123,6 +176,8 @@ pub struct Cluster {
     /// Real capacity for the load arithmetic.
     pub cores: Vec<f64>,
     pub nic: Vec<Option<f64>>,
+    /// The scheduler cache's listing order (indexes into `nodes`).
+    pub order: Vec<usize>,
 }
 
 impl Cluster {
@@ -156,12 +211,41 @@ impl Cluster {
             cores.push(node_cores);
             nic.push(n.network_capacity_bytes_per_second);
         }
-        Cluster {
+        let mut cluster = Cluster {
             snapshot,
             nodes,
             cores,
             nic,
-        }
+            order: Vec::new(),
+        };
+        cluster.order = cluster.scheduler_order(&[]);
+        cluster
+    }
+
+    /// The same cluster where the nodes `late` (indexes, in the order they joined) were added
+    /// after the scheduler started: they sit at the end of their zones in its order.
+    pub fn with_late_joiners(mut self, late: &[usize]) -> Self {
+        self.order = self.scheduler_order(late);
+        self
+    }
+
+    fn scheduler_order(&self, late: &[usize]) -> Vec<usize> {
+        let names: Vec<&str> = self.nodes.iter().map(|n| n.name.as_str()).collect();
+        let zones: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| crate::scheduler::order::zone_key(&n.labels))
+            .collect();
+        crate::scheduler::order::scheduler_order(&names, &zones, late)
+    }
+
+    /// The scheduler as it runs over this cluster: its order, and a start somewhere in it.
+    fn scheduler(&self, config: &Config, seed: u64) -> Scheduler {
+        let n = self.nodes.len().max(1) as u64;
+        let start = (seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) % n;
+        Scheduler::new(config.scheduler.clone(), seed)
+            .with_order(self.order.clone())
+            .starting_at(start as usize)
     }
 
     /// Real CPU busy fraction of node `i` with `pods` burst pods on it.
@@ -302,7 +386,7 @@ fn place_in_order(
     prepare: impl Fn(usize, Value) -> Value,
 ) -> Outcome {
     let mut nodes = cluster.nodes.clone();
-    let mut scheduler = Scheduler::new(config.scheduler.clone(), seed);
+    let mut scheduler = cluster.scheduler(config, seed);
     let landed = (0..burst.count)
         .map(|i| {
             tick();
@@ -428,6 +512,19 @@ fn webhook(
         })
         .collect();
 
+    let names: Vec<String> = (0..replicas).map(|r| format!("placement-webhook-{r}")).collect();
+    let publish_members = |count: usize| {
+        for (r, admission) in admissions.iter().enumerate() {
+            let set = timing
+                .membership
+                .then(|| ReplicaSet::new(&names[r], names[..count].iter().cloned()))
+                .flatten();
+            admission.replicas().store(set.map(Arc::new));
+        }
+    };
+    let mut members = timing.members_at(0);
+    publish_members(members);
+
     // The schedule, in virtual microseconds.
     let us = |d: Duration| d.as_micros() as u64;
     let admit_at = |i: usize| i as u64 * us(timing.review_interval);
@@ -454,7 +551,7 @@ fn webhook(
     events.sort();
 
     let mut nodes = cluster.nodes.clone();
-    let mut scheduler = Scheduler::new(config.scheduler.clone(), seed);
+    let mut scheduler = cluster.scheduler(&config, seed);
     let mut patched: Vec<Option<Value>> = vec![None; burst.count];
     let mut landed: Vec<Option<usize>> = vec![None; burst.count];
     let mut outcome = Outcome {
@@ -471,7 +568,11 @@ fn webhook(
             Event::Admit { pod } => {
                 let object = nth_pod(&burst.pod, pod);
                 let review = review_of(&object, pod);
-                let admission = &admissions[pod % replicas];
+                if timing.members_at(pod) != members {
+                    members = timing.members_at(pod);
+                    publish_members(members);
+                }
+                let admission = &admissions[timing.replica_for(pod)];
                 let Ok(answer) = admission.review_bytes(&review) else {
                     patched[pod] = Some(object);
                     continue;
@@ -505,6 +606,11 @@ fn webhook(
                         .any(|&k| preferred.contains(nodes[k].name.as_str()))
                     {
                         outcome.preferred_outside_sample += 1;
+                        if std::env::var_os("DEBUG_OUTSIDE").is_some() {
+                            let pos: Vec<usize> = preferred.iter().filter_map(|p| cluster.order.iter().position(|&k| nodes[k].name == *p)).collect();
+                            let spos: Vec<usize> = cycle.sample.iter().filter_map(|&s| cluster.order.iter().position(|&k| k == s)).collect();
+                            eprintln!("outside pod {pod}: preferred {} at {:?}; sample {} from {:?} to {:?}", preferred.len(), {let mut p = pos.clone(); p.sort(); p}, spos.len(), spos.first(), spos.last());
+                        }
                     }
                 }
                 if let Some(k) = cycle.node {

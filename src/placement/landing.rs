@@ -1,0 +1,240 @@
+//! Where the scheduler puts a pod among the nodes its tier 1 names.
+//!
+//! Above 100 nodes the scheduler scores a sample: a contiguous run of its node order (see
+//! `scheduler::order`) from a rotating start, long enough to hold `numFeasibleNodesToFind`
+//! feasible nodes. The start is unknown, so it is taken as uniform over the order; a pod
+//! lands on the best-scored tier-1 node inside its run. A tier-1 node that sits alone in its
+//! stretch of the order takes every pod whose run covers that stretch, which independent
+//! sampling odds would badly under-count; this model counts it exactly (up to the density of
+//! infeasible nodes, taken as even).
+
+use std::sync::Arc;
+
+use crate::scheduler::order::{scheduler_order, zone_key};
+use crate::view::ClusterView;
+
+/// The sample as a run of the order: `len` consecutive positions of `n`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Window {
+    pub n: usize,
+    pub len: usize,
+}
+
+impl Window {
+    /// A run that holds `wanted` of `feasible` feasible nodes, over `n` positions.
+    pub fn new(n: usize, wanted: usize, feasible: usize) -> Self {
+        let len = if feasible == 0 || wanted >= feasible {
+            n
+        } else {
+            (wanted as f64 * n as f64 / feasible as f64).ceil() as usize
+        };
+        Window {
+            n,
+            len: len.clamp(1.min(n), n),
+        }
+    }
+
+    /// Every position is in every sample.
+    pub fn whole(&self) -> bool {
+        self.len >= self.n
+    }
+
+    /// The run from `start` holds `position`.
+    fn holds(&self, start: usize, position: usize) -> bool {
+        (position + self.n - start) % self.n < self.len
+    }
+}
+
+/// Each node of `view` (by position) at its place in the scheduler's order: zones round-robin,
+/// names in order within a zone. Once per view.
+pub fn order_positions(view: &ClusterView) -> Arc<[u32]> {
+    view.memo.get_or_compute("order/positions".into(), || {
+        let names: Vec<&str> = view.nodes.iter().map(|n| n.name.as_str()).collect();
+        let zones: Vec<String> = view.nodes.iter().map(|n| zone_key(&n.labels)).collect();
+        let order = scheduler_order(&names, &zones, &[]);
+        let mut positions = vec![0u32; view.nodes.len()];
+        for (position, &index) in order.iter().enumerate() {
+            positions[index] = u32::try_from(position).unwrap_or(u32::MAX);
+        }
+        positions
+    })
+}
+
+/// Which starts have a chosen node in their run, as the chosen positions in order.
+#[derive(Debug, Clone)]
+pub struct Coverage {
+    window: Window,
+    chosen: Vec<usize>,
+}
+
+impl Coverage {
+    pub fn new(window: Window) -> Self {
+        Coverage {
+            window,
+            chosen: Vec::new(),
+        }
+    }
+
+    /// Some run would hold a node at `position` and none chosen so far: the stretch between
+    /// the chosen nodes around it is longer than a run.
+    pub fn adds(&self, position: usize) -> bool {
+        if self.window.whole() {
+            return self.chosen.is_empty();
+        }
+        if self.chosen.is_empty() {
+            return true;
+        }
+        let n = self.window.n;
+        let after = self.chosen.partition_point(|&p| p < position);
+        if self.chosen.get(after) == Some(&position) {
+            return false;
+        }
+        let next = self
+            .chosen
+            .get(after)
+            .copied()
+            .unwrap_or(self.chosen[0] + n);
+        let before = if after == 0 {
+            self.chosen[self.chosen.len() - 1]
+        } else {
+            self.chosen[after - 1]
+        };
+        let gap = (next + n - before) % n;
+        let gap = if gap == 0 { n } else { gap };
+        gap > self.window.len
+    }
+
+    pub fn add(&mut self, position: usize) {
+        let at = self.chosen.partition_point(|&p| p < position);
+        if self.chosen.get(at) != Some(&position) {
+            self.chosen.insert(at, position);
+        }
+    }
+
+    /// Every run holds a chosen node.
+    pub fn complete(&self) -> bool {
+        let Some(&first) = self.chosen.first() else {
+            return false;
+        };
+        let n = self.window.n;
+        self.chosen
+            .iter()
+            .zip(
+                self.chosen
+                    .iter()
+                    .skip(1)
+                    .chain(std::iter::once(&(first + n))),
+            )
+            .all(|(a, b)| b - a <= self.window.len)
+    }
+}
+
+/// Landing odds of each tier-1 node, given as (position in the order, resource score): the
+/// best score inside the run wins, equal scores share. Odds sum to the share of runs that hold
+/// any of them (1 when the coverage is complete).
+pub fn landing_odds(window: Window, tier: &[(usize, i64)]) -> Vec<f64> {
+    let mut odds = vec![0.0; tier.len()];
+    if tier.is_empty() || window.n == 0 {
+        return odds;
+    }
+    if window.whole() {
+        let best = tier.iter().map(|t| t.1).max().unwrap_or(0);
+        let winners = tier.iter().filter(|t| t.1 == best).count() as f64;
+        for (o, t) in odds.iter_mut().zip(tier) {
+            if t.1 == best {
+                *o = 1.0 / winners;
+            }
+        }
+        return odds;
+    }
+    let n = window.n;
+    // The starts where a node enters or leaves the run: the set of nodes in the run is
+    // constant between two of them.
+    let mut cuts: Vec<usize> = tier
+        .iter()
+        .flat_map(|&(p, _)| [(p + n + 1 - window.len) % n, (p + 1) % n])
+        .collect();
+    cuts.sort_unstable();
+    cuts.dedup();
+    for (k, &start) in cuts.iter().enumerate() {
+        let end = cuts.get(k + 1).copied().unwrap_or(cuts[0] + n);
+        let starts = (end - start) as f64 / n as f64;
+        let inside = || {
+            tier.iter()
+                .enumerate()
+                .filter(|(_, t)| window.holds(start, t.0))
+        };
+        let Some(best) = inside().map(|(_, t)| t.1).max() else {
+            continue;
+        };
+        let winners = inside().filter(|(_, t)| t.1 == best).count() as f64;
+        for (j, _) in inside().filter(|(_, t)| t.1 == best) {
+            odds[j] += starts / winners;
+        }
+    }
+    odds
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_alone_in_its_stretch_takes_every_run_that_holds_it() {
+        // 100 positions, runs of 10. Two good nodes side by side at 0 and 1, a weaker one
+        // alone at 50.
+        let window = Window { n: 100, len: 10 };
+        let odds = landing_odds(window, &[(0, 90), (1, 80), (50, 10)]);
+        // The alone node wins all 10 runs that hold it, though it scores worst.
+        assert!((odds[2] - 0.10).abs() < 1e-12, "{odds:?}");
+        // Node 0 wins every run holding it (10); node 1 only the run starting at 1.
+        assert!((odds[0] - 0.10).abs() < 1e-12, "{odds:?}");
+        assert!((odds[1] - 0.01).abs() < 1e-12, "{odds:?}");
+    }
+
+    #[test]
+    fn odds_match_brute_force_over_every_start() {
+        let window = Window { n: 37, len: 6 };
+        let tier = [(3, 5), (5, 7), (20, 7), (33, 1), (35, 9)];
+        let odds = landing_odds(window, &tier);
+        let mut brute = [0.0; 5];
+        for start in 0..37 {
+            let inside: Vec<usize> = (0..5).filter(|&j| window.holds(start, tier[j].0)).collect();
+            let Some(best) = inside.iter().map(|&j| tier[j].1).max() else {
+                continue;
+            };
+            let winners: Vec<usize> = inside.into_iter().filter(|&j| tier[j].1 == best).collect();
+            for &j in &winners {
+                brute[j] += 1.0 / 37.0 / winners.len() as f64;
+            }
+        }
+        for (a, b) in odds.iter().zip(brute) {
+            assert!((a - b).abs() < 1e-12, "{odds:?} vs {brute:?}");
+        }
+    }
+
+    #[test]
+    fn coverage_adds_only_nodes_in_stretches_longer_than_a_run() {
+        let mut coverage = Coverage::new(Window { n: 100, len: 30 });
+        assert!(coverage.adds(10));
+        coverage.add(10);
+        assert!(!coverage.complete());
+        assert!(coverage.adds(35));
+        coverage.add(35);
+        coverage.add(62);
+        // Gaps 25, 27, 48: the last is longer than a run.
+        assert!(!coverage.complete());
+        assert!(!coverage.adds(20));
+        assert!(coverage.adds(80));
+        coverage.add(85);
+        assert!(coverage.complete());
+        assert!(!coverage.adds(90));
+    }
+
+    #[test]
+    fn window_spans_the_share_of_the_order_that_holds_the_wanted_feasible_nodes() {
+        assert_eq!(Window::new(5000, 500, 5000).len, 500);
+        assert_eq!(Window::new(5000, 500, 2500).len, 1000);
+        assert!(Window::new(80, 100, 80).whole());
+    }
+}

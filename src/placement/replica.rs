@@ -1,0 +1,162 @@
+//! Which nodes this replica prefers when several replicas decide at once.
+//!
+//! The apiserver feeds replicas unevenly (per TCP connection), and a replica hears of another
+//! replica's pods only through the pod watch, tens of milliseconds later. Two replicas deciding
+//! at the same moment would both see the same coolest node. So the live replicas partition the
+//! nodes by rendezvous hashing of (replica, node): each node has one owner, the partition is
+//! the same on every replica that knows the same members, and a replica joining or leaving
+//! moves only the nodes it gains or owned. A replica ranks another replica's node as if that
+//! replica had just put one more pod there (see `standing`): it takes a foreign node only
+//! when that node would still be the cooler with both pods on it.
+
+use std::hash::BuildHasher;
+use std::sync::Arc;
+
+use crate::view::ClusterView;
+
+/// The live replicas, as this one knows them (the webhook Service's ready endpoints).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaSet {
+    me: String,
+    /// Sorted, distinct, `me` among them.
+    members: Vec<String>,
+    /// Identifies (me, members) in memo keys.
+    key: u64,
+}
+
+impl ReplicaSet {
+    /// `None` when there is nothing to partition: fewer than two members, or `me` not among
+    /// them (not ready yet, or the membership is unknown).
+    pub fn new(me: &str, members: impl IntoIterator<Item = String>) -> Option<Self> {
+        let mut members: Vec<String> = members.into_iter().filter(|m| !m.is_empty()).collect();
+        members.sort();
+        members.dedup();
+        if members.len() < 2 || !members.iter().any(|m| m == me) {
+            return None;
+        }
+        let key = hasher().hash_one((me, &members));
+        Some(ReplicaSet {
+            me: me.to_string(),
+            members,
+            key,
+        })
+    }
+
+    pub fn me(&self) -> &str {
+        &self.me
+    }
+
+    pub fn members(&self) -> &[String] {
+        &self.members
+    }
+
+    /// The member that owns `node`: the highest rendezvous score.
+    pub fn owner(&self, node: &str) -> &str {
+        let score = |member: &String| hasher().hash_one((member.as_str(), node));
+        self.members
+            .iter()
+            .max_by(|a, b| score(a).cmp(&score(b)).then_with(|| b.cmp(a)))
+            .map_or("", String::as_str)
+    }
+
+    /// For each node of `view` (by position): 1 when this replica owns it. Once per view.
+    pub fn owned(&self, view: &ClusterView) -> Arc<[u32]> {
+        view.memo
+            .get_or_compute(format!("owned/{:x}", self.key), || {
+                view.nodes
+                    .iter()
+                    .map(|n| u32::from(self.owner(&n.name) == self.me))
+                    .collect()
+            })
+    }
+
+    /// Share of `view`'s nodes this replica owns.
+    pub fn share(&self, view: &ClusterView) -> f64 {
+        let owned = self.owned(view);
+        if owned.is_empty() {
+            return 0.0;
+        }
+        owned.iter().map(|&o| f64::from(o)).sum::<f64>() / owned.len() as f64
+    }
+
+    pub(super) fn key(&self) -> u64 {
+        self.key
+    }
+}
+
+fn hasher() -> foldhash::fast::FixedState {
+    // Fixed: every replica must compute the same partition.
+    foldhash::fast::FixedState::with_seed(0x7265_706c_6963_6173)
+}
+
+/// What a decision knows of the replica deciding it.
+#[derive(Debug, Clone, Default)]
+pub struct Replica {
+    /// Orders near-ties in this replica's own way.
+    pub salt: u64,
+    /// The live replicas; `None`: this replica decides as if alone (near-ties still salted).
+    pub set: Option<Arc<ReplicaSet>>,
+}
+
+impl From<u64> for Replica {
+    fn from(salt: u64) -> Self {
+        Replica { salt, set: None }
+    }
+}
+
+impl Replica {
+    /// Memo and index key part: the salt and the membership.
+    pub(super) fn key(&self) -> String {
+        match &self.set {
+            Some(set) => format!("{}/{:x}", self.salt, set.key()),
+            None => self.salt.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(me: &str, members: &[&str]) -> Option<ReplicaSet> {
+        ReplicaSet::new(me, members.iter().map(|m| m.to_string()))
+    }
+
+    #[test]
+    fn no_partition_alone_or_unknown() {
+        assert!(set("a", &["a"]).is_none());
+        assert!(set("c", &["a", "b"]).is_none());
+        assert!(set("a", &[]).is_none());
+    }
+
+    #[test]
+    fn every_member_agrees_on_each_owner_and_shares_are_fair() {
+        let a = set("a", &["a", "b", "c"]).expect("a set");
+        let b = set("b", &["c", "b", "a"]).expect("a set");
+        let mut counts = std::collections::BTreeMap::new();
+        for i in 0..3000 {
+            let node = format!("worker-{i:05}");
+            assert_eq!(a.owner(&node), b.owner(&node));
+            *counts.entry(a.owner(&node).to_string()).or_insert(0) += 1;
+        }
+        for (member, count) in counts {
+            assert!(
+                (850..1150).contains(&count),
+                "{member} owns {count} of 3000"
+            );
+        }
+    }
+
+    #[test]
+    fn a_member_leaving_moves_only_its_nodes() {
+        let three = set("a", &["a", "b", "c"]).expect("a set");
+        let two = set("a", &["a", "b"]).expect("a set");
+        for i in 0..2000 {
+            let node = format!("n{i}");
+            let before = three.owner(&node);
+            if before != "c" {
+                assert_eq!(two.owner(&node), before, "{node} moved");
+            }
+        }
+    }
+}
