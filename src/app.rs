@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwapOption;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -13,8 +14,10 @@ use tracing::info;
 use crate::admission::Admission;
 use crate::config::Config;
 use crate::inflight::ledger::Ledger;
+use crate::inventory::replicas::Identity;
 use crate::metrics_source::file::spawn_file_source;
 use crate::metrics_source::prometheus::{PrometheusSource, spawn_refresher};
+use crate::placement::ReplicaSet;
 use crate::readiness::Readiness;
 use crate::server::tls::{CertSource, ServerTls};
 use crate::server::{self, AppState};
@@ -102,10 +105,16 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
             "none"
         }
     };
+    let replicas = Arc::new(ArcSwapOption::<ReplicaSet>::empty());
     if options.use_cluster {
+        let identity = crate::inventory::replicas::Identity::from_env(&config.service);
+        if identity.is_none() {
+            info!("POD_NAME or POD_NAMESPACE unset: deciding as a single replica");
+        }
         background.push(spawn_cluster_watches(
             store.clone(),
             ledger.clone(),
+            identity.map(|identity| (identity, replicas.clone())),
             readiness.clone(),
             metrics.clone(),
             stopped.clone(),
@@ -129,7 +138,8 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
 
     let listener = TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
-    let admission = Admission::new(config.clone(), store.clone(), ledger.clone());
+    let admission =
+        Admission::new(config.clone(), store.clone(), ledger.clone()).sharing_replicas(replicas);
     let state = Arc::new(
         AppState::new(admission, metrics.clone(), config.limits.clone())
             .with_readiness(readiness.clone()),
@@ -159,6 +169,7 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
 fn spawn_cluster_watches(
     store: Arc<ViewStore>,
     ledger: Arc<SharedLedger>,
+    membership: Option<(Identity, Arc<ArcSwapOption<ReplicaSet>>)>,
     readiness: Arc<Readiness>,
     metrics: Arc<Metrics>,
     stopped: watch::Receiver<bool>,
@@ -170,7 +181,22 @@ fn spawn_cluster_watches(
         };
         info!("kube API reachable: watching nodes and pods");
         readiness.set_cluster_access();
+        let replicas = {
+            let (client, stopped) = (client.clone(), stopped.clone());
+            async move {
+                if let Some((identity, published)) = membership {
+                    crate::inventory::replicas::watch_replicas(
+                        client,
+                        identity,
+                        published,
+                        wait_for(stopped),
+                    )
+                    .await;
+                }
+            }
+        };
         tokio::join!(
+            replicas,
             crate::inventory::nodes::watch_nodes(
                 client.clone(),
                 store,

@@ -1,7 +1,9 @@
 //! What the kube API says about nodes: the facts the scheduler filters on. Data only: the
 //! node watch (`inventory::nodes`) produces it, the view reads it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use crate::hashing::HashMap;
 
 use crate::snapshot::Taint;
 

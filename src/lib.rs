@@ -6,6 +6,7 @@ pub mod app;
 pub mod certs;
 pub mod config;
 pub mod facts;
+pub mod hashing;
 pub mod inflight;
 pub mod inventory;
 pub mod jobs;

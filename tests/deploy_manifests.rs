@@ -185,7 +185,19 @@ fn check_rbac(docs: &[Value]) {
     let text = role.to_string();
     assert!(!text.contains("\"*\""), "wildcard in {text}");
     assert!(!text.contains("secrets"), "secrets in {text}");
-    assert!(all(docs, "Role").is_empty() && all(docs, "RoleBinding").is_empty());
+    // In its own namespace: read the EndpointSlices of its Service (the live replicas), nothing more.
+    let replicas = one(docs, "Role");
+    assert_eq!(replicas["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(
+        replicas["rules"],
+        json!([{"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+                "verbs": ["get", "list", "watch"]}])
+    );
+    let replicas_binding = one(docs, "RoleBinding");
+    assert_eq!(
+        replicas_binding["roleRef"]["name"],
+        replicas["metadata"]["name"]
+    );
 
     let binding = one(docs, "ClusterRoleBinding");
     assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
@@ -361,6 +373,20 @@ fn check_base(docs: &[Value]) {
     check_webhook_registration(docs);
     check_rbac(docs);
     let pod = check_deployment(docs);
+    // The downward API names the replica: it finds itself among its Service's endpoints.
+    let env = &pod["containers"][0]["env"];
+    for (name, field) in [
+        ("POD_NAME", "metadata.name"),
+        ("POD_NAMESPACE", "metadata.namespace"),
+    ] {
+        assert!(
+            env.as_array()
+                .expect("env")
+                .iter()
+                .any(|e| e["name"] == name && e["valueFrom"]["fieldRef"]["fieldPath"] == field),
+            "{name} from {field}"
+        );
+    }
     check_config(docs, pod);
     let namespace = one(docs, "Namespace");
     assert_eq!(namespace["metadata"]["name"], NAMESPACE);

@@ -7,7 +7,7 @@
 
 #![no_main]
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
 use libfuzzer_sys::fuzz_target;
@@ -32,7 +32,7 @@ fuzz_target!(|data: &[u8]| {
         2 => NodeMapping::Uname,
         _ => NodeMapping::InternalIp,
     };
-    let ips: HashMap<String, String> = [
+    let ips: placement_webhook::hashing::HashMap<String, String> = [
         ("10.0.0.1".to_string(), "worker-1".to_string()),
         ("fd00::2".to_string(), "worker-2".to_string()),
     ]

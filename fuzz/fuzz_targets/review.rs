@@ -27,7 +27,11 @@ struct Shared {
 static SHARED: LazyLock<Shared> = LazyLock::new(|| {
     let config = Arc::new(Config::default());
     let store = Arc::new(ViewStore::new(config.placement.clone()));
-    store.publish_snapshot(embedded_example().expect("the embedded example snapshot parses"));
+    let mut snapshot = embedded_example().expect("the embedded example snapshot parses");
+    // No reading time: the snapshot's age (written into every decision) stays 0 however long
+    // the run takes, so an input takes the same path at any moment of the run.
+    snapshot.taken_at = None;
+    store.publish_snapshot(snapshot);
     Shared { config, store }
 });
 
@@ -35,7 +39,8 @@ fuzz_target!(|data: &[u8]| {
     let shared = &*SHARED;
     // A fresh ledger per input keeps every run reproducible from its input alone.
     let ledger = Arc::new(SharedLedger::new(Ledger::new(shared.config.inflight.ttl)));
-    let admission = Admission::new(shared.config.clone(), shared.store.clone(), ledger);
+    // A fixed tie-breaking salt: the same input takes the same path on every run.
+    let admission = Admission::with_salt(shared.config.clone(), shared.store.clone(), ledger, 7);
     let Ok(answer) = admission.review_bytes(data) else {
         return;
     };

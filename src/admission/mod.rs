@@ -112,6 +112,12 @@ impl Admission {
         }
     }
 
+    /// Reads the live replicas from `replicas` (where the membership watch publishes them).
+    pub fn sharing_replicas(mut self, replicas: Arc<ArcSwapOption<ReplicaSet>>) -> Self {
+        self.replicas = replicas;
+        self
+    }
+
     /// Where the membership watch publishes the live replicas.
     pub fn replicas(&self) -> &Arc<ArcSwapOption<ReplicaSet>> {
         &self.replicas
@@ -346,7 +352,7 @@ fn charge_decision(ledger: &mut Ledger, id: &str, demand: &PodDemand<'_>, decisi
         Instant::now(),
     );
     // The landing nodes are tier-1 nodes; at 5,000 nodes there are ~50 of each.
-    let first: foldhash::HashMap<&str, f32> = decision
+    let first: crate::hashing::HashMap<&str, f32> = decision
         .first_tier()
         .iter()
         .map(|n| (n.name.as_str(), n.heat as f32))

@@ -47,6 +47,9 @@ pub struct Config {
     pub scheduler_config_file: Option<PathBuf>,
     /// The cluster's kube-scheduler, as the placement model predicts it.
     pub scheduler: SchedulerConfig,
+    /// The webhook's own Service: the pods behind its ready endpoints are the live replicas,
+    /// which share the nodes out among themselves (this pod is `POD_NAME` in `POD_NAMESPACE`).
+    pub service: String,
 }
 
 impl Default for Config {
@@ -67,6 +70,7 @@ impl Default for Config {
             limits: Limits::default(),
             scheduler_config_file: None,
             scheduler: SchedulerConfig::default(),
+            service: "placement-webhook".into(),
         }
     }
 }

@@ -11,7 +11,7 @@
 //! Every operation costs O(shares) plus O(log n) for the expiry queue: nothing scans the
 //! whole ledger, so a decision's lookups cost the same with 10 or 30,000 pods in flight.
 
-use foldhash::{HashMap, HashMapExt};
+use crate::hashing::HashMap;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
@@ -183,8 +183,8 @@ impl Ledger {
     pub fn new(ttl: Duration) -> Self {
         Ledger {
             ttl,
-            entries: HashMap::new(),
-            node_ids: HashMap::new(),
+            entries: HashMap::default(),
+            node_ids: HashMap::default(),
             node_names: Vec::new(),
             per_node: Vec::new(),
             expiry: BinaryHeap::new(),

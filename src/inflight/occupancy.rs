@@ -1,7 +1,7 @@
 //! What the scheduler's cache knows: the requests of every pod bound to each node, from the
 //! cluster-wide pod watch. Kept compact: a 150,000-pod cluster fits in a few megabytes.
 
-use foldhash::HashMap;
+use crate::hashing::HashMap;
 
 use super::changes::ChangeLog;
 use crate::scheduler::{PodRequests, Resources};

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use foldhash::HashMap;
+use crate::hashing::HashMap;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::jobs::{self, COMPONENT_LABEL, TASKMANAGER};

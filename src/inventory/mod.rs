@@ -6,3 +6,4 @@ pub mod client;
 pub mod listing;
 pub mod nodes;
 pub mod pods;
+pub mod replicas;

@@ -2,7 +2,9 @@
 //!
 //! Nothing here does I/O, so the conversion is unit-tested and fuzzed on raw response bytes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use crate::hashing::HashMap;
 use std::time::SystemTime;
 
 use prometheus_http_query::response::Data;
@@ -59,7 +61,7 @@ pub fn parse_vector(body: &[u8]) -> Result<Vec<Series>, ResponseError> {
             .map(|s| {
                 let (labels, sample) = s.into_inner();
                 Series {
-                    labels,
+                    labels: labels.into_iter().collect(),
                     value: sample.value(),
                 }
             })
@@ -198,7 +200,7 @@ fn pod_readings(readings: &Readings, non_finite: &mut usize) -> Vec<PodReading> 
         }
         ok
     };
-    let mut network: HashMap<(String, String), f64> = HashMap::new();
+    let mut network: HashMap<(String, String), f64> = HashMap::default();
     for s in readings.pod_network.iter().flatten() {
         if let Some(k) = key(s).filter(|_| finite(s)) {
             *network.entry(k).or_default() += s.value;
@@ -487,7 +489,7 @@ mod tests {
             network: vec![at("10.0.0.1:9100", 1.0), at("[fd00::2]:9100", 2.0)],
             ..Readings::default()
         };
-        let ips = HashMap::from([
+        let ips: HashMap<String, String> = HashMap::from_iter([
             ("10.0.0.1".to_string(), "worker-1".to_string()),
             ("fd00::2".to_string(), "worker-2".to_string()),
         ]);

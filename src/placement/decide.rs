@@ -15,10 +15,10 @@
 
 use super::constraints::{Ineligible, eligible_nodes};
 use super::decision::{Decision, RankedNode, TierChoice};
-use super::landing::{Coverage, Window, landing_odds, order_positions};
-use super::standing::cover_in_order;
+use super::landing::{Coverage, Named, Window, landing_odds, order_positions};
 use super::rank_index::{RankIndex, RankIndexes};
 use super::replica::Replica;
+use super::standing::cover_in_order;
 use super::standing::{
     Candidate, InFlight, PodDemand, Ranking, Standing, effective_load, fits_with, load_with,
     model_node_with, pod_heat, standing, tie_breakers,
@@ -328,7 +328,12 @@ fn pick(
         // or the pods whose sample it is would go by request scores alone.
         if !window.whole() && !chosen.is_empty() && !coverage.complete() {
             let taken = |i: usize| {
-                tiers.iter().flatten().chain(&chosen).chain(&left).any(|c| c.index == i)
+                tiers
+                    .iter()
+                    .flatten()
+                    .chain(&chosen)
+                    .chain(&left)
+                    .any(|c| c.index == i)
             };
             let added = ranking.cover(saturated, &mut coverage, &positions, &taken);
             chosen.extend(added);
@@ -426,15 +431,16 @@ fn predict_landing(
     window: Window,
 ) -> Vec<(String, f64)> {
     let positions = order_positions(view);
-    let tier: Vec<(usize, i64)> = first
+    let tier: Vec<Named> = first
         .iter()
         .map(|&i| {
             let node = &view.nodes[i];
             let model = model_node_with(node, inflight.bound(i, node), inflight.extra(i, node));
-            (
-                positions[i] as usize,
-                resource_score(&pod.facts, &model, scheduler),
-            )
+            Named {
+                position: positions[i] as usize,
+                level: 0,
+                score: resource_score(&pod.facts, &model, scheduler),
+            }
         })
         .collect();
     let odds = landing_odds(window, &tier);

@@ -129,19 +129,37 @@ impl Coverage {
     }
 }
 
-/// Landing odds of each tier-1 node, given as (position in the order, resource score): the
-/// best score inside the run wins, equal scores share. Odds sum to the share of runs that hold
-/// any of them (1 when the coverage is complete).
-pub fn landing_odds(window: Window, tier: &[(usize, i64)]) -> Vec<f64> {
+/// A preferred node as the scheduler weighs it inside a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Named {
+    /// Its position in the scheduler's order.
+    pub position: usize,
+    /// 0 for tier 1, 1 for the cover tier: the affinity gap between levels outweighs the
+    /// resource scores.
+    pub level: u8,
+    /// Its resource score (NodeResourcesFit + BalancedAllocation, weighted).
+    pub score: i64,
+}
+
+impl Named {
+    /// What decides inside a run: the level first, then the score.
+    fn key(&self) -> (std::cmp::Reverse<u8>, i64) {
+        (std::cmp::Reverse(self.level), self.score)
+    }
+}
+
+/// Landing odds of each named node: the best key inside the run wins, equal keys share. Odds
+/// sum to the share of runs that hold any of them (1 when the coverage is complete).
+pub fn landing_odds(window: Window, tier: &[Named]) -> Vec<f64> {
     let mut odds = vec![0.0; tier.len()];
     if tier.is_empty() || window.n == 0 {
         return odds;
     }
     if window.whole() {
-        let best = tier.iter().map(|t| t.1).max().unwrap_or(0);
-        let winners = tier.iter().filter(|t| t.1 == best).count() as f64;
+        let best = tier.iter().map(Named::key).max();
+        let winners = tier.iter().filter(|t| Some(t.key()) == best).count() as f64;
         for (o, t) in odds.iter_mut().zip(tier) {
-            if t.1 == best {
+            if Some(t.key()) == best {
                 *o = 1.0 / winners;
             }
         }
@@ -152,7 +170,7 @@ pub fn landing_odds(window: Window, tier: &[(usize, i64)]) -> Vec<f64> {
     // constant between two of them.
     let mut cuts: Vec<usize> = tier
         .iter()
-        .flat_map(|&(p, _)| [(p + n + 1 - window.len) % n, (p + 1) % n])
+        .flat_map(|t| [(t.position + n + 1 - window.len) % n, (t.position + 1) % n])
         .collect();
     cuts.sort_unstable();
     cuts.dedup();
@@ -162,13 +180,13 @@ pub fn landing_odds(window: Window, tier: &[(usize, i64)]) -> Vec<f64> {
         let inside = || {
             tier.iter()
                 .enumerate()
-                .filter(|(_, t)| window.holds(start, t.0))
+                .filter(|(_, t)| window.holds(start, t.position))
         };
-        let Some(best) = inside().map(|(_, t)| t.1).max() else {
+        let Some(best) = inside().map(|(_, t)| t.key()).max() else {
             continue;
         };
-        let winners = inside().filter(|(_, t)| t.1 == best).count() as f64;
-        for (j, _) in inside().filter(|(_, t)| t.1 == best) {
+        let winners = inside().filter(|(_, t)| t.key() == best).count() as f64;
+        for (j, _) in inside().filter(|(_, t)| t.key() == best) {
             odds[j] += starts / winners;
         }
     }
@@ -179,12 +197,22 @@ pub fn landing_odds(window: Window, tier: &[(usize, i64)]) -> Vec<f64> {
 mod tests {
     use super::*;
 
+    fn named(list: &[(usize, u8, i64)]) -> Vec<Named> {
+        list.iter()
+            .map(|&(position, level, score)| Named {
+                position,
+                level,
+                score,
+            })
+            .collect()
+    }
+
     #[test]
     fn a_node_alone_in_its_stretch_takes_every_run_that_holds_it() {
         // 100 positions, runs of 10. Two good nodes side by side at 0 and 1, a weaker one
         // alone at 50.
         let window = Window { n: 100, len: 10 };
-        let odds = landing_odds(window, &[(0, 90), (1, 80), (50, 10)]);
+        let odds = landing_odds(window, &named(&[(0, 0, 90), (1, 0, 80), (50, 0, 10)]));
         // The alone node wins all 10 runs that hold it, though it scores worst.
         assert!((odds[2] - 0.10).abs() < 1e-12, "{odds:?}");
         // Node 0 wins every run holding it (10); node 1 only the run starting at 1.
@@ -195,15 +223,27 @@ mod tests {
     #[test]
     fn odds_match_brute_force_over_every_start() {
         let window = Window { n: 37, len: 6 };
-        let tier = [(3, 5), (5, 7), (20, 7), (33, 1), (35, 9)];
+        let tier = named(&[
+            (3, 0, 5),
+            (5, 0, 7),
+            (20, 0, 7),
+            (33, 1, 1),
+            (35, 1, 9),
+            (2, 1, 50),
+        ]);
         let odds = landing_odds(window, &tier);
-        let mut brute = [0.0; 5];
+        let mut brute = [0.0; 6];
         for start in 0..37 {
-            let inside: Vec<usize> = (0..5).filter(|&j| window.holds(start, tier[j].0)).collect();
-            let Some(best) = inside.iter().map(|&j| tier[j].1).max() else {
+            let inside: Vec<usize> = (0..6)
+                .filter(|&j| window.holds(start, tier[j].position))
+                .collect();
+            let Some(best) = inside.iter().map(|&j| tier[j].key()).max() else {
                 continue;
             };
-            let winners: Vec<usize> = inside.into_iter().filter(|&j| tier[j].1 == best).collect();
+            let winners: Vec<usize> = inside
+                .into_iter()
+                .filter(|&j| tier[j].key() == best)
+                .collect();
             for &j in &winners {
                 brute[j] += 1.0 / 37.0 / winners.len() as f64;
             }

@@ -11,7 +11,7 @@ use std::cmp::Ordering;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use foldhash::HashMap;
+use crate::hashing::HashMap;
 
 use super::landing::Coverage;
 use super::replica::Replica;

@@ -250,9 +250,11 @@ pub(super) fn standing(
     let load = load_with(node, extra, policy.uncertainty);
     let mut after = pod_heat(node, &load, pod, policy, 1.0);
     if owned.is_some_and(|owned| owned.get(index) == Some(&0)) {
-        // Its owner may be putting a pod there right now.
-        let before = pod_heat(node, &load, pod, policy, 0.0);
-        after.rank += (after.bottleneck - before.bottleneck).max(0.0);
+        // Its owner may be putting a pod there right now: ranked, and its NIC judged, as if
+        // both pods landed.
+        let both = pod_heat(node, &load, pod, policy, 2.0);
+        after.rank = both.bottleneck;
+        after.nic_over = both.nic_over;
     }
     if is_hot(&load, &node.scale, &policy.hot) {
         return Standing::Hot {

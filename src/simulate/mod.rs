@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 use crate::admission::Admission;
 use crate::config::Config;
 use crate::inflight::ledger::Ledger;
-use crate::placement::ReplicaSet;
 use crate::inventory::pods::{apply_pod_event, landing_of};
+use crate::placement::ReplicaSet;
 use crate::scheduler::cycle::PodFacts;
 use crate::scheduler::{ModelNode, PodRequests, Resources, Scheduler};
 use crate::snapshot::LoadSnapshot;
@@ -119,6 +119,9 @@ pub enum Method {
     /// Water-filling: each pod to the feasible node with the lowest bottleneck utilisation
     /// (max of CPU and NIC) whose NIC stays under the hot threshold.
     Ideal,
+    /// Water-filling within the scheduler's sample: the best any steering can do when the
+    /// scheduler scores only a run of its order (the bound sampling sets).
+    IdealInSample,
 }
 
 impl Method {
@@ -148,6 +151,7 @@ impl Method {
             }
             Method::CoolestForAll => "coolest node for all".into(),
             Method::Ideal => "ideal water-filling".into(),
+            Method::IdealInSample => "ideal within the sample".into(),
         }
     }
 }
@@ -330,7 +334,11 @@ pub fn run_observed(
                 pod
             })
         }
-        Method::Ideal => ideal(cluster, config, burst, tick),
+        Method::Ideal => ideal(cluster, config, burst, None, tick),
+        Method::IdealInSample => {
+            let mut scheduler = cluster.scheduler(config, seed);
+            ideal(cluster, config, burst, Some(&mut scheduler), tick)
+        }
         Method::Webhook(timing) => webhook(cluster, config, burst, timing, seed, tick),
     }
 }
@@ -407,7 +415,14 @@ fn place_in_order(
     }
 }
 
-fn ideal(cluster: &Cluster, config: &Config, burst: &Burst, tick: &dyn Fn()) -> Outcome {
+/// Water-filling over every feasible node, or, with `sampler`, over the sample it scores.
+fn ideal(
+    cluster: &Cluster,
+    config: &Config,
+    burst: &Burst,
+    mut sampler: Option<&mut Scheduler>,
+    tick: &dyn Fn(),
+) -> Outcome {
     let mut nodes = cluster.nodes.clone();
     let mut pods_on = vec![0usize; nodes.len()];
     let hot_nic = config.placement.hot.network;
@@ -416,7 +431,10 @@ fn ideal(cluster: &Cluster, config: &Config, burst: &Burst, tick: &dyn Fn()) -> 
             tick();
             let pod = pod_of(&nth_pod(&burst.pod, i))?;
             let facts = PodFacts::of(&pod);
-            let feasible: Vec<usize> = feasible(&facts, &nodes).collect();
+            let feasible: Vec<usize> = match sampler.as_deref_mut() {
+                Some(scheduler) => scheduler.schedule(&facts, &nodes).sample,
+                None => feasible(&facts, &nodes).collect(),
+            };
             let nic_ok = |k: usize| {
                 cluster
                     .nic_after(k, pods_on[k] + 1, burst)
@@ -444,7 +462,11 @@ fn ideal(cluster: &Cluster, config: &Config, burst: &Burst, tick: &dyn Fn()) -> 
         })
         .collect();
     Outcome {
-        method: Method::Ideal,
+        method: if sampler.is_some() {
+            Method::IdealInSample
+        } else {
+            Method::Ideal
+        },
         landed,
         preferred_outside_sample: 0,
         with_preferences: 0,
@@ -512,7 +534,9 @@ fn webhook(
         })
         .collect();
 
-    let names: Vec<String> = (0..replicas).map(|r| format!("placement-webhook-{r}")).collect();
+    let names: Vec<String> = (0..replicas)
+        .map(|r| format!("placement-webhook-{r}"))
+        .collect();
     let publish_members = |count: usize| {
         for (r, admission) in admissions.iter().enumerate() {
             let set = timing
@@ -607,13 +631,53 @@ fn webhook(
                     {
                         outcome.preferred_outside_sample += 1;
                         if std::env::var_os("DEBUG_OUTSIDE").is_some() {
-                            let pos: Vec<usize> = preferred.iter().filter_map(|p| cluster.order.iter().position(|&k| nodes[k].name == *p)).collect();
-                            let spos: Vec<usize> = cycle.sample.iter().filter_map(|&s| cluster.order.iter().position(|&k| k == s)).collect();
-                            eprintln!("outside pod {pod}: preferred {} at {:?}; sample {} from {:?} to {:?}", preferred.len(), {let mut p = pos.clone(); p.sort(); p}, spos.len(), spos.first(), spos.last());
+                            let pos: Vec<usize> = preferred
+                                .iter()
+                                .filter_map(|p| {
+                                    cluster.order.iter().position(|&k| nodes[k].name == *p)
+                                })
+                                .collect();
+                            let spos: Vec<usize> = cycle
+                                .sample
+                                .iter()
+                                .filter_map(|&s| cluster.order.iter().position(|&k| k == s))
+                                .collect();
+                            eprintln!(
+                                "outside pod {pod}: preferred {} at {:?}; sample {} from {:?} to {:?}",
+                                preferred.len(),
+                                {
+                                    let mut p = pos.clone();
+                                    p.sort();
+                                    p
+                                },
+                                spos.len(),
+                                spos.first(),
+                                spos.last()
+                            );
                         }
                     }
                 }
                 if let Some(k) = cycle.node {
+                    if std::env::var_os("DEBUG_LAND").is_some() {
+                        let before = cluster.bottleneck(
+                            k,
+                            landed.iter().flatten().filter(|&&x| x == k).count(),
+                            burst,
+                        );
+                        if before >= 0.68 {
+                            let doc = patched[pod].as_ref();
+                            let note = doc
+                                .map(|d| {
+                                    d["metadata"]["annotations"][crate::inflight::note::ANNOTATION]
+                                        .to_string()
+                                })
+                                .unwrap_or_default();
+                            eprintln!(
+                                "pod {pod} -> {} before {before:.3}; note {note}",
+                                nodes[k].name
+                            );
+                        }
+                    }
                     if predicted[pod].iter().any(|n| *n == nodes[k].name) {
                         outcome.predicted_landing_held += 1;
                     }

@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use foldhash::HashMap;
+use crate::hashing::HashMap;
 
 /// Distinct keys kept per view; past it, lists are computed and not kept (a namespace of
 /// one-off pod shapes must not grow memory).

@@ -11,7 +11,7 @@ use std::time::SystemTime;
 
 use arc_swap::ArcSwapOption;
 // Looked up for every in-flight node on every decision (see inflight::ledger).
-use foldhash::HashMap;
+use crate::hashing::HashMap;
 
 use crate::config::PlacementConfig;
 use crate::facts::Inventory;
