@@ -15,32 +15,28 @@ use placement_webhook::config::Config;
 use placement_webhook::inflight::ledger::Ledger;
 use placement_webhook::inflight::shared::SharedLedger;
 use placement_webhook::metrics_source::file::embedded_example;
+use placement_webhook::snapshot::LoadSnapshot;
 use placement_webhook::view::ViewStore;
 use serde::Deserialize;
 use serde_json::Value;
 
-struct Shared {
-    config: Arc<Config>,
-    store: Arc<ViewStore>,
-}
-
-static SHARED: LazyLock<Shared> = LazyLock::new(|| {
-    let config = Arc::new(Config::default());
-    let store = Arc::new(ViewStore::new(config.placement.clone()));
+/// The embedded example cluster, read once.
+static SNAPSHOT: LazyLock<LoadSnapshot> = LazyLock::new(|| {
     let mut snapshot = embedded_example().expect("the embedded example snapshot parses");
     // No reading time: the snapshot's age (written into every decision) stays 0 however long
     // the run takes, so an input takes the same path at any moment of the run.
     snapshot.taken_at = None;
-    store.publish_snapshot(snapshot);
-    Shared { config, store }
+    snapshot
 });
 
 fuzz_target!(|data: &[u8]| {
-    let shared = &*SHARED;
-    // A fresh ledger per input keeps every run reproducible from its input alone.
-    let ledger = Arc::new(SharedLedger::new(Ledger::new(shared.config.inflight.ttl)));
-    // A fixed tie-breaking salt: the same input takes the same path on every run.
-    let admission = Admission::with_salt(shared.config.clone(), shared.store.clone(), ledger, 7);
+    // A fresh view, ledger and admission per input, and a fixed tie-breaking salt: nothing an
+    // earlier input left behind (memoised lists, indexes) changes the path this one takes.
+    let config = Arc::new(Config::default());
+    let store = Arc::new(ViewStore::new(config.placement.clone()));
+    store.publish_snapshot(SNAPSHOT.clone());
+    let ledger = Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl)));
+    let admission = Admission::with_salt(config, store, ledger, 7);
     let Ok(answer) = admission.review_bytes(data) else {
         return;
     };

@@ -18,11 +18,11 @@ use super::decision::{Decision, RankedNode, TierChoice};
 use super::landing::{Coverage, Named, Window, landing_odds, order_positions};
 use super::rank_index::{RankIndex, RankIndexes};
 use super::replica::Replica;
-use super::standing::cover_in_order;
 use super::standing::{
     Candidate, InFlight, PodDemand, Ranking, Standing, effective_load, fits_with, load_with,
     model_node_with, pod_heat, standing, tie_breakers,
 };
+use super::standing::{Owned, cover_in_order};
 use crate::config::scheduler::SchedulerConfig;
 use crate::config::{NodeMatch, PlacementConfig};
 use crate::inflight::ledger::Ledger;
@@ -54,7 +54,7 @@ impl<'v> Walk<'v> {
         view: &'v ClusterView,
         eligible: &[u32],
         ties: &[u32],
-        owned: Option<&[u32]>,
+        owned: Option<Owned<'_>>,
         inflight: InFlight<'_>,
         pod: &PodDemand<'_>,
         policy: &PlacementConfig,
@@ -177,14 +177,20 @@ pub fn decide(
 ) -> Decision {
     let replica = replica.into();
     let ties = tie_breakers(view, replica.salt);
-    let owned = replica.set.as_ref().map(|set| set.owned(view));
+    let owned = replica
+        .set
+        .as_ref()
+        .map(|set| (set.owned(view), set.members().len().saturating_sub(1)));
     let inflight = InFlight::new(ledger, view);
     let eligible = eligible_nodes(&pod.constraints, view);
     let mut walk = Walk::new(
         view,
         &eligible,
         &ties,
-        owned.as_deref(),
+        owned.as_ref().map(|(nodes, peers)| Owned {
+            nodes,
+            peers: *peers,
+        }),
         inflight,
         pod,
         policy,

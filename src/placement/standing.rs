@@ -232,15 +232,24 @@ pub(super) enum Standing {
     Cool(PodHeat),
 }
 
+/// Which nodes this replica owns among the live replicas (see `replica`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Owned<'a> {
+    /// By view position: 1 for this replica's nodes.
+    pub nodes: &'a [u32],
+    /// The other live replicas.
+    pub peers: usize,
+}
+
 /// How the node at `index` stands for `pod`, with in-flight load and requests counted.
-/// `owned`: by position, 1 for this replica's nodes (see `replica`); `None` when alone.
+/// `owned`: this replica's nodes (see `replica`); `None` when alone.
 pub(super) fn standing(
     index: usize,
     view: &ClusterView,
     inflight: InFlight<'_>,
     pod: &PodDemand<'_>,
     policy: &PlacementConfig,
-    owned: Option<&[u32]>,
+    owned: Option<Owned<'_>>,
 ) -> Standing {
     let node = &view.nodes[index];
     let extra = inflight.extra(index, node);
@@ -249,12 +258,16 @@ pub(super) fn standing(
     }
     let load = load_with(node, extra, policy.uncertainty);
     let mut after = pod_heat(node, &load, pod, policy, 1.0);
-    if owned.is_some_and(|owned| owned.get(index) == Some(&0)) {
-        // Its owner may be putting a pod there right now: ranked, and its NIC judged, as if
-        // both pods landed.
-        let both = pod_heat(node, &load, pod, policy, 2.0);
-        after.rank = both.bottleneck;
-        after.nic_over = both.nic_over;
+    if let Some(owned) = owned {
+        if owned.nodes.get(index) == Some(&0) {
+            // Its owner may be putting a pod there right now: ranked as if both pods landed.
+            after.rank = pod_heat(node, &load, pod, policy, 2.0).bottleneck;
+        }
+        // Another replica may be adding a pod anywhere before this one hears of it: a NIC is
+        // not taken to its threshold on the assumption that none does.
+        if owned.peers > 0 {
+            after.nic_over = pod_heat(node, &load, pod, policy, 2.0).nic_over;
+        }
     }
     if is_hot(&load, &node.scale, &policy.hot) {
         return Standing::Hot {

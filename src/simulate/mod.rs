@@ -630,54 +630,9 @@ fn webhook(
                         .any(|&k| preferred.contains(nodes[k].name.as_str()))
                     {
                         outcome.preferred_outside_sample += 1;
-                        if std::env::var_os("DEBUG_OUTSIDE").is_some() {
-                            let pos: Vec<usize> = preferred
-                                .iter()
-                                .filter_map(|p| {
-                                    cluster.order.iter().position(|&k| nodes[k].name == *p)
-                                })
-                                .collect();
-                            let spos: Vec<usize> = cycle
-                                .sample
-                                .iter()
-                                .filter_map(|&s| cluster.order.iter().position(|&k| k == s))
-                                .collect();
-                            eprintln!(
-                                "outside pod {pod}: preferred {} at {:?}; sample {} from {:?} to {:?}",
-                                preferred.len(),
-                                {
-                                    let mut p = pos.clone();
-                                    p.sort();
-                                    p
-                                },
-                                spos.len(),
-                                spos.first(),
-                                spos.last()
-                            );
-                        }
                     }
                 }
                 if let Some(k) = cycle.node {
-                    if std::env::var_os("DEBUG_LAND").is_some() {
-                        let before = cluster.bottleneck(
-                            k,
-                            landed.iter().flatten().filter(|&&x| x == k).count(),
-                            burst,
-                        );
-                        if before >= 0.68 {
-                            let doc = patched[pod].as_ref();
-                            let note = doc
-                                .map(|d| {
-                                    d["metadata"]["annotations"][crate::inflight::note::ANNOTATION]
-                                        .to_string()
-                                })
-                                .unwrap_or_default();
-                            eprintln!(
-                                "pod {pod} -> {} before {before:.3}; note {note}",
-                                nodes[k].name
-                            );
-                        }
-                    }
                     if predicted[pod].iter().any(|n| *n == nodes[k].name) {
                         outcome.predicted_landing_held += 1;
                     }
