@@ -72,6 +72,10 @@ enum Command {
         /// Webhook replicas sharing the burst.
         #[arg(long, default_value_t = 1)]
         replicas: usize,
+        /// How the apiserver splits the reviews between the replicas, e.g. 0.8,0.2 (first share
+        /// to the first replica, the rest round robin to the others); default: round robin.
+        #[arg(long, value_delimiter = ',')]
+        split: Vec<f64>,
         /// Delay between a bind and the webhook hearing of it.
         #[arg(long, default_value = "10ms")]
         bind_lag: humantime::Duration,
@@ -242,6 +246,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             network,
             pod_file,
             replicas,
+            split,
             bind_lag,
             svg,
             json,
@@ -265,6 +270,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
                 None => None,
             };
+            let first_share = simulate_cmd::first_share(&split, replicas)?;
             let request = simulate_cmd::Request {
                 pods,
                 cpu_cores: cpu,
@@ -272,6 +278,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 network_bytes_per_second,
                 pod,
                 replicas,
+                first_share,
                 bind_lag: bind_lag.into(),
                 seed: 1,
             };

@@ -137,10 +137,42 @@ fn node_table(admission: &Admission, body: &[u8]) -> String {
             }
             let _ = writeln!(
                 out,
-                "\nfeasible nodes: {}; the scheduler scores {:.0}% of them per pod",
+                "\nfeasible nodes: {}; the scheduler scores {:.0}% of them per pod, a run of its \
+                 node order from an unknown start",
                 decision.feasible,
                 decision.sample_fraction * 100.0
             );
+            let landing: Vec<String> = decision
+                .landing
+                .iter()
+                .map(|(node, p)| format!("{node} {:.0}%", p * 100.0))
+                .collect();
+            let _ = writeln!(
+                out,
+                "predicted landing (charged so): {}",
+                if landing.is_empty() {
+                    "none".to_string()
+                } else {
+                    landing.join(", ")
+                }
+            );
+            match decision.replica_share {
+                Some(share) => {
+                    let _ = writeln!(
+                        out,
+                        "replica share: this replica owns {:.0}% of the nodes; another replica's \
+                         node is ranked as if its owner had just put a pod there too",
+                        share * 100.0
+                    );
+                }
+                None => out.push_str("replica share: alone (no other replica known)\n"),
+            }
+            if decision.saturated {
+                out.push_str(
+                    "cluster saturated: no feasible node is under the hot thresholds; the least \
+                     bad are named, the hottest avoided\n",
+                );
+            }
         }
         _ => out.push_str("(no pod object or no snapshot: no node table)\n"),
     }

@@ -24,6 +24,8 @@ pub struct Request {
     /// A Pod object (e.g. from a job's pod template) instead of a generated TaskManager.
     pub pod: Option<Value>,
     pub replicas: usize,
+    /// Share of the reviews the first replica gets (see `--split`); `None`: round robin.
+    pub first_share: Option<f64>,
     pub bind_lag: Duration,
     /// Seed of the scheduler's tie-breaking: the same input gives the same answer.
     pub seed: u64,
@@ -81,6 +83,8 @@ pub enum SimulateError {
     BadCpu,
     #[error("--memory {0:?} is not a Kubernetes quantity")]
     BadMemory(String),
+    #[error("--split {0} needs one share per replica, each 0..1, summing to 1")]
+    BadSplit(String),
     #[error("--replicas must be at least 1")]
     NoReplicas,
     #[error("the snapshot has no nodes")]
@@ -217,6 +221,22 @@ pub fn burst_of(request: &Request) -> Result<Burst, SimulateError> {
     })
 }
 
+/// The first replica's share of the reviews from `--split` (one share per replica, summing to
+/// 1); `None` when no split is given.
+pub fn first_share(split: &[f64], replicas: usize) -> Result<Option<f64>, SimulateError> {
+    if split.is_empty() {
+        return Ok(None);
+    }
+    let total: f64 = split.iter().sum();
+    if split.len() != replicas.max(1)
+        || split.iter().any(|s| !s.is_finite() || *s < 0.0)
+        || (total - 1.0).abs() > 1e-6
+    {
+        return Err(SimulateError::BadSplit(format!("{split:?}")));
+    }
+    Ok(Some(split[0]))
+}
+
 /// The methods compared, in table order.
 pub fn methods(request: &Request) -> [Method; 3] {
     [
@@ -224,6 +244,7 @@ pub fn methods(request: &Request) -> [Method; 3] {
         Method::Webhook(Timing {
             replicas: request.replicas,
             watch_lag: Some(request.bind_lag),
+            first_share: request.first_share,
             ..Timing::typical(request.replicas)
         }),
         Method::Ideal,

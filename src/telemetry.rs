@@ -100,6 +100,7 @@ pub struct Metrics {
     pub prometheus_refresh_duration: Histogram,
     pub inflight_entries: Gauge,
     pub inflight_evicted: Counter,
+    pub saturated_decisions: Counter,
     pub landings: Family<LandingLabels, Counter>,
     pub landing_heat: Histogram,
     pub inventory_nodes: Gauge,
@@ -176,6 +177,13 @@ impl Metrics {
             "Steered pods seen bound, by where they landed relative to the nodes they were steered to",
             landings.clone(),
         );
+        let saturated_decisions = Counter::default();
+        registry.register(
+            "saturated_decisions",
+            "Decisions taken when no feasible node was under the hot thresholds: the least bad \
+             were named, and the hottest avoided",
+            saturated_decisions.clone(),
+        );
         let landing_heat = Histogram::new(LANDING_HEAT_BUCKETS);
         registry.register(
             "landing_heat",
@@ -231,6 +239,7 @@ impl Metrics {
             inflight_entries,
             inflight_evicted,
             landings,
+            saturated_decisions,
             landing_heat,
             inventory_nodes,
             inventory_ready,

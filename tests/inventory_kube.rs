@@ -624,6 +624,7 @@ async fn simulate_reads_nodes_and_bound_requests_from_the_apiserver() {
         network_bytes_per_second: 0.0,
         pod: None,
         replicas: 1,
+        first_share: None,
         bind_lag: Duration::from_millis(10),
         seed: 1,
     };

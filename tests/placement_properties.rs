@@ -476,14 +476,23 @@ proptest! {
         let case = run(nodes, policy, &inflight);
         let o = oracle(&case);
         let read = read_terms(&case.terms)?;
+        let candidates = (0..case.nodes.len()).filter(|&i| eligible(&case.nodes[i]) && !o.hot(i)).count();
+        // Hot nodes are named only when every eligible node is hot (the cluster is saturated):
+        // then the least bad are.
+        let saturated = candidates == 0;
         for preferred in read.preferred.keys() {
             let i = index(preferred);
             prop_assert!(eligible(&case.nodes[i]), "{preferred} is ineligible: {:?}", case.nodes[i]);
-            prop_assert!(!o.hot(i), "{preferred} is hot: cpu {} net {} mem {}",
+            prop_assert!(saturated || !o.hot(i), "{preferred} is hot: cpu {} net {} mem {}",
                 o.cpu(i), o.network_fraction(i), o.memory(i));
         }
+        if saturated {
+            let hot_eligible = (0..case.nodes.len()).filter(|&i| eligible(&case.nodes[i])).count();
+            let wanted: usize = case.policy.tiers.iter().map(|t| t.nodes).sum();
+            prop_assert_eq!(read.preferred.len(), hot_eligible.min(wanted));
+            return Ok(());
+        }
         // As many nodes as the tiers ask for, when there are enough candidates.
-        let candidates = (0..case.nodes.len()).filter(|&i| eligible(&case.nodes[i]) && !o.hot(i)).count();
         let wanted: usize = case.policy.tiers.iter().map(|t| t.nodes).sum();
         prop_assert_eq!(read.preferred.len(), candidates.min(wanted));
     }
@@ -539,11 +548,13 @@ proptest! {
             prop_assert!(!read.preferred.contains_key(avoided), "{avoided} both preferred and avoided");
         }
         if case.policy.avoid_hot.weight > 0 {
-            prop_assert_eq!(read.avoided.len(), hot.len().min(max));
+            // When every eligible node is hot, the least bad are named instead of avoided.
+            let named_hot = hot.iter().filter(|&&i| read.preferred.contains_key(&name(i))).count();
+            prop_assert_eq!(read.avoided.len(), (hot.len() - named_hot).min(max));
             prop_assert!(read.avoided.is_empty() || read.avoid_weight == case.policy.avoid_hot.weight);
             let coolest_avoided = read.avoided.iter().map(|n| o.heat(index(n))).fold(f64::INFINITY, f64::min);
             for &i in &hot {
-                if !read.avoided.contains(&name(i)) {
+                if !read.avoided.contains(&name(i)) && !read.preferred.contains_key(&name(i)) {
                     prop_assert!(o.heat(i) <= coolest_avoided + EPS,
                         "{} (heat {}) left out of the avoid term for a cooler node ({})",
                         name(i), o.heat(i), coolest_avoided);

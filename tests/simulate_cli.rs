@@ -28,6 +28,7 @@ fn request(pods: usize) -> Request {
         network_bytes_per_second: 0.0,
         pod: None,
         replicas: 1,
+        first_share: None,
         bind_lag: Duration::from_millis(10),
         seed: 1,
     }

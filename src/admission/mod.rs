@@ -49,6 +49,8 @@ pub struct Answer {
     /// Set when a patch was written.
     pub mode: Option<&'static str>,
     pub snapshot_age_secs: Option<f64>,
+    /// Every feasible node was hot: the least bad were named.
+    pub saturated: bool,
 }
 
 /// Everything a review needs; shared by the server and the `review` command.
@@ -176,8 +178,12 @@ impl Admission {
     pub fn answer(&self, request: &RequestIn, now: SystemTime) -> Answer {
         let view = self.store.current();
         let age = view.as_ref().map(|v| v.age(now).as_secs_f64());
+        let mut saturated = false;
         let (response, outcome, mode) = match self.steer(request, view.as_deref(), now) {
-            Ok(Some((response, mode))) => (response, Outcome::Patched, Some(mode)),
+            Ok(Some((response, mode, all_hot))) => {
+                saturated = all_hot;
+                (response, Outcome::Patched, Some(mode))
+            }
             Ok(None) => (ResponseOut::allow(&request.uid), Outcome::Skipped, None),
             Err(reason) => {
                 let namespace = request.namespace.as_deref().unwrap_or("");
@@ -197,6 +203,7 @@ impl Admission {
             outcome,
             mode,
             snapshot_age_secs: age,
+            saturated,
         }
     }
 
@@ -206,7 +213,7 @@ impl Admission {
         request: &RequestIn,
         view: Option<&ClusterView>,
         now: SystemTime,
-    ) -> Result<Option<(ResponseOut, &'static str)>, FailOpen> {
+    ) -> Result<Option<(ResponseOut, &'static str, bool)>, FailOpen> {
         if !is_pod_create(request) {
             return Ok(None);
         }
@@ -258,7 +265,7 @@ impl Admission {
         let patch = patch::build(&pod, &changes)?;
         let mut response = ResponseOut::allow(&request.uid).with_patch(&patch)?;
         response.audit_annotations.insert("decision".into(), note);
-        Ok(Some((response, mode.as_str())))
+        Ok(Some((response, mode.as_str(), decision.saturated)))
     }
 
     /// Decides against a read of the ledger, beside other reviews, and takes the write lock

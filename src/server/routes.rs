@@ -123,6 +123,9 @@ fn answer(state: &AppState, body: &Bytes) -> Response {
             span.record("outcome", tracing::field::debug(&answer.outcome));
             let m = &state.metrics;
             m.count_review(answer.outcome);
+            if answer.saturated {
+                m.saturated_decisions.inc();
+            }
             if let Some(mode) = answer.mode {
                 m.patches.get_or_create(&ModeLabels { mode }).inc();
             }
