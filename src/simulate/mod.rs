@@ -7,6 +7,7 @@
 //! watch delivers "created" and "bound" events `watch_lag` later (or, in the "binds after the
 //! burst" mode, only once every pod has been admitted).
 
+pub mod cluster;
 pub mod figures;
 
 use crate::inflight::shared::SharedLedger;
@@ -24,11 +25,11 @@ use crate::inflight::ledger::Ledger;
 use crate::inventory::pods::{apply_pod_event, landing_of};
 use crate::placement::ReplicaSet;
 use crate::scheduler::cycle::PodFacts;
-use crate::scheduler::{ModelNode, PodRequests, Resources, Scheduler};
-use crate::snapshot::LoadSnapshot;
+use crate::scheduler::{ModelNode, PodRequests, Scheduler};
 use crate::telemetry::Landing;
 use crate::view::ViewStore;
 
+pub use cluster::Cluster;
 pub use figures::{Figures, figures};
 
 /// What arrives: `count` copies of `pod` (a Pod object as the apiserver sends it after
@@ -169,118 +170,6 @@ pub struct Outcome {
     pub predicted_landing_held: usize,
     /// Landing accuracy as the webhook counts it: first tier, another tier, elsewhere.
     pub landings: [usize; 3],
-}
-
-/// The cluster as both sides see it: the snapshot the webhook reads, and the nodes the
-/// scheduler model places on (allocatable and requests from the same snapshot).
-#[derive(Debug, Clone)]
-pub struct Cluster {
-    pub snapshot: LoadSnapshot,
-    pub nodes: Vec<ModelNode>,
-    /// Real capacity for the load arithmetic.
-    pub cores: Vec<f64>,
-    pub nic: Vec<Option<f64>>,
-    /// The scheduler cache's listing order (indexes into `nodes`).
-    pub order: Vec<usize>,
-}
-
-impl Cluster {
-    pub fn new(snapshot: LoadSnapshot, config: &Config) -> Self {
-        let mut nodes = Vec::with_capacity(snapshot.nodes.len());
-        let mut cores = Vec::with_capacity(snapshot.nodes.len());
-        let mut nic = Vec::with_capacity(snapshot.nodes.len());
-        for n in &snapshot.nodes {
-            let node_cores = n
-                .cpu_capacity_cores
-                .unwrap_or(config.placement.default_node_cpu_cores);
-            let mut allocatable = quantities(&n.allocatable);
-            if allocatable.milli_cpu == 0 {
-                allocatable.milli_cpu = (node_cores * 1000.0) as i64;
-            }
-            if allocatable.memory == 0 {
-                // Unknown memory: nothing the burst would exhaust.
-                allocatable.memory = 1 << 50;
-            }
-            if allocatable.pods == 0 {
-                allocatable.pods = 110;
-            }
-            let mut model = ModelNode::new(&n.name, n.labels.clone(), allocatable);
-            model.taints = n.taints.clone();
-            model.unschedulable = n.unschedulable;
-            let requested = quantities(&n.requested);
-            model.non_zero_milli_cpu = requested.milli_cpu;
-            model.non_zero_memory = requested.memory;
-            model.requested = requested;
-            nodes.push(model);
-            cores.push(node_cores);
-            nic.push(n.network_capacity_bytes_per_second);
-        }
-        let mut cluster = Cluster {
-            snapshot,
-            nodes,
-            cores,
-            nic,
-            order: Vec::new(),
-        };
-        cluster.order = cluster.scheduler_order(&[]);
-        cluster
-    }
-
-    /// The same cluster where the nodes `late` (indexes, in the order they joined) were added
-    /// after the scheduler started: they sit at the end of their zones in its order.
-    pub fn with_late_joiners(mut self, late: &[usize]) -> Self {
-        self.order = self.scheduler_order(late);
-        self
-    }
-
-    fn scheduler_order(&self, late: &[usize]) -> Vec<usize> {
-        let names: Vec<&str> = self.nodes.iter().map(|n| n.name.as_str()).collect();
-        let zones: Vec<String> = self
-            .nodes
-            .iter()
-            .map(|n| crate::scheduler::order::zone_key(&n.labels))
-            .collect();
-        crate::scheduler::order::scheduler_order(&names, &zones, late)
-    }
-
-    /// The scheduler as it runs over this cluster: its order, and a start somewhere in it.
-    fn scheduler(&self, config: &Config, seed: u64) -> Scheduler {
-        let n = self.nodes.len().max(1) as u64;
-        let start = (seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) % n;
-        Scheduler::new(config.scheduler.clone(), seed)
-            .with_order(self.order.clone())
-            .starting_at(start as usize)
-    }
-
-    /// Real CPU busy fraction of node `i` with `pods` burst pods on it.
-    pub fn cpu_after(&self, i: usize, pods: usize, burst: &Burst) -> f64 {
-        self.snapshot.nodes[i].cpu + pods as f64 * burst.cpu_cores / self.cores[i]
-    }
-
-    /// NIC use of node `i` with `pods` burst pods on it, when its capacity is known.
-    pub fn nic_after(&self, i: usize, pods: usize, burst: &Burst) -> Option<f64> {
-        let bytes = self.snapshot.nodes[i]
-            .network_bytes_per_second
-            .unwrap_or(0.0)
-            + pods as f64 * burst.network_bytes_per_second;
-        self.nic[i].map(|cap| bytes / cap)
-    }
-
-    /// max(CPU, NIC) of node `i` with `pods` burst pods on it.
-    pub fn bottleneck(&self, i: usize, pods: usize, burst: &Burst) -> f64 {
-        let cpu = self.cpu_after(i, pods, burst);
-        self.nic_after(i, pods, burst).map_or(cpu, |n| cpu.max(n))
-    }
-}
-
-fn quantities(list: &std::collections::BTreeMap<String, String>) -> Resources {
-    let mut out = Resources::default();
-    for (name, q) in list {
-        if let Some(v) = crate::scheduler::quantity::amount(name, q) {
-            *out.slot(name) += v;
-        }
-    }
-    out
 }
 
 /// Runs the burst with `method`. `seed` drives the scheduler's tie-breaking and the replicas'
