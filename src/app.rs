@@ -185,10 +185,14 @@ fn spawn_cluster_watches(
             let (client, stopped) = (client.clone(), stopped.clone());
             async move {
                 if let Some((identity, published)) = membership {
+                    let publish = |members: &[String]| {
+                        let set = ReplicaSet::new(&identity.pod, members.iter().cloned());
+                        published.store(set.map(Arc::new));
+                    };
                     crate::inventory::replicas::watch_replicas(
                         client,
-                        identity,
-                        published,
+                        &identity,
+                        publish,
                         wait_for(stopped),
                     )
                     .await;

@@ -1,19 +1,15 @@
 //! The live replicas of this webhook, from its own Service's EndpointSlices (read-only), and
-//! this replica's name from the downward API (`POD_NAME`, `POD_NAMESPACE`). Published for
-//! decisions (see `placement::replica`); while either is unknown, decisions go on as if this
-//! replica were alone, with near-ties salted per replica as before.
+//! this replica's name from the downward API (`POD_NAME`, `POD_NAMESPACE`). Handed to the
+//! caller on every change (the app turns them into the decisions' replica set); while either is
+//! unknown, decisions go on as if this replica were alone.
 
 use std::future::Future;
-use std::sync::Arc;
 
-use arc_swap::ArcSwapOption;
 use futures::StreamExt;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client};
 use tracing::{debug, info};
-
-use crate::placement::ReplicaSet;
 
 /// The label EndpointSlices carry to name their Service.
 const SERVICE_LABEL: &str = "kubernetes.io/service-name";
@@ -54,14 +50,14 @@ pub fn members_of<'a>(slices: impl IntoIterator<Item = &'a EndpointSlice>) -> Ve
     members
 }
 
-/// Watches the Service's EndpointSlices and publishes the replica set into `published` on
-/// every change, until `shutdown`. Watch errors are retried with backoff; the last set keeps
+/// Watches the Service's EndpointSlices and hands the ready members to `publish` whenever they
+/// change, until `shutdown`. Watch errors are retried with backoff; the last members keep
 /// serving meanwhile.
 #[tracing::instrument(name = "replica_watch", skip_all, fields(service = %identity.service))]
 pub async fn watch_replicas(
     client: Client,
-    identity: Identity,
-    published: Arc<ArcSwapOption<ReplicaSet>>,
+    identity: &Identity,
+    publish: impl Fn(&[String]) + Send,
     shutdown: impl Future<Output = ()> + Send,
 ) {
     let api = Api::<EndpointSlice>::namespaced(client, &identity.namespace);
@@ -85,9 +81,8 @@ pub async fn watch_replicas(
                     let slices = reader.state();
                     let members = members_of(slices.iter().map(|s| s.as_ref()));
                     if last.as_ref() != Some(&members) {
-                        let set = ReplicaSet::new(&identity.pod, members.iter().cloned());
-                        info!(replicas = members.len(), partitioned = set.is_some(), "replica set");
-                        published.store(set.map(Arc::new));
+                        info!(replicas = members.len(), "replica set");
+                        publish(&members);
                         last = Some(members);
                     }
                 }
