@@ -156,7 +156,8 @@ fn node_table(admission: &Admission, body: &[u8]) -> String {
                     landing.join(", ")
                 }
             );
-            match decision.replica_share {
+            // Read here, not in every decision: it counts the whole view.
+            match admission.replica().set.map(|set| set.share(&view)) {
                 Some(share) => {
                     let _ = writeln!(
                         out,

@@ -19,10 +19,9 @@ use super::landing::{Coverage, Named, Window, landing_odds, order_positions};
 use super::rank_index::{RankIndex, RankIndexes};
 use super::replica::Replica;
 use super::standing::{
-    Candidate, InFlight, PodDemand, Ranking, Standing, effective_load, fits_with, load_with,
-    model_node_with, pod_heat, standing, tie_breakers,
+    Candidate, InFlight, PodDemand, Ranking, Standing, cover_in_order, effective_load, fits_with,
+    load_with, model_node_with, pod_heat, standing, tie_breakers,
 };
-use super::standing::{Owned, cover_in_order};
 use crate::config::scheduler::SchedulerConfig;
 use crate::config::{NodeMatch, PlacementConfig};
 use crate::inflight::ledger::Ledger;
@@ -54,7 +53,7 @@ impl<'v> Walk<'v> {
         view: &'v ClusterView,
         eligible: &[u32],
         ties: &[u32],
-        owned: Option<Owned<'_>>,
+        owned: Option<&[u32]>,
         inflight: InFlight<'_>,
         pod: &PodDemand<'_>,
         policy: &PlacementConfig,
@@ -177,26 +176,20 @@ pub fn decide(
 ) -> Decision {
     let replica = replica.into();
     let ties = tie_breakers(view, replica.salt);
-    let owned = replica
-        .set
-        .as_ref()
-        .map(|set| (set.owned(view), set.members().len().saturating_sub(1)));
+    let owned = replica.owned(view);
     let inflight = InFlight::new(ledger, view);
     let eligible = eligible_nodes(&pod.constraints, view);
     let mut walk = Walk::new(
         view,
         &eligible,
         &ties,
-        owned.as_ref().map(|(nodes, peers)| Owned {
-            nodes,
-            peers: *peers,
-        }),
+        owned.as_deref(),
         inflight,
         pod,
         policy,
     );
     let picked = pick(&mut walk, pod, view, inflight, policy, scheduler);
-    finish(picked, pod, view, inflight, policy, scheduler, &replica)
+    finish(picked, pod, view, inflight, policy, scheduler)
 }
 
 /// [`decide`], reading the ranking of this pod's shape from `indexes` (brought up to date
@@ -224,7 +217,7 @@ pub fn decide_indexed(
                 let index = RankIndex::up_to_date(&mut index, view, ledger, pod, policy, &replica);
                 pick(index, pod, view, inflight, policy, scheduler)
             };
-            finish(picked, pod, view, inflight, policy, scheduler, &replica)
+            finish(picked, pod, view, inflight, policy, scheduler)
         }
         _ => decide(pod, view, ledger, policy, scheduler, replica),
     }
@@ -371,7 +364,6 @@ fn finish(
     inflight: InFlight<'_>,
     policy: &PlacementConfig,
     scheduler: &SchedulerConfig,
-    replica: &Replica,
 ) -> Decision {
     let ranked = |c: &Candidate| {
         let node = &view.nodes[c.index];
@@ -421,7 +413,6 @@ fn finish(
         feasible: picked.feasible,
         sample_fraction: picked.sample_fraction,
         saturated: picked.saturated,
-        replica_share: replica.set.as_ref().map(|set| set.share(view)),
     }
 }
 

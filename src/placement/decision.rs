@@ -43,8 +43,6 @@ pub struct Decision {
     pub sample_fraction: f64,
     /// No feasible node was cool: the least bad hot ones are named.
     pub saturated: bool,
-    /// Share of the nodes this replica owns, when it knows the other replicas.
-    pub replica_share: Option<f64>,
 }
 
 impl Decision {

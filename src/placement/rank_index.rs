@@ -16,7 +16,7 @@ use crate::hashing::HashMap;
 use super::landing::Coverage;
 use super::replica::Replica;
 use super::standing::{
-    Candidate, InFlight, Owned, PodDemand, PodHeat, Ranking, Standing, cover_in_order, standing,
+    Candidate, InFlight, PodDemand, PodHeat, Ranking, Standing, cover_in_order, standing,
     tie_breakers,
 };
 use crate::config::PlacementConfig;
@@ -184,8 +184,8 @@ pub struct RankIndex {
     hot_order: BTreeSet<ByOrder>,
     feasible: usize,
     ties: Arc<[u32]>,
-    /// This replica's nodes and how many other replicas there are.
-    owned: Option<(Arc<[u32]>, usize)>,
+    /// By position, 1 for this replica's nodes; `None` when it decides alone.
+    owned: Option<Arc<[u32]>>,
     name_ranks: Arc<[u32]>,
 }
 
@@ -235,15 +235,19 @@ impl RankIndex {
             hot_order: BTreeSet::new(),
             feasible: 0,
             ties: tie_breakers(view, replica.salt),
-            owned: replica
-                .set
-                .as_ref()
-                .map(|set| (set.owned(view), set.members().len().saturating_sub(1))),
+            owned: replica.owned(view),
             name_ranks: name_ranks(view),
         };
         for &position in super::constraints::eligible_nodes(&pod.constraints, view).iter() {
             let position = position as usize;
-            let now = standing(position, view, inflight, pod, policy, index.owned());
+            let now = standing(
+                position,
+                view,
+                inflight,
+                pod,
+                policy,
+                index.owned.as_deref(),
+            );
             index.insert(position, now);
             index.standings[position] = Some(now);
         }
@@ -262,20 +266,13 @@ impl RankIndex {
         let Some(Some(before)) = self.standings.get(position).copied() else {
             return;
         };
-        let now = standing(position, view, inflight, pod, policy, self.owned());
+        let now = standing(position, view, inflight, pod, policy, self.owned.as_deref());
         if now == before {
             return;
         }
         self.remove(position, before);
         self.insert(position, now);
         self.standings[position] = Some(now);
-    }
-
-    fn owned(&self) -> Option<Owned<'_>> {
-        self.owned.as_ref().map(|(nodes, peers)| Owned {
-            nodes,
-            peers: *peers,
-        })
     }
 
     fn candidate(&self, index: usize, heat: PodHeat) -> ByOrder {

@@ -105,6 +105,11 @@ impl From<u64> for Replica {
 }
 
 impl Replica {
+    /// By position in `view`, 1 for this replica's nodes; `None` when it decides alone.
+    pub(super) fn owned(&self, view: &ClusterView) -> Option<Arc<[u32]>> {
+        self.set.as_ref().map(|set| set.owned(view))
+    }
+
     /// Memo and index key part: the salt and the membership.
     pub(super) fn key(&self) -> String {
         match &self.set {

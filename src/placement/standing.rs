@@ -232,24 +232,16 @@ pub(super) enum Standing {
     Cool(PodHeat),
 }
 
-/// Which nodes this replica owns among the live replicas (see `replica`).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Owned<'a> {
-    /// By view position: 1 for this replica's nodes.
-    pub nodes: &'a [u32],
-    /// The other live replicas.
-    pub peers: usize,
-}
-
 /// How the node at `index` stands for `pod`, with in-flight load and requests counted.
-/// `owned`: this replica's nodes (see `replica`); `None` when alone.
+/// `owned`: by view position, 1 for this replica's nodes (see `replica`); `None` when it
+/// decides alone.
 pub(super) fn standing(
     index: usize,
     view: &ClusterView,
     inflight: InFlight<'_>,
     pod: &PodDemand<'_>,
     policy: &PlacementConfig,
-    owned: Option<Owned<'_>>,
+    owned: Option<&[u32]>,
 ) -> Standing {
     let node = &view.nodes[index];
     let extra = inflight.extra(index, node);
@@ -259,15 +251,15 @@ pub(super) fn standing(
     let load = load_with(node, extra, policy.uncertainty);
     let mut after = pod_heat(node, &load, pod, policy, 1.0);
     if let Some(owned) = owned {
-        if owned.nodes.get(index) == Some(&0) {
+        // Other replicas decide too (a replica set has two members at least).
+        let both = pod_heat(node, &load, pod, policy, 2.0);
+        if owned.get(index) == Some(&0) {
             // Its owner may be putting a pod there right now: ranked as if both pods landed.
-            after.rank = pod_heat(node, &load, pod, policy, 2.0).bottleneck;
+            after.rank = both.bottleneck;
         }
         // Another replica may be adding a pod anywhere before this one hears of it: a NIC is
         // not taken to its threshold on the assumption that none does.
-        if owned.peers > 0 {
-            after.nic_over = pod_heat(node, &load, pod, policy, 2.0).nic_over;
-        }
+        after.nic_over = both.nic_over;
     }
     if is_hot(&load, &node.scale, &policy.hot) {
         return Standing::Hot {

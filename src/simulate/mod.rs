@@ -79,11 +79,7 @@ impl Timing {
 
     /// Which replica the apiserver sends pod `index` to.
     pub fn replica_for(&self, index: usize) -> usize {
-        let replicas = self.replicas.max(1);
-        let present = match self.join_at {
-            Some(at) if index < at && replicas > 1 => replicas - 1,
-            _ => replicas,
-        };
+        let present = self.members_at(index);
         match self.first_share {
             // An even spread of the first replica's share over the burst.
             Some(share) if present > 1 => {
