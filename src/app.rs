@@ -21,7 +21,7 @@ use crate::placement::ReplicaSet;
 use crate::readiness::Readiness;
 use crate::server::tls::{CertSource, ServerTls};
 use crate::server::{self, AppState};
-use crate::telemetry::Metrics;
+use crate::telemetry::{Metrics, NodeHeat};
 use crate::view::ViewStore;
 
 /// How often the TLS files and the snapshot file are re-read.
@@ -181,6 +181,7 @@ fn spawn_cluster_watches(
         };
         info!("kube API reachable: watching nodes and pods");
         readiness.set_cluster_access();
+        let heat_store = store.clone();
         let replicas = {
             let (client, stopped) = (client.clone(), stopped.clone());
             async move {
@@ -212,6 +213,10 @@ fn spawn_cluster_watches(
                 ledger,
                 readiness,
                 metrics,
+                move |node: &str| heat_store.current()?.node(node).map(|n| NodeHeat {
+                    heat: n.base_heat,
+                    hot: n.base_hot,
+                }),
                 wait_for(stopped)
             ),
         );

@@ -83,6 +83,39 @@ pub struct LandingLabels {
     pub r#where: Landing,
 }
 
+/// A node's heat now (0 idle, 1 saturated) and whether it is at or above a hot threshold.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NodeHeat {
+    pub heat: f64,
+    pub hot: bool,
+}
+
+/// Which node of an observed pod a heat belongs to.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum Placement {
+    /// The node the scheduler put the pod on.
+    Scheduler,
+    /// The node the webhook would have put it on first.
+    Webhook,
+}
+
+impl EncodeLabelValue for Placement {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        std::fmt::Write::write_str(
+            encoder,
+            match self {
+                Placement::Scheduler => "scheduler",
+                Placement::Webhook => "webhook",
+            },
+        )
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PlacementLabels {
+    pub placement: Placement,
+}
+
 /// Upper bounds of the landing-heat histogram: heat is 0 (idle) .. 1 (saturated), a little
 /// above 1 when a NIC is measured against the busiest node rather than its capacity.
 const LANDING_HEAT_BUCKETS: [f64; 14] = [
@@ -103,6 +136,8 @@ pub struct Metrics {
     pub saturated_decisions: Counter,
     pub landings: Family<LandingLabels, Counter>,
     pub landing_heat: Histogram,
+    pub observed_heat: Family<PlacementLabels, Histogram, fn() -> Histogram>,
+    pub observed_hot_landings: Counter,
     pub inventory_nodes: Gauge,
     pub inventory_ready: Gauge,
 }
@@ -190,6 +225,21 @@ impl Metrics {
             "Heat at decision time of the node a steered pod landed on (0 idle, 1 saturated)",
             landing_heat.clone(),
         );
+        let observed_heat: Family<PlacementLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(|| Histogram::new(LANDING_HEAT_BUCKETS));
+        registry.register(
+            "observed_heat",
+            "Observe mode: heat, when its pod is seen bound, of the node the scheduler put the pod \
+             on and of the node the webhook would have put it on",
+            observed_heat.clone(),
+        );
+        let observed_hot_landings = Counter::default();
+        registry.register(
+            "observed_hot_landings",
+            "Observe mode: pods the scheduler put on a hot node while the webhook would have \
+             chosen a node that is not hot",
+            observed_hot_landings.clone(),
+        );
         let inventory_nodes = Gauge::default();
         registry.register(
             "inventory_nodes",
@@ -215,7 +265,12 @@ impl Metrics {
         ] {
             let _ = reviews.get_or_create(&OutcomeLabels { outcome });
         }
-        for mode in [Mode::Affinity, Mode::SchedulerName, Mode::Both] {
+        for mode in [
+            Mode::Affinity,
+            Mode::SchedulerName,
+            Mode::Both,
+            Mode::Observe,
+        ] {
             let _ = patches.get_or_create(&ModeLabels {
                 mode: mode.as_str(),
             });
@@ -223,6 +278,9 @@ impl Metrics {
         // The two queries every Prometheus refresh sends; optional ones appear when they fail.
         for query in ["cpu", "network"] {
             let _ = prometheus_query_errors.get_or_create(&QueryLabels { query });
+        }
+        for placement in [Placement::Scheduler, Placement::Webhook] {
+            let _ = observed_heat.get_or_create(&PlacementLabels { placement });
         }
         for place in [Landing::FirstTier, Landing::OtherTier, Landing::Elsewhere] {
             let _ = landings.get_or_create(&LandingLabels { r#where: place });
@@ -241,6 +299,8 @@ impl Metrics {
             landings,
             saturated_decisions,
             landing_heat,
+            observed_heat,
+            observed_hot_landings,
             inventory_nodes,
             inventory_ready,
         }
@@ -258,6 +318,22 @@ impl Metrics {
             .inc();
         if let Some(heat) = heat.filter(|h| h.is_finite()) {
             self.landing_heat.observe(heat);
+        }
+    }
+
+    /// Counts one observed pod seen bound: the heat now of the node the scheduler chose and of
+    /// the node the webhook would have chosen, and whether the pod landed on a hot node the
+    /// webhook would have avoided.
+    pub fn count_observed(&self, landed: Option<NodeHeat>, would: Option<NodeHeat>) {
+        for (placement, node) in [(Placement::Scheduler, landed), (Placement::Webhook, would)] {
+            if let Some(node) = node.filter(|n| n.heat.is_finite()) {
+                self.observed_heat
+                    .get_or_create(&PlacementLabels { placement })
+                    .observe(node.heat);
+            }
+        }
+        if landed.is_some_and(|n| n.hot) && would.is_some_and(|n| !n.hot) {
+            self.observed_hot_landings.inc();
         }
     }
 

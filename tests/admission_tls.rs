@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
 use placement_webhook::config::{Config, Mode};
+use placement_webhook::inflight::note::DecisionNote;
 use placement_webhook::snapshot::LoadSnapshot;
 use serde_json::{Value, json};
 use support::webhook::{
@@ -285,6 +286,46 @@ async fn scheduler_name_mode_sets_the_profile_but_keeps_custom_schedulers() {
     custom["request"]["object"]["spec"]["schedulerName"] = json!("volcano");
     let patched = expect_patched(&client, &custom).await;
     assert_eq!(patched["spec"]["schedulerName"], "volcano");
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn observe_mode_writes_only_the_decision_and_charges_the_unsteered_landing() {
+    let config = Config {
+        mode: Mode::Observe,
+        ..test_config()
+    };
+    let running = start(config).await;
+    let client = self_signed_client(&running);
+    let review = taskmanager_review("uid-observe-1");
+    let patched = expect_patched(&client, &review).await;
+    // Every placement term is the pod's own.
+    let original = &review["request"]["object"]["spec"];
+    assert_eq!(patched["spec"]["affinity"], original["affinity"]);
+    assert_eq!(patched["spec"]["schedulerName"], original["schedulerName"]);
+    let note = patched["metadata"]["annotations"][DECISION]
+        .as_str()
+        .expect("note");
+    let note = DecisionNote::parse(note).expect("a decision note");
+    assert_eq!(note.mode, "observe");
+    // The webhook's choice is named; the charge is where the scheduler puts the pod alone.
+    let (would, _) = note.would.clone().expect("the webhook's choice");
+    assert!(!note.nodes.is_empty());
+    let ledger = running.ledger.read();
+    let charged = ledger.shares(&note.id).expect("charged");
+    let charged: Vec<&str> = charged.iter().map(|(n, _)| n.as_str()).collect();
+    let landing: Vec<&str> = note.nodes.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(charged, landing);
+    drop(ledger);
+    // Left to itself, the scheduler shares the pod among the nodes whose requests score the
+    // same (every feasible node of the example cluster), the webhook's choice only one of them.
+    assert!(landing.len() > 3, "{landing:?}");
+    assert!(landing.contains(&would.as_str()), "{landing:?} vs {would}");
+    let metrics = String::from_utf8(client.get("/metrics").await.body).expect("utf8");
+    assert!(
+        metrics.contains("placement_webhook_patches_total{mode=\"observe\"} 1"),
+        "{metrics}"
+    );
     running.stop().await;
 }
 

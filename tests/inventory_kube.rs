@@ -16,11 +16,13 @@ use kube::Client;
 use kube::client::Body;
 use placement_webhook::config::PlacementConfig;
 use placement_webhook::inflight::ledger::Ledger;
+use placement_webhook::inflight::note::ANNOTATION;
 use placement_webhook::inventory::client::probe;
 use placement_webhook::inventory::nodes::{node_facts, watch_nodes};
 use placement_webhook::inventory::pods::watch_pods;
 use placement_webhook::inventory::{Inventory, NodeFacts};
 use placement_webhook::readiness::Readiness;
+use placement_webhook::telemetry::NodeHeat;
 use placement_webhook::view::ViewStore;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
@@ -326,7 +328,9 @@ async fn pod_watch_keeps_the_ledger_in_step_with_other_replicas() {
         let readiness = Arc::new(placement_webhook::readiness::Readiness::new());
         let metrics = Arc::new(placement_webhook::telemetry::Metrics::new());
         let (r, m) = (readiness.clone(), metrics.clone());
-        let (tx, task) = spawn_with_shutdown(move |shutdown| watch_pods(client, l, r, m, shutdown));
+        let (tx, task) = spawn_with_shutdown(move |shutdown| {
+            watch_pods(client, l, r, m, |_: &str| None, shutdown)
+        });
 
         // Every unfinished pod: the scheduler counts the requests of all of them.
         let selector = "fieldSelector=status.phase!=Succeeded,status.phase!=Failed&";
@@ -653,4 +657,81 @@ async fn simulate_reads_nodes_and_bound_requests_from_the_apiserver() {
         matches!(err, SimulateError::NoReadingsForCluster(6)),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn pod_watch_compares_an_observed_pods_node_with_the_webhooks_choice() {
+    timeout(WHOLE_TEST, async {
+        let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let mut handle = Box::pin(handle);
+        let ledger = Arc::new(SharedLedger::new(Ledger::new(Duration::from_secs(90))));
+        let client = Client::new(service, "default");
+        let readiness = Arc::new(placement_webhook::readiness::Readiness::new());
+        let metrics = Arc::new(placement_webhook::telemetry::Metrics::new());
+        let (l, r, m) = (ledger.clone(), readiness.clone(), metrics.clone());
+        // The view's heat now: the scheduler's node is hot, the webhook's choice is not.
+        let node_heat = |node: &str| match node {
+            "worker-4" => Some(NodeHeat {
+                heat: 0.92,
+                hot: true,
+            }),
+            "worker-5" => Some(NodeHeat {
+                heat: 0.31,
+                hot: false,
+            }),
+            _ => None,
+        };
+        let (tx, task) =
+            spawn_with_shutdown(move |shutdown| watch_pods(client, l, r, m, node_heat, shutdown));
+
+        // One pending pod this replica observed: charged where the scheduler puts it alone.
+        let mut observed = pods_list(Duration::from_secs(2))["items"][0].clone();
+        observed["metadata"]["annotations"][ANNOTATION] = json!(
+            "id=5d0bserved mode=observe cpu=2 net=0 est=request nodes=worker-4:1.00 avoid=0 age=1s would=worker-5:0.31"
+        );
+        observed["spec"]
+            .as_object_mut()
+            .expect("spec")
+            .remove("nodeName");
+        observed["status"] = json!({"phase": "Pending"});
+        let list = json!({"apiVersion": "v1", "kind": "PodList",
+            "metadata": {"resourceVersion": "918700"}, "items": [observed.clone()]});
+        let (_, _, send) = next_request(&mut handle).await;
+        send.send_response(json_response(StatusCode::OK, &list));
+        eventually("the observed pod charged", || cpu(&ledger, "worker-4") == 2.0).await;
+        ledger.write().remember_decision("5d0bserved", Vec::new());
+
+        let (_, uri, send) = next_request(&mut handle).await;
+        assert!(uri.contains("watch=true"), "{uri}");
+        let mut bound = observed;
+        bound["metadata"]["resourceVersion"] = json!("918720");
+        bound["spec"]["nodeName"] = json!("worker-4");
+        bound["status"] = json!({"phase": "Running"});
+        send.send_response(watch_response(&[
+            json!({"type": "MODIFIED", "object": bound}),
+        ]));
+
+        let counted = |m: &placement_webhook::telemetry::Metrics| {
+            m.encode()
+                .contains("placement_webhook_observed_hot_landings_total 1\n")
+        };
+        eventually("the observed bind counted", || counted(&metrics)).await;
+        let exported = metrics.encode();
+        for line in [
+            "placement_webhook_observed_heat_count{placement=\"scheduler\"} 1\n",
+            "placement_webhook_observed_heat_count{placement=\"webhook\"} 1\n",
+            // 0.92 on the scheduler's node, 0.31 on the webhook's.
+            "placement_webhook_observed_heat_bucket{le=\"0.9\",placement=\"scheduler\"} 0\n",
+            "placement_webhook_observed_heat_bucket{le=\"1.0\",placement=\"scheduler\"} 1\n",
+            "placement_webhook_observed_heat_bucket{le=\"0.3\",placement=\"webhook\"} 0\n",
+            "placement_webhook_observed_heat_bucket{le=\"0.4\",placement=\"webhook\"} 1\n",
+            // Not a steered pod: no steered landing counted.
+            "placement_webhook_landings_total{where=\"elsewhere\"} 0\n",
+        ] {
+            assert!(exported.contains(line), "{line} in {exported}");
+        }
+        stop(tx, task).await;
+    })
+    .await
+    .expect("test took too long");
 }

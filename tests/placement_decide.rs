@@ -9,7 +9,9 @@ use placement_webhook::config::scheduler::SchedulerConfig;
 use placement_webhook::config::{PinningRule, PlacementConfig};
 use placement_webhook::inflight::ledger::{Ledger, PodLoad};
 use placement_webhook::placement::landing::Window;
-use placement_webhook::placement::{Decision, PodConstraints, PodDemand, decide};
+use placement_webhook::placement::{
+    Decision, PodConstraints, PodDemand, decide, unsteered_landing,
+};
 use placement_webhook::scheduler::PodFacts;
 use placement_webhook::scheduler::num_feasible_nodes_to_find;
 use placement_webhook::snapshot::{LoadSnapshot, NodeLoad, Taint};
@@ -510,4 +512,51 @@ proptest! {
         let heats: Vec<f64> = chosen.iter().map(|n| effective(n)).collect();
         prop_assert!(heats.windows(2).all(|w| w[0] <= w[1] + 1e-12), "{heats:?}");
     }
+}
+
+#[test]
+fn left_to_itself_the_pod_goes_where_requests_are_lowest() {
+    // The scheduler's resource scores favour the least requested node, however hot it runs:
+    // that is where an unsteered (observed) pod is charged, not where the webhook would steer.
+    let snapshot = LoadSnapshot {
+        taken_at: None,
+        pods: Vec::new(),
+        nodes: vec![
+            sized("cool-but-requested", 0.05, 16, 12),
+            sized("hot-but-empty", 0.85, 16, 0),
+            sized("full", 0.01, 16, 15),
+        ],
+    };
+    let policy = PlacementConfig::default();
+    let view = ClusterView::build(&snapshot, None, &policy);
+    let p = pod(json!({}));
+    let d = demand(&p, &[]);
+    let landing = unsteered_landing(&d, &view, None, &SchedulerConfig::default());
+    assert_eq!(landing, vec![("hot-but-empty".to_string(), 1.0)]);
+    assert_eq!(
+        all_named(&run(&d, &view, None, &policy)),
+        vec!["cool-but-requested"]
+    );
+
+    // Two equal nodes share the pod.
+    let snapshot = LoadSnapshot {
+        taken_at: None,
+        pods: Vec::new(),
+        nodes: vec![sized("a", 0.3, 16, 4), sized("b", 0.6, 16, 4)],
+    };
+    let view = ClusterView::build(&snapshot, None, &policy);
+    let landing = unsteered_landing(&d, &view, None, &SchedulerConfig::default());
+    assert_eq!(
+        landing,
+        vec![("a".to_string(), 0.5), ("b".to_string(), 0.5)]
+    );
+
+    // No node fits: no landing.
+    let snapshot = LoadSnapshot {
+        taken_at: None,
+        pods: Vec::new(),
+        nodes: vec![sized("full", 0.01, 16, 15)],
+    };
+    let view = ClusterView::build(&snapshot, None, &policy);
+    assert!(unsteered_landing(&d, &view, None, &SchedulerConfig::default()).is_empty());
 }

@@ -240,6 +240,7 @@ impl Admission {
         let decision = self.decide_and_charge(&demand, view, &id, !dry_run);
 
         let mode = self.config.mode;
+        let observing = mode.observes_only();
         let note = DecisionNote {
             id,
             mode: mode.as_str().into(),
@@ -248,6 +249,10 @@ impl Admission {
             nodes: decision.landing.clone(),
             avoided: decision.avoid.len(),
             snapshot_age_secs: age.as_secs(),
+            would: observing
+                .then(|| decision.first_tier().first())
+                .flatten()
+                .map(|n| (n.name.clone(), n.heat)),
         }
         .to_string();
         let changes = Changes {
@@ -256,7 +261,8 @@ impl Admission {
             } else {
                 patch::Preferred::default()
             },
-            required: &decision.pinning,
+            // Observe mode leaves every placement term as the pod's own.
+            required: if observing { &[] } else { &decision.pinning },
             scheduler_name: mode
                 .writes_scheduler_name()
                 .then_some(self.config.scheduler_name.as_str()),
@@ -279,7 +285,8 @@ impl Admission {
         id: &str,
         charge: bool,
     ) -> Decision {
-        let charge = charge && self.config.mode.writes_affinity();
+        let mode = self.config.mode;
+        let charge = charge && (mode.writes_affinity() || mode.observes_only());
         if !self.ledger.read().is_aligned(view.id) {
             self.ledger.write().align(view.id, node_names(view));
         }
@@ -306,8 +313,10 @@ impl Admission {
         decision
     }
 
+    /// The decision, with its landing where the pod really goes: in observe mode the pod keeps
+    /// its own terms, so it lands where the scheduler puts it unsteered.
     fn decide_with(&self, demand: &PodDemand<'_>, view: &ClusterView, ledger: &Ledger) -> Decision {
-        placement::decide_indexed(
+        let mut decision = placement::decide_indexed(
             demand,
             view,
             Some(ledger),
@@ -315,7 +324,12 @@ impl Admission {
             &self.config.scheduler,
             self.replica(),
             &self.indexes,
-        )
+        );
+        if self.config.mode.observes_only() {
+            decision.landing =
+                placement::unsteered_landing(demand, view, Some(ledger), &self.config.scheduler);
+        }
+        decision
     }
 
     fn is_target(&self, pod: &Pod) -> bool {

@@ -84,6 +84,9 @@ pub enum Mode {
     /// `spec.schedulerName` set to the configured profile.
     SchedulerName,
     Both,
+    /// Shadow: decide as `affinity` would, write only the decision annotation, and compare
+    /// where the scheduler puts the pod with where the webhook would have.
+    Observe,
 }
 
 impl Mode {
@@ -93,11 +96,16 @@ impl Mode {
     pub fn writes_scheduler_name(self) -> bool {
         matches!(self, Mode::SchedulerName | Mode::Both)
     }
+    /// Decides and charges the ledger, but leaves the pod's placement terms alone.
+    pub fn observes_only(self) -> bool {
+        self == Mode::Observe
+    }
     pub fn as_str(self) -> &'static str {
         match self {
             Mode::Affinity => "affinity",
             Mode::SchedulerName => "schedulerName",
             Mode::Both => "both",
+            Mode::Observe => "observe",
         }
     }
 }

@@ -5,6 +5,11 @@
 //! (the charged load; `est` says whether it is the request or `siblings:N`, the measured load
 //! of N running pods of its job) let any replica that watches pods rebuild the in-flight
 //! ledger entry of a pod another replica steered.
+//!
+//! In observe mode (`mode=observe`) `nodes` are where the scheduler is predicted to put the pod
+//! on its own, and `would=node-02:0.41` names the node the webhook would have put first, with
+//! the utilisation the pod would have left there. Readers ignore keys they do not know, so a
+//! replica of an older version still reads the rest.
 
 use std::fmt;
 
@@ -25,6 +30,8 @@ pub struct DecisionNote {
     /// Hot nodes named in the avoid term.
     pub avoided: usize,
     pub snapshot_age_secs: u64,
+    /// Observe mode: the webhook's first choice, and the utilisation the pod would leave there.
+    pub would: Option<(String, f64)>,
 }
 
 impl fmt::Display for DecisionNote {
@@ -44,7 +51,11 @@ impl fmt::Display for DecisionNote {
             }
             write!(f, "{node}:{heat:.2}")?;
         }
-        write!(f, " avoid={} age={}s", self.avoided, self.snapshot_age_secs)
+        write!(f, " avoid={} age={}s", self.avoided, self.snapshot_age_secs)?;
+        if let Some((node, heat)) = &self.would {
+            write!(f, " would={node}:{heat:.2}")?;
+        }
+        Ok(())
     }
 }
 
@@ -64,6 +75,7 @@ impl DecisionNote {
             nodes: Vec::new(),
             avoided: 0,
             snapshot_age_secs: 0,
+            would: None,
         };
         for field in text.split_whitespace() {
             let (key, value) = field.split_once('=')?;
@@ -85,6 +97,10 @@ impl DecisionNote {
                 }
                 "avoid" => note.avoided = value.parse().ok()?,
                 "age" => note.snapshot_age_secs = value.strip_suffix('s')?.parse().ok()?,
+                "would" => {
+                    let (node, heat) = value.rsplit_once(':')?;
+                    note.would = Some((node.to_string(), finite(heat)?));
+                }
                 _ => {}
             }
         }
@@ -113,6 +129,7 @@ mod tests {
             nodes: vec![("node-07".into(), 0.12), ("node-03".into(), 0.15)],
             avoided: 3,
             snapshot_age_secs: 4,
+            would: None,
         };
         let text = note.to_string();
         assert_eq!(
@@ -121,6 +138,32 @@ mod tests {
         );
         assert!(!text.contains('\n'));
         assert_eq!(DecisionNote::parse(&text), Some(note));
+    }
+
+    #[test]
+    fn an_observed_decision_names_the_webhooks_choice() {
+        let note = DecisionNote {
+            id: "9c01".into(),
+            mode: "observe".into(),
+            load: PodLoad {
+                cpu_cores: 2.0,
+                network_bytes_per_second: 0.0,
+            },
+            estimate: "request".into(),
+            nodes: vec![("node-11".into(), 1.0)],
+            avoided: 0,
+            snapshot_age_secs: 1,
+            would: Some(("node-02".into(), 0.41)),
+        };
+        let text = note.to_string();
+        assert!(text.ends_with(" would=node-02:0.41"), "{text}");
+        assert_eq!(DecisionNote::parse(&text), Some(note));
+        // A reader that predates `would` still takes the rest.
+        let older = text.replace(" would=node-02:0.41", " later=key");
+        assert_eq!(
+            DecisionNote::parse(&older).map(|n| n.nodes),
+            Some(vec![("node-11".into(), 1.0)])
+        );
     }
 
     #[test]

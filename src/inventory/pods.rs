@@ -31,11 +31,12 @@ use kube::{Api, Client};
 use tracing::{debug, trace};
 
 use super::client::WatchHealth;
+use crate::config::Mode;
 use crate::inflight::ledger::Ledger;
 use crate::inflight::note::{ANNOTATION, DecisionNote};
 use crate::readiness::Readiness;
 use crate::scheduler::PodRequests;
-use crate::telemetry::{Landing, Metrics};
+use crate::telemetry::{Landing, Metrics, NodeHeat};
 
 /// What one pod event did to the ledger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,12 +156,7 @@ pub fn apply_pod_event(
 /// The tier is read off the pod's own preferred terms: the node named by the heaviest term is
 /// first tier, a node named by a lighter one another tier, any other node elsewhere.
 pub fn landing_of(ledger: &mut Ledger, pod: &Pod) -> Option<(Landing, Option<f64>)> {
-    let note = pod
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(ANNOTATION)
-        .and_then(|text| DecisionNote::parse(text))?;
+    let note = note_of(pod).filter(|n| n.mode != Mode::Observe.as_str())?;
     let node = occupied_node(pod, false)?;
     let heats = ledger.take_decision(&note.id)?;
     let terms = pod
@@ -196,6 +192,35 @@ pub fn landing_of(ledger: &mut Ledger, pod: &Pod) -> Option<(Landing, Option<f64
     Some((place, heat))
 }
 
+fn note_of(pod: &Pod) -> Option<DecisionNote> {
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(ANNOTATION)
+        .and_then(|text| DecisionNote::parse(text))
+}
+
+/// An observed pod (observe mode) this replica decided, seen bound.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observed {
+    /// Where the scheduler put it.
+    pub landed: String,
+    /// Where the webhook would have put it first, when it named a node.
+    pub would: Option<String>,
+}
+
+/// Where a bound pod this replica observed landed, and where the webhook would have put it;
+/// once per pod (`None` afterwards, for steered pods and for pods another replica decided).
+pub fn observed_of(ledger: &mut Ledger, pod: &Pod) -> Option<Observed> {
+    let note = note_of(pod).filter(|n| n.mode == Mode::Observe.as_str())?;
+    let node = occupied_node(pod, false)?;
+    ledger.take_decision(&note.id)?;
+    Some(Observed {
+        landed: node.to_string(),
+        would: note.would.map(|(node, _)| node),
+    })
+}
+
 /// When the pod was steered, on the monotonic clock: its creation (admission happens just
 /// before). A creation time ahead of our clock (skew) counts as now; a pod without one (never
 /// so from the apiserver) as well. `None` when the moment predates what `Instant` can express.
@@ -212,8 +237,15 @@ fn steered_at(pod: &Pod, now_instant: Instant, now_wall: SystemTime) -> Option<I
 /// Finished pods hold no requests; when a pod finishes, the watch reports it deleted.
 pub const UNFINISHED_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
 
+/// What the watch tells about this replica's decisions once their pods are bound.
+enum Seen {
+    Steered(Landing, Option<f64>),
+    Observed(Observed),
+}
+
 /// Watches every unfinished pod cluster-wide (the scheduler's cache counts the requests of all
-/// of them) and keeps `ledger` in step until `shutdown` completes.
+/// of them) and keeps `ledger` in step until `shutdown` completes. `node_heat` reads a node's
+/// heat now, for comparing an observed pod's node with the webhook's choice.
 ///
 /// The ledger lock is held only for one [`apply_pod_event`] call, never across an await.
 #[tracing::instrument(name = "pod_watch", skip_all)]
@@ -222,6 +254,7 @@ pub async fn watch_pods(
     ledger: Arc<SharedLedger>,
     readiness: Arc<Readiness>,
     metrics: Arc<Metrics>,
+    node_heat: impl Fn(&str) -> Option<NodeHeat> + Send,
     shutdown: impl Future<Output = ()> + Send,
 ) {
     let config = watcher::Config::default().fields(UNFINISHED_PODS);
@@ -271,13 +304,20 @@ pub async fn watch_pods(
                 SystemTime::now(),
             );
             let landed = match effect {
-                PodEffect::Bound => landing_of(&mut ledger, &pod),
+                PodEffect::Bound => landing_of(&mut ledger, &pod)
+                    .map(|(place, heat)| Seen::Steered(place, heat))
+                    .or_else(|| observed_of(&mut ledger, &pod).map(Seen::Observed)),
                 _ => None,
             };
             (effect, landed)
         };
-        if let Some((place, heat)) = landed {
-            metrics.count_landing(place, heat);
+        match landed {
+            Some(Seen::Steered(place, heat)) => metrics.count_landing(place, heat),
+            Some(Seen::Observed(seen)) => metrics.count_observed(
+                node_heat(&seen.landed),
+                seen.would.as_deref().and_then(&node_heat),
+            ),
+            None => {}
         }
         if effect != PodEffect::Ignored {
             debug!(

@@ -9,6 +9,7 @@ pub mod rank_index;
 pub mod replica;
 pub mod selector;
 pub mod standing;
+pub mod unsteered;
 
 pub use constraints::{Ineligible, PodConstraints};
 pub use decide::{assess_all, decide, decide_indexed};
@@ -17,3 +18,4 @@ pub use estimate::{Estimate, LoadSource};
 pub use rank_index::RankIndexes;
 pub use replica::{Replica, ReplicaSet};
 pub use standing::PodDemand;
+pub use unsteered::unsteered_landing;

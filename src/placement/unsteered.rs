@@ -1,0 +1,93 @@
+//! Where the scheduler puts a pod left to itself, without terms of ours: observe mode charges
+//! the ledger there, so that the decisions after it see the cluster the unsteered pods make.
+//!
+//! Among the feasible nodes (filters, and requests with what is bound and in flight) the
+//! resource scores decide; under sampling, the best-scored node inside the run wins (see
+//! `landing`). The pod's own preferred terms and PreferNoSchedule taints are not scored: the
+//! templates observe mode is meant for carry neither.
+
+use super::constraints::eligible_nodes;
+use super::decide::tier_size_for_sample;
+use super::landing::{Named, Window, landing_odds, order_positions};
+use super::standing::{InFlight, PodDemand, fits_with, model_node_with};
+use crate::config::scheduler::SchedulerConfig;
+use crate::inflight::ledger::Ledger;
+use crate::scheduler::cycle::resource_score;
+use crate::scheduler::num_feasible_nodes_to_find;
+use crate::view::ClusterView;
+
+/// At least this many best-scored nodes are weighed, more under sampling: enough that a run
+/// of the order almost always holds one of them.
+const WEIGHED: usize = 16;
+/// Runs that hold none of the weighed nodes, at most (their pods are shared among the rest).
+const MISSED_RUNS: f64 = 0.01;
+/// A bound on the nodes weighed: the odds cost grows with their square.
+const MOST_WEIGHED: usize = 256;
+
+/// The predicted landing of `pod` without the webhook's terms: nodes with probabilities
+/// summing to 1, most likely first; empty when no node fits.
+pub fn unsteered_landing(
+    pod: &PodDemand<'_>,
+    view: &ClusterView,
+    ledger: Option<&Ledger>,
+    scheduler: &SchedulerConfig,
+) -> Vec<(String, f64)> {
+    let inflight = InFlight::new(ledger, view);
+    let mut scored: Vec<(i64, usize)> = eligible_nodes(&pod.constraints, view)
+        .iter()
+        .map(|&i| i as usize)
+        .filter_map(|i| {
+            let node = &view.nodes[i];
+            let (bound, extra) = (inflight.bound(i, node), inflight.extra(i, node));
+            fits_with(node, bound, extra, &pod.facts).then(|| {
+                let model = model_node_with(node, bound, extra);
+                (resource_score(&pod.facts, &model, scheduler), i)
+            })
+        })
+        .collect();
+    if scored.is_empty() {
+        return Vec::new();
+    }
+    let feasible = scored.len() + view.nodes_without_metrics;
+    let all_nodes = view.nodes.len() + view.nodes_without_metrics;
+    let wanted = num_feasible_nodes_to_find(
+        i64::from(scheduler.percentage_of_nodes_to_score),
+        all_nodes as i64,
+    ) as usize;
+    let fraction = (wanted as f64 / feasible as f64).min(1.0);
+    let weighed = tier_size_for_sample(fraction, MISSED_RUNS, WEIGHED).min(MOST_WEIGHED);
+    // Best score first; equal scores in view order, so the answer is the same every time.
+    let best_first = |a: &(i64, usize), b: &(i64, usize)| b.0.cmp(&a.0).then(a.1.cmp(&b.1));
+    if scored.len() > weighed {
+        scored.select_nth_unstable_by(weighed - 1, best_first);
+        scored.truncate(weighed);
+    }
+    scored.sort_by(best_first);
+
+    let positions = order_positions(view);
+    let named: Vec<Named> = scored
+        .iter()
+        .map(|&(score, i)| Named {
+            position: positions[i] as usize,
+            level: 0,
+            score,
+        })
+        .collect();
+    let odds = landing_odds(Window::new(view.nodes.len(), wanted, feasible), &named);
+    let total: f64 = odds.iter().sum();
+    if total <= 0.0 {
+        return Vec::new();
+    }
+    let mut landing: Vec<(String, f64)> = scored
+        .iter()
+        .zip(odds)
+        .filter(|(_, p)| *p >= 0.01 * total)
+        .map(|(&(_, i), p)| (view.nodes[i].name.clone(), p))
+        .collect();
+    let kept: f64 = landing.iter().map(|(_, p)| p).sum();
+    for (_, p) in &mut landing {
+        *p /= kept;
+    }
+    landing.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    landing
+}
