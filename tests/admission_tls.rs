@@ -311,12 +311,10 @@ async fn observe_mode_writes_only_the_decision_and_charges_the_unsteered_landing
     // The webhook's choice is named; the charge is where the scheduler puts the pod alone.
     let (would, _) = note.would.clone().expect("the webhook's choice");
     assert!(!note.nodes.is_empty());
-    let ledger = running.ledger.read();
-    let charged = ledger.shares(&note.id).expect("charged");
+    let charged = running.ledger.read().shares(&note.id).expect("charged");
     let charged: Vec<&str> = charged.iter().map(|(n, _)| n.as_str()).collect();
     let landing: Vec<&str> = note.nodes.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(charged, landing);
-    drop(ledger);
     // Left to itself, the scheduler shares the pod among the nodes whose requests score the
     // same (every feasible node of the example cluster), the webhook's choice only one of them.
     assert!(landing.len() > 3, "{landing:?}");
