@@ -498,7 +498,8 @@ proptest! {
     }
 
     /// Between two eligible, not hot nodes, the one this CPU-only pod would leave cooler (CPU
-    /// with in-flight pods and the pod itself) never gets less preferred weight than the other,
+    /// with in-flight pods and the pod itself, plus the bounded penalty of a busy NIC: the pod
+    /// carries traffic nobody estimated) never gets less preferred weight than the other,
     /// unless the two are within the tie band, where each replica orders them its own way.
     #[test]
     fn a_hotter_node_never_outranks_a_cooler_one(
@@ -515,7 +516,11 @@ proptest! {
         let weight = |i: usize| read.preferred.get(&name(i)).copied().unwrap_or(0);
         for &a in &candidates {
             for &b in &candidates {
-                let after = |i: usize| o.cpu(i) + POD_CORES / CORES;
+                let after = |i: usize| {
+                    o.cpu(i)
+                        + POD_CORES / CORES
+                        + case.policy.nic_penalty * o.network_fraction(i).min(1.0)
+                };
                 let band = case.policy.tie_band * POD_CORES / CORES;
                 if after(a) < after(b) - band - EPS {
                     prop_assert!(weight(a) >= weight(b),

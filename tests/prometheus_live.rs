@@ -8,8 +8,8 @@ use placement_webhook::inflight::shared::SharedLedger;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use placement_webhook::config::Config;
 use placement_webhook::config::prometheus::{NodeMapping, PrometheusConfig};
+use placement_webhook::config::{Config, PlacementConfig};
 use placement_webhook::inventory::{Inventory, NodeFacts};
 use placement_webhook::metrics_source::prometheus::PrometheusSource;
 use placement_webhook::snapshot::LoadSnapshot;
@@ -538,5 +538,68 @@ async fn new_taskmanagers_are_estimated_from_their_running_siblings() {
             "{app}: network {} vs {net}",
             demand.load.network_bytes_per_second
         );
+    }
+}
+
+/// One node at the cluster's highest traffic with a touch less CPU than five nodes whose NICs
+/// are idle, one warm node and one hot one. `link_speed`: whether the NICs report it.
+fn fleet_with_one_busy_nic(link_speed: bool) -> Vec<FakeNode> {
+    let mut nodes: Vec<FakeNode> = (0..8)
+        .map(|i| {
+            let (busy, net) = match i {
+                0 => (0.29, 6.0e8),
+                1..=5 => (0.30, 1.0e6),
+                6 => (0.60, 5.0e7),
+                _ => (0.95, 1.0e6),
+            };
+            FakeNode::new(i, busy, net)
+        })
+        .collect();
+    if !link_speed {
+        for n in &mut nodes {
+            n.nic_bytes_per_second = 0.0;
+        }
+    }
+    nodes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_nic_is_not_first_for_a_taskmanager_without_a_network_estimate() {
+    let Some(binary) = prometheus::binary() else {
+        return;
+    };
+    for link_speed in [false, true] {
+        let exporter = Exporter::start(fleet_with_one_busy_nic(link_speed)).await;
+        let prom = Prometheus::start(binary.clone(), &[exporter.addr]).await;
+        // Exact ranking (no near-tie band), then the default band.
+        for tie_band in [0.0, PlacementConfig::default().tie_band] {
+            let mut config = webhook_config(&prom.url(), Duration::from_secs(120));
+            config.placement.tie_band = tie_band;
+            let running = webhook::start(config).await;
+            wait_for_nodes(&running, 8).await;
+            let view = running.store.current().expect("view");
+            let busy = view.node("worker-0000").expect("busy-NIC node");
+            assert_eq!(busy.scale.network_is_capacity, link_speed);
+            let client = webhook::self_signed_client(&running);
+            for k in 0..3 {
+                let sent =
+                    plain_taskmanager_review(&format!("quiet-nic-{link_speed}-{tie_band}-{k}"));
+                let reply = client.review(&sent).await;
+                let first = first_tier(&sent, &reply);
+                assert!(
+                    first.iter().all(|n| n != "worker-0000")
+                        && [
+                            "worker-0001",
+                            "worker-0002",
+                            "worker-0003",
+                            "worker-0004",
+                            "worker-0005"
+                        ]
+                        .contains(&first[0].as_str()),
+                    "link speed {link_speed}, tie band {tie_band}, review {k}: {first:?}"
+                );
+            }
+            running.stop().await;
+        }
     }
 }

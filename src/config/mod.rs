@@ -178,6 +178,11 @@ pub struct PlacementConfig {
     /// When no feasible node is under the hot thresholds, keep naming the least bad ones
     /// (water-filling past the thresholds) instead of leaving the pod to request scores.
     pub saturated: bool,
+    /// For a pod without a network estimate (Flink TaskManagers shuffle all the same): added
+    /// to a node's rank, times its NIC's load (a share of its link speed, or of the busiest
+    /// node's traffic when link speeds are unknown). 0.05: the busiest NIC counts as five
+    /// points of CPU.
+    pub nic_penalty: f64,
 }
 
 impl Default for PlacementConfig {
@@ -206,6 +211,7 @@ impl Default for PlacementConfig {
             tie_band: 0.5,
             uncertainty: 1.0,
             saturated: true,
+            nic_penalty: 0.05,
         }
     }
 }
@@ -475,6 +481,9 @@ impl Config {
         }
         if !(p.uncertainty >= 0.0 && p.uncertainty <= 5.0) {
             problems.push("placement.uncertainty must be in [0, 5]".into());
+        }
+        if !(p.nic_penalty >= 0.0 && p.nic_penalty <= 1.0) {
+            problems.push("placement.nic_penalty must be in [0, 1]".into());
         }
         if !(p.tie_band >= 0.0 && p.tie_band <= 1.0) {
             problems.push("placement.tie_band must be in [0, 1]".into());

@@ -153,10 +153,21 @@ pub struct PodHeat {
     pub sum: f64,
     /// The pod would take a NIC of known capacity to the hot threshold or past it.
     pub nic_over: bool,
-    /// What candidates are ranked by: `bottleneck`, plus on another replica's node what one
-    /// more pod adds there (see `replica`).
+    /// What candidates are ranked by: `bottleneck`, plus the NIC penalty for a pod without a
+    /// network estimate, plus on another replica's node what one more pod adds there (see
+    /// `replica`).
     pub rank: f64,
+    /// For a pod without a network estimate, the node's NIC load (a share of its link speed,
+    /// or of the busiest node's traffic; at most 1): what the NIC penalty and the tie order
+    /// read. 0 for a pod whose traffic is ranked in `bottleneck`.
+    pub quiet_nic: f64,
 }
+
+/// Near-ties are told apart by the NIC load of a pod without a network estimate, in steps of
+/// this share, before the deciding replica's own order: a node whose NIC is among the busiest
+/// is not a tie for a TaskManager (it shuffles all the same), while nodes alike enough still
+/// spread over the replicas.
+const NIC_TIE_STEP: f64 = 0.25;
 
 /// The utilisation the pod leaves behind in the dimensions it loads, bottleneck first. With
 /// `share` 0: the same dimensions without the pod.
@@ -168,28 +179,32 @@ pub fn pod_heat(
     share: f64,
 ) -> PodHeat {
     let cpu = load.cpu + share * pod.load.cpu_cores / node.scale.cpu_cores;
-    let mut heat = PodHeat {
+    let network_bytes_per_second =
+        load.network_bytes_per_second + share * pod.load.network_bytes_per_second;
+    let net = node.scale.network_fraction(network_bytes_per_second);
+    let mut after = PodHeat {
         bottleneck: cpu,
         sum: cpu,
         nic_over: false,
         rank: 0.0,
+        quiet_nic: 0.0,
     };
     if pod.load.network_bytes_per_second > 0.0 && node.scale.network_bytes_per_second > 0.0 {
-        let net = node.scale.network_fraction(
-            load.network_bytes_per_second + share * pod.load.network_bytes_per_second,
-        );
-        heat.bottleneck = heat.bottleneck.max(net);
-        heat.sum += net;
-        heat.nic_over = node.scale.network_is_capacity && net >= policy.hot.network;
+        after.bottleneck = after.bottleneck.max(net);
+        after.sum += net;
+        after.nic_over = node.scale.network_is_capacity && net >= policy.hot.network;
+    } else {
+        // No estimate of its traffic, but it has some: a busy NIC still counts, boundedly.
+        after.quiet_nic = net.min(1.0);
     }
     if policy.weights.memory > 0.0 && node.allocatable.memory > 0 {
         let mem = load.memory
             + share * pod.facts.requests.requested.memory as f64 / node.allocatable.memory as f64;
-        heat.bottleneck = heat.bottleneck.max(mem);
-        heat.sum += mem;
+        after.bottleneck = after.bottleneck.max(mem);
+        after.sum += mem;
     }
-    heat.rank = heat.bottleneck;
-    heat
+    after.rank = after.bottleneck + policy.nic_penalty * after.quiet_nic;
+    after
 }
 
 /// One feasible node and how this pod would leave it.
@@ -213,10 +228,24 @@ impl Candidate {
             .then(self.tie.cmp(&other.tie))
             .then(self.index.cmp(&other.index))
     }
+}
 
-    /// Tie order first: how near-ties are taken.
-    pub fn tie_order(&self, other: &Self) -> std::cmp::Ordering {
-        self.tie.cmp(&other.tie).then_with(|| self.order(other))
+/// How near-ties are taken: a pod without a network estimate by its NIC load in coarse steps
+/// first, then in tie order (the deciding replica's own), then in order.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct TieOrder;
+
+impl TieOrder {
+    fn step(c: &Candidate) -> u32 {
+        // Saturating: a NaN load shares step 0.
+        (c.heat.quiet_nic / NIC_TIE_STEP).floor() as u32
+    }
+
+    pub fn cmp(&self, a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
+        Self::step(a)
+            .cmp(&Self::step(b))
+            .then(a.tie.cmp(&b.tie))
+            .then_with(|| a.order(b))
     }
 }
 
@@ -255,7 +284,7 @@ pub(super) fn standing(
         let both = pod_heat(node, &load, pod, policy, 2.0);
         if owned.get(index) == Some(&0) {
             // Its owner may be putting a pod there right now: ranked as if both pods landed.
-            after.rank = both.bottleneck;
+            after.rank = both.rank;
         }
         // Another replica may be adding a pod anywhere before this one hears of it: a NIC is
         // not taken to its threshold on the assumption that none does.
@@ -279,7 +308,12 @@ pub(super) trait Ranking {
     fn best(&self) -> Option<Candidate>;
     /// The first `used` candidates as named: those `is_tied` (a prefix of the order) first,
     /// in tie order, then the rest in order.
-    fn named(&mut self, used: usize, is_tied: &dyn Fn(&Candidate) -> bool) -> Vec<Candidate>;
+    fn named(
+        &mut self,
+        used: usize,
+        is_tied: &dyn Fn(&Candidate) -> bool,
+        ties: TieOrder,
+    ) -> Vec<Candidate>;
     /// At most `max` hot feasible nodes, hottest first (then by name): (heat, index).
     fn hottest(&mut self, max: usize) -> Vec<(f64, usize)>;
     /// At most `max` hot feasible nodes, least bad for this pod first ([`Candidate::order`]).

@@ -39,6 +39,7 @@ pub struct FakeNode {
     pub busy: f64,
     /// Receive + transmit bytes per second on the physical NIC.
     pub network_bytes_per_second: f64,
+    /// Link speed; 0: not reported.
     pub nic_bytes_per_second: f64,
     pub cores: u32,
     pub memory_used: f64,
@@ -331,7 +332,8 @@ pub fn exposition<'a>(nodes: impl Iterator<Item = &'a FakeNode> + Clone) -> Stri
         }
     }
     out.push_str("# TYPE node_network_speed_bytes gauge\n");
-    for n in shown.clone() {
+    // A NIC that reports no link speed (common on cloud VMs) has no series at all.
+    for n in shown.clone().filter(|n| n.nic_bytes_per_second > 0.0) {
         let _ = writeln!(
             out,
             "node_network_speed_bytes{{{},device=\"eth0\"}} {}",
