@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use crate::config::Config;
 use crate::inventory::listing::ClusterState;
+use crate::scheduler::Unfit;
 use crate::scheduler::quantity::amount;
 use crate::simulate::{Burst, Cluster, Figures, Method, Outcome, Timing, figures, run_observed};
 use crate::snapshot::LoadSnapshot;
@@ -60,10 +61,26 @@ pub struct Report {
     pub pod_network_bytes_per_second: f64,
     /// The CPU hot threshold: `onto_busy` counts pods landing at or above it.
     pub hot_cpu: f64,
+    /// Nodes the scheduler's filters reject for the pod before the burst (cordoned, tainted,
+    /// not selected, full by requests): no method can place there.
+    pub unfit_nodes: usize,
+    pub scenario: Scenario,
     pub methods: Vec<MethodReport>,
     /// Per node, sorted by CPU before the burst: what the SVG draws.
     #[serde(skip)]
     pub bars: Vec<Bar>,
+}
+
+/// How the webhook hears of the burst (the `simulate` flags that shape its row).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Scenario {
+    /// Webhook replicas sharing the burst.
+    pub replicas: usize,
+    /// Delay between a bind and the webhook hearing of it, in milliseconds.
+    pub bind_lag_ms: f64,
+    /// Share of the reviews the first replica gets (`--split`); absent: round robin.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_share: Option<f64>,
 }
 
 /// One bar of the picture.
@@ -73,6 +90,10 @@ pub struct Bar {
     pub cpu_before: f64,
     pub added_without: f64,
     pub added_with: f64,
+    /// What ideal water-filling adds.
+    pub added_ideal: f64,
+    /// Why the node could not take the pod at all; `None`: it could.
+    pub unfit: Option<Unfit>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -305,13 +326,25 @@ pub fn simulate_observed(
             }
         })
         .collect();
-    let (without, with) = (pods_on(&outcomes[0]), pods_on(&outcomes[1]));
+    let on_by = |wanted: fn(&Method) -> bool| {
+        outcomes
+            .iter()
+            .find(|o| wanted(&o.method))
+            .map_or_else(|| vec![0; cluster.nodes.len()], pods_on)
+    };
+    let without = on_by(|m| *m == Method::NoWebhook);
+    let with = on_by(|m| matches!(m, Method::Webhook(_)));
+    let ideal = on_by(|m| *m == Method::Ideal);
+    let unfit = cluster.unfit(&burst);
+    let added = |pods: usize, i: usize| pods as f64 * burst.cpu_cores / cluster.cores[i];
     let mut bars: Vec<Bar> = (0..cluster.nodes.len())
         .map(|i| Bar {
             node: cluster.nodes[i].name.clone(),
             cpu_before: cluster.snapshot.nodes[i].cpu,
-            added_without: without[i] as f64 * burst.cpu_cores / cluster.cores[i],
-            added_with: with[i] as f64 * burst.cpu_cores / cluster.cores[i],
+            added_without: added(without[i], i),
+            added_with: added(with[i], i),
+            added_ideal: added(ideal[i], i),
+            unfit: unfit[i],
         })
         .collect();
     bars.sort_by(|a, b| a.cpu_before.total_cmp(&b.cpu_before));
@@ -321,6 +354,12 @@ pub fn simulate_observed(
         pod_cpu_cores: burst.cpu_cores,
         pod_network_bytes_per_second: burst.network_bytes_per_second,
         hot_cpu: hot,
+        unfit_nodes: unfit.iter().flatten().count(),
+        scenario: Scenario {
+            replicas: request.replicas,
+            bind_lag_ms: request.bind_lag.as_secs_f64() * 1e3,
+            first_share: request.first_share,
+        },
         methods,
         bars,
     })

@@ -89,6 +89,11 @@ fn assert_same_as_library(snapshot: LoadSnapshot, cli: &Value, pods: usize) {
 fn embedded_cluster_json_equals_the_library_loop() {
     let cli = simulate_json(&["--pods", "60"]);
     assert_eq!(cli["nodes"], 24);
+    // worker-10 is cordoned, worker-12 tainted: the scheduler's filters turn the pod away.
+    assert_eq!(cli["unfit_nodes"], 2);
+    assert_eq!(cli["scenario"]["replicas"], 1);
+    assert_eq!(cli["scenario"]["bind_lag_ms"], 10.0);
+    assert!(cli["scenario"].get("first_share").is_none(), "round robin");
     assert_same_as_library(embedded_example().expect("embedded"), &cli, 60);
     // The webhook does better than the scheduler alone on this cluster.
     let hot = |i: usize| cli["methods"][i]["hottest_cpu"].as_f64().expect("number");
@@ -246,5 +251,6 @@ fn a_pod_file_is_used_as_it_is() {
     for m in cli["methods"].as_array().expect("methods") {
         assert_eq!(m["pending"], 5, "the nodeSelector matches no node: {m}");
     }
+    assert_eq!(cli["unfit_nodes"], 24);
     assert_eq!(cli["pod_cpu_cores"], 1.0);
 }
