@@ -1,6 +1,8 @@
 //! `placement-webhook simulate`: what a burst of TaskManagers would do to a cluster, with and
 //! without the webhook, through the same closed loop the tests run (`simulate`).
 
+mod picture;
+
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -13,6 +15,8 @@ use crate::scheduler::Unfit;
 use crate::scheduler::quantity::amount;
 use crate::simulate::{Burst, Cluster, Figures, Method, Outcome, Timing, figures, run_observed};
 use crate::snapshot::LoadSnapshot;
+
+pub use picture::svg;
 
 /// What to simulate; `simulate`'s flags.
 #[derive(Debug, Clone)]
@@ -427,86 +431,4 @@ pub fn table(report: &Report) -> String {
         }
     }
     out
-}
-
-const BEFORE: plotters::style::RGBColor = plotters::style::RGBColor(150, 150, 150);
-const WITHOUT: plotters::style::RGBColor = plotters::style::RGBColor(214, 69, 65);
-const WITH: plotters::style::RGBColor = plotters::style::RGBColor(38, 110, 191);
-
-/// The picture: one bar per node (sorted by CPU before the burst), the CPU added by the burst
-/// without the webhook (left, red) and with it (right, blue), and the hot threshold as a line.
-pub fn svg(report: &Report) -> Result<String, String> {
-    use plotters::prelude::*;
-    let mut out = String::new();
-    {
-        let n = report.bars.len().max(1);
-        let top = report
-            .bars
-            .iter()
-            .map(|b| b.cpu_before + b.added_without.max(b.added_with))
-            .fold(1.0_f64, f64::max)
-            * 1.05;
-        let width = (n as u32 * 6).clamp(640, 4000);
-        let root = SVGBackend::with_string(&mut out, (width, 420)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                format!(
-                    "{} TaskManagers onto {} nodes: CPU before (grey), added without (red) and with the webhook (blue)",
-                    report.pods, report.nodes
-                ),
-                ("sans-serif", 16),
-            )
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(50)
-            .build_cartesian_2d(0f64..n as f64, 0f64..top)
-            .map_err(|e| e.to_string())?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_desc("nodes, coolest before the burst first")
-            .y_desc("real CPU")
-            .y_label_formatter(&|v| format!("{:.0}%", v * 100.0))
-            .draw()
-            .map_err(|e| e.to_string())?;
-        for (i, b) in report.bars.iter().enumerate() {
-            let x = i as f64;
-            let bars = [
-                (x + 0.1, x + 0.9, 0.0, b.cpu_before, BEFORE),
-                (
-                    x + 0.1,
-                    x + 0.5,
-                    b.cpu_before,
-                    b.cpu_before + b.added_without,
-                    WITHOUT,
-                ),
-                (
-                    x + 0.5,
-                    x + 0.9,
-                    b.cpu_before,
-                    b.cpu_before + b.added_with,
-                    WITH,
-                ),
-            ];
-            chart
-                .draw_series(
-                    bars.iter()
-                        .filter(|(_, _, y0, y1, _)| y1 > y0)
-                        .map(|&(x0, x1, y0, y1, c)| {
-                            Rectangle::new([(x0, y0), (x1, y1)], c.filled())
-                        }),
-                )
-                .map_err(|e| e.to_string())?;
-        }
-        chart
-            .draw_series(LineSeries::new(
-                [(0.0, report.hot_cpu), (n as f64, report.hot_cpu)],
-                BLACK.stroke_width(2),
-            ))
-            .map_err(|e| e.to_string())?
-            .label(format!("hot: {:.0}% CPU", report.hot_cpu * 100.0));
-        root.present().map_err(|e| e.to_string())?;
-    }
-    Ok(out)
 }
