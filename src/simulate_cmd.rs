@@ -1,6 +1,8 @@
 //! `placement-webhook simulate`: what a burst of TaskManagers would do to a cluster, with and
 //! without the webhook, through the same closed loop the tests run (`simulate`).
 
+mod picture;
+
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -9,9 +11,12 @@ use serde_json::{Value, json};
 
 use crate::config::Config;
 use crate::inventory::listing::ClusterState;
+use crate::scheduler::Unfit;
 use crate::scheduler::quantity::amount;
 use crate::simulate::{Burst, Cluster, Figures, Method, Outcome, Timing, figures, run_observed};
 use crate::snapshot::LoadSnapshot;
+
+pub use picture::svg;
 
 /// What to simulate; `simulate`'s flags.
 #[derive(Debug, Clone)]
@@ -60,10 +65,26 @@ pub struct Report {
     pub pod_network_bytes_per_second: f64,
     /// The CPU hot threshold: `onto_busy` counts pods landing at or above it.
     pub hot_cpu: f64,
+    /// Nodes the scheduler's filters reject for the pod before the burst (cordoned, tainted,
+    /// not selected, full by requests): no method can place there.
+    pub unfit_nodes: usize,
+    pub scenario: Scenario,
     pub methods: Vec<MethodReport>,
     /// Per node, sorted by CPU before the burst: what the SVG draws.
     #[serde(skip)]
     pub bars: Vec<Bar>,
+}
+
+/// How the webhook hears of the burst (the `simulate` flags that shape its row).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Scenario {
+    /// Webhook replicas sharing the burst.
+    pub replicas: usize,
+    /// Delay between a bind and the webhook hearing of it, in milliseconds.
+    pub bind_lag_ms: f64,
+    /// Share of the reviews the first replica gets (`--split`); absent: round robin.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_share: Option<f64>,
 }
 
 /// One bar of the picture.
@@ -73,6 +94,10 @@ pub struct Bar {
     pub cpu_before: f64,
     pub added_without: f64,
     pub added_with: f64,
+    /// What ideal water-filling adds.
+    pub added_ideal: f64,
+    /// Why the node could not take the pod at all; `None`: it could.
+    pub unfit: Option<Unfit>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -305,13 +330,25 @@ pub fn simulate_observed(
             }
         })
         .collect();
-    let (without, with) = (pods_on(&outcomes[0]), pods_on(&outcomes[1]));
+    let on_by = |wanted: fn(&Method) -> bool| {
+        outcomes
+            .iter()
+            .find(|o| wanted(&o.method))
+            .map_or_else(|| vec![0; cluster.nodes.len()], pods_on)
+    };
+    let without = on_by(|m| *m == Method::NoWebhook);
+    let with = on_by(|m| matches!(m, Method::Webhook(_)));
+    let ideal = on_by(|m| *m == Method::Ideal);
+    let unfit = cluster.unfit(&burst);
+    let added = |pods: usize, i: usize| pods as f64 * burst.cpu_cores / cluster.cores[i];
     let mut bars: Vec<Bar> = (0..cluster.nodes.len())
         .map(|i| Bar {
             node: cluster.nodes[i].name.clone(),
             cpu_before: cluster.snapshot.nodes[i].cpu,
-            added_without: without[i] as f64 * burst.cpu_cores / cluster.cores[i],
-            added_with: with[i] as f64 * burst.cpu_cores / cluster.cores[i],
+            added_without: added(without[i], i),
+            added_with: added(with[i], i),
+            added_ideal: added(ideal[i], i),
+            unfit: unfit[i],
         })
         .collect();
     bars.sort_by(|a, b| a.cpu_before.total_cmp(&b.cpu_before));
@@ -321,6 +358,12 @@ pub fn simulate_observed(
         pod_cpu_cores: burst.cpu_cores,
         pod_network_bytes_per_second: burst.network_bytes_per_second,
         hot_cpu: hot,
+        unfit_nodes: unfit.iter().flatten().count(),
+        scenario: Scenario {
+            replicas: request.replicas,
+            bind_lag_ms: request.bind_lag.as_secs_f64() * 1e3,
+            first_share: request.first_share,
+        },
         methods,
         bars,
     })
@@ -388,86 +431,4 @@ pub fn table(report: &Report) -> String {
         }
     }
     out
-}
-
-const BEFORE: plotters::style::RGBColor = plotters::style::RGBColor(150, 150, 150);
-const WITHOUT: plotters::style::RGBColor = plotters::style::RGBColor(214, 69, 65);
-const WITH: plotters::style::RGBColor = plotters::style::RGBColor(38, 110, 191);
-
-/// The picture: one bar per node (sorted by CPU before the burst), the CPU added by the burst
-/// without the webhook (left, red) and with it (right, blue), and the hot threshold as a line.
-pub fn svg(report: &Report) -> Result<String, String> {
-    use plotters::prelude::*;
-    let mut out = String::new();
-    {
-        let n = report.bars.len().max(1);
-        let top = report
-            .bars
-            .iter()
-            .map(|b| b.cpu_before + b.added_without.max(b.added_with))
-            .fold(1.0_f64, f64::max)
-            * 1.05;
-        let width = (n as u32 * 6).clamp(640, 4000);
-        let root = SVGBackend::with_string(&mut out, (width, 420)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                format!(
-                    "{} TaskManagers onto {} nodes: CPU before (grey), added without (red) and with the webhook (blue)",
-                    report.pods, report.nodes
-                ),
-                ("sans-serif", 16),
-            )
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(50)
-            .build_cartesian_2d(0f64..n as f64, 0f64..top)
-            .map_err(|e| e.to_string())?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_desc("nodes, coolest before the burst first")
-            .y_desc("real CPU")
-            .y_label_formatter(&|v| format!("{:.0}%", v * 100.0))
-            .draw()
-            .map_err(|e| e.to_string())?;
-        for (i, b) in report.bars.iter().enumerate() {
-            let x = i as f64;
-            let bars = [
-                (x + 0.1, x + 0.9, 0.0, b.cpu_before, BEFORE),
-                (
-                    x + 0.1,
-                    x + 0.5,
-                    b.cpu_before,
-                    b.cpu_before + b.added_without,
-                    WITHOUT,
-                ),
-                (
-                    x + 0.5,
-                    x + 0.9,
-                    b.cpu_before,
-                    b.cpu_before + b.added_with,
-                    WITH,
-                ),
-            ];
-            chart
-                .draw_series(
-                    bars.iter()
-                        .filter(|(_, _, y0, y1, _)| y1 > y0)
-                        .map(|&(x0, x1, y0, y1, c)| {
-                            Rectangle::new([(x0, y0), (x1, y1)], c.filled())
-                        }),
-                )
-                .map_err(|e| e.to_string())?;
-        }
-        chart
-            .draw_series(LineSeries::new(
-                [(0.0, report.hot_cpu), (n as f64, report.hot_cpu)],
-                BLACK.stroke_width(2),
-            ))
-            .map_err(|e| e.to_string())?
-            .label(format!("hot: {:.0}% CPU", report.hot_cpu * 100.0));
-        root.present().map_err(|e| e.to_string())?;
-    }
-    Ok(out)
 }

@@ -89,6 +89,11 @@ fn assert_same_as_library(snapshot: LoadSnapshot, cli: &Value, pods: usize) {
 fn embedded_cluster_json_equals_the_library_loop() {
     let cli = simulate_json(&["--pods", "60"]);
     assert_eq!(cli["nodes"], 24);
+    // worker-10 is cordoned, worker-12 tainted: the scheduler's filters turn the pod away.
+    assert_eq!(cli["unfit_nodes"], 2);
+    assert_eq!(cli["scenario"]["replicas"], 1);
+    assert_eq!(cli["scenario"]["bind_lag_ms"], 10.0);
+    assert!(cli["scenario"].get("first_share").is_none(), "round robin");
     assert_same_as_library(embedded_example().expect("embedded"), &cli, 60);
     // The webhook does better than the scheduler alone on this cluster.
     let hot = |i: usize| cli["methods"][i]["hottest_cpu"].as_f64().expect("number");
@@ -125,6 +130,29 @@ fn generated_500_node_snapshot_json_equals_the_library_loop() {
     assert_same_as_library(snapshot, &cli, 300);
 }
 
+/// A text element's content, trimmed.
+fn text_of<'a>(node: roxmltree::Node<'a, 'a>) -> String {
+    node.text().unwrap_or_default().trim().to_string()
+}
+
+fn number(node: roxmltree::Node<'_, '_>, name: &str) -> f64 {
+    node.attribute(name)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{name} of {node:?}"))
+}
+
+/// The points of a polyline.
+fn points(node: roxmltree::Node<'_, '_>) -> Vec<(f64, f64)> {
+    node.attribute("points")
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|xy| {
+            let (x, y) = xy.split_once(',')?;
+            Some((x.parse().ok()?, y.parse().ok()?))
+        })
+        .collect()
+}
+
 #[test]
 fn the_picture_has_a_bar_per_node_and_the_threshold() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -141,32 +169,118 @@ fn the_picture_has_a_bar_per_node_and_the_threshold() {
     );
     let text = std::fs::read_to_string(&svg).expect("svg written");
     let doc = roxmltree::Document::parse(&text).expect("the SVG is XML");
+    let width = number(doc.root_element(), "width");
     let rects = |fill: &str| {
         doc.descendants()
             .filter(|n| n.has_tag_name("rect") && n.attribute("fill") == Some(fill))
             .count()
     };
-    assert_eq!(rects("#969696"), 24, "one CPU-before bar per node");
+    // One bar per node: grey where the pod could go, pale where it could not (worker-10 is
+    // cordoned, worker-12 tainted); each colour once more as its legend swatch.
+    assert_eq!(rects("#969696"), 22 + 1, "CPU-before bars");
+    assert_eq!(rects("#E4E4E4"), 2 + 1, "nodes that could not take a pod");
     assert!(
-        rects("#266EBF") > 0 && rects("#D64541") > 0,
+        rects("#266EBF") > 1 && rects("#D64541") > 1,
         "added CPU drawn"
     );
-    let threshold = doc.descendants().filter(|n| {
-        n.has_tag_name("polyline")
-            && n.attribute("stroke-width") == Some("2")
-            && n.attribute("points").is_some_and(|p| {
-                let ys: Vec<&str> = p
-                    .split_whitespace()
-                    .filter_map(|xy| xy.split(',').nth(1))
-                    .collect();
-                ys.len() == 2 && ys[0] == ys[1]
-            })
-    });
+    let texts: Vec<roxmltree::Node> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .collect();
+    let find = |wanted: &str| texts.iter().copied().find(|t| text_of(*t) == wanted);
+
+    // The legend.
+    for entry in [
+        "CPU before the burst",
+        "added without the webhook",
+        "added with the webhook",
+        "ideal water-filling (CPU and NIC)",
+        "hot threshold (85% CPU)",
+        "could not take a pod: tainted, cordoned",
+    ] {
+        assert!(find(entry).is_some(), "legend entry {entry:?} missing");
+    }
+
+    // The hot threshold: one black line across the bars, its value written at its right end.
+    let lines: Vec<Vec<(f64, f64)>> = doc
+        .descendants()
+        .filter(|n| {
+            n.has_tag_name("polyline")
+                && n.attribute("stroke") == Some("#000000")
+                && n.attribute("stroke-width") == Some("2")
+        })
+        .map(points)
+        .filter(|p| p.len() == 2 && p[0].1 == p[1].1 && p[1].0 - p[0].0 > width / 2.0)
+        .collect();
+    assert_eq!(lines.len(), 1, "the hot threshold as one horizontal line");
+    let (end_x, line_y) = lines[0][1];
+    let label = find("hot 85%").expect("the threshold is labelled");
+    assert!(number(label, "x") > end_x && (number(label, "y") - line_y).abs() < 2.0);
+
+    // The level ideal water-filling reaches: a short green mark on the nodes it fills.
+    let ideal = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("polyline") && n.attribute("stroke") == Some("#147832"))
+        .count();
+    assert!(ideal > 2, "ideal level drawn ({ideal})");
+
+    // The nodes that could not take a pod: a cross and the reason over each.
+    let crosses = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("line") && n.attribute("stroke") == Some("#505050"))
+        .count();
     assert_eq!(
-        threshold.count(),
-        1,
-        "the hot threshold as one horizontal line"
+        crosses,
+        2 * (2 + 1),
+        "two strokes a cross, one cross in the legend"
     );
+    assert!(find("cordoned").is_some() && find("tainted").is_some());
+
+    // Title and the scenario.
+    assert!(find("Real CPU per node before and after a burst of 40 TaskManagers").is_some());
+    let subtitle = texts
+        .iter()
+        .map(|t| text_of(*t))
+        .find(|t| t.starts_with("24 nodes"))
+        .expect("a subtitle with the scenario");
+    for part in [
+        "2 could not take a pod",
+        "40 pods of 2 cores",
+        "1 webhook replica",
+        "bind lag 10ms",
+    ] {
+        assert!(subtitle.contains(part), "{subtitle:?} lacks {part:?}");
+    }
+
+    // The x axis names the nodes under their bars: every node once, no fractional ticks.
+    let mut names: Vec<String> = texts
+        .iter()
+        .map(|t| text_of(*t))
+        .filter(|t| t.starts_with("worker-"))
+        .collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 24);
+    for t in texts.iter().map(|t| text_of(*t)) {
+        let fractional = t.contains('.') && t.chars().all(|c| c.is_ascii_digit() || c == '.');
+        assert!(!fractional, "a fractional label: {t:?}");
+    }
+
+    // Nothing cut: every horizontal text within the canvas, at a generous 0.62 em a character.
+    for t in texts.iter().filter(|t| t.attribute("transform").is_none()) {
+        let x = number(*t, "x");
+        let w = text_of(*t).chars().count() as f64 * 0.62 * number(*t, "font-size");
+        let (from, to) = match t.attribute("text-anchor") {
+            Some("middle") => (x - w / 2.0, x + w / 2.0),
+            Some("end") => (x - w, x),
+            _ => (x, x + w),
+        };
+        assert!(
+            from >= 0.0 && to <= width,
+            "{:?} spans {from:.0}..{to:.0} of {width}",
+            text_of(*t)
+        );
+    }
     // The table still goes to standard output.
     assert!(String::from_utf8_lossy(&out.stdout).contains("ideal water-filling"));
 }
@@ -246,5 +360,6 @@ fn a_pod_file_is_used_as_it_is() {
     for m in cli["methods"].as_array().expect("methods") {
         assert_eq!(m["pending"], 5, "the nodeSelector matches no node: {m}");
     }
+    assert_eq!(cli["unfit_nodes"], 24);
     assert_eq!(cli["pod_cpu_cores"], 1.0);
 }

@@ -3,7 +3,8 @@
 
 use super::Burst;
 use crate::config::Config;
-use crate::scheduler::{ModelNode, Resources, Scheduler};
+use crate::scheduler::cycle::{PodFacts, filter};
+use crate::scheduler::{ModelNode, Resources, Scheduler, Unfit};
 use crate::snapshot::LoadSnapshot;
 
 /// The cluster as both sides see it: the snapshot the webhook reads, and the nodes the
@@ -99,6 +100,20 @@ impl Cluster {
             .unwrap_or(0.0)
             + pods as f64 * burst.network_bytes_per_second;
         self.nic[i].map(|cap| bytes / cap)
+    }
+
+    /// Per node, why the scheduler's filters reject the burst's pod before the burst (cordoned,
+    /// tainted, not selected, full by requests); `None`: the node can take it. The same filter
+    /// decides where the other methods may place, ideal water-filling included.
+    pub fn unfit(&self, burst: &Burst) -> Vec<Option<Unfit>> {
+        let Some(pod) = super::pod_of(&burst.pod) else {
+            return vec![None; self.nodes.len()];
+        };
+        let facts = PodFacts::of(&pod);
+        self.nodes
+            .iter()
+            .map(|node| filter(&facts, node).err())
+            .collect()
     }
 
     /// max(CPU, NIC) of node `i` with `pods` burst pods on it.
