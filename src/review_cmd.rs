@@ -8,10 +8,11 @@ use base64::Engine;
 
 use crate::admission::{self, Admission, BadReview};
 use crate::config::Config;
+use crate::config::PlacementConfig;
 use crate::inflight::ledger::Ledger;
 use crate::inventory::Inventory;
 use crate::metrics_source::prometheus::PrometheusSource;
-use crate::placement;
+use crate::placement::{self, Decision, NodeAssessment};
 use crate::snapshot::LoadSnapshot;
 use crate::view::ViewStore;
 
@@ -106,35 +107,12 @@ fn node_table(admission: &Admission, body: &[u8]) -> String {
                 }
             );
             let placement = &admission.config().placement;
-            let rows = placement::assess_all(&demand, &view, None, placement, &decision);
-            let _ = writeln!(
-                out,
-                "{:<24} {:>6} {:>6} {:>7} {:<22} {:>5} {:>7}",
-                "NODE", "HEAT", "CPU", "NET", "ELIGIBLE", "TIER", "LANDING"
-            );
-            for r in rows {
-                let eligible = match (r.eligibility, r.fits, r.hot) {
-                    (Err(why), _, _) => format!("no ({})", why.as_str()),
-                    (Ok(()), false, _) => "no (requests full)".to_string(),
-                    (Ok(()), true, true) => "hot".to_string(),
-                    (Ok(()), true, false) => "yes".to_string(),
-                };
-                let tier = match (r.tier, r.avoided) {
-                    (Some(t), _) => t.to_string(),
-                    (None, true) => "avoid".to_string(),
-                    (None, false) => "-".to_string(),
-                };
-                let landing = if r.landing > 0.0 {
-                    format!("{:.0}%", r.landing * 100.0)
-                } else {
-                    "-".to_string()
-                };
-                let _ = writeln!(
-                    out,
-                    "{:<24} {:>6.3} {:>6.3} {:>7.3} {:<22} {:>5} {:>7}",
-                    r.name, r.heat, r.load.cpu, r.network_fraction, eligible, tier, landing
-                );
-            }
+            let replica = admission.replica();
+            let mut rows =
+                placement::assess_all(&demand, &view, None, placement, &replica, &decision);
+            rows.sort_by(explain_order);
+            out.push_str(&rows_table(&rows));
+            out.push_str(&why_not_chosen(&rows, &decision, placement));
             let _ = writeln!(
                 out,
                 "\nfeasible nodes: {}; the scheduler scores {:.0}% of them per pod, a run of its \
@@ -168,6 +146,17 @@ fn node_table(admission: &Admission, body: &[u8]) -> String {
                 }
                 None => out.push_str("replica share: alone (no other replica known)\n"),
             }
+            if admission.config().mode.observes_only() {
+                let _ = writeln!(
+                    out,
+                    "observe mode: the pod keeps its own terms, so it is charged where the \
+                     scheduler puts it alone; the webhook would put it on {}",
+                    decision
+                        .first_tier()
+                        .first()
+                        .map_or("no node", |n| n.name.as_str())
+                );
+            }
             if decision.saturated {
                 out.push_str(
                     "cluster saturated: no feasible node is under the hot thresholds; the least \
@@ -176,6 +165,129 @@ fn node_table(admission: &Admission, body: &[u8]) -> String {
             }
         }
         _ => out.push_str("(no pod object or no snapshot: no node table)\n"),
+    }
+    out
+}
+
+/// Feasible nodes first, in the decision's order (cool before hot, then by rank), then the
+/// others by name.
+fn explain_order(a: &NodeAssessment, b: &NodeAssessment) -> std::cmp::Ordering {
+    let key = |r: &NodeAssessment| {
+        r.ranked
+            .filter(|_| r.fits)
+            .map(|h| (r.hot, h.nic_over, h.rank))
+    };
+    match (key(a), key(b)) {
+        (Some(x), Some(y)) => {
+            x.0.cmp(&y.0)
+                .then(x.1.cmp(&y.1))
+                .then(x.2.total_cmp(&y.2))
+                .then_with(|| a.name.cmp(&b.name))
+        }
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => a.name.cmp(&b.name),
+    }
+}
+
+/// The table: what the decision ranks each node on, the dimension that decided, and the
+/// outcome.
+fn rows_table(rows: &[NodeAssessment]) -> String {
+    let mut out = String::new();
+    out.push_str(
+        "RANK: the utilisation this pod would leave behind in the dimensions it loads (the \
+         highest, BY), in-flight pods counted; cool nodes first, lowest first. CPU: with the \
+         pod. NIC: with the pod for a pod with a network estimate, else the NIC's load now (a \
+         busy one adds a bounded penalty). HEAT: the node's weighted heat now.\n\n",
+    );
+    let _ = writeln!(
+        out,
+        "{:<24} {:>6} {:>4} {:>6} {:>6} {:>6} {:<22} {:>5} {:>7}",
+        "NODE", "RANK", "BY", "CPU", "NIC", "HEAT", "ELIGIBLE", "TIER", "LANDING"
+    );
+    for r in rows {
+        let eligible = match (r.eligibility, r.fits, r.hot) {
+            (Err(why), _, _) => format!("no ({})", why.as_str()),
+            (Ok(()), false, _) => "no (requests full)".to_string(),
+            (Ok(()), true, true) => "hot".to_string(),
+            (Ok(()), true, false) if r.foreign => "yes (other replica)".to_string(),
+            (Ok(()), true, false) => "yes".to_string(),
+        };
+        let tier = match (r.tier, r.avoided) {
+            (Some(t), _) => t.to_string(),
+            (None, true) => "avoid".to_string(),
+            (None, false) => "-".to_string(),
+        };
+        let landing = if r.landing > 0.0 {
+            format!("{:.0}%", r.landing * 100.0)
+        } else {
+            "-".to_string()
+        };
+        let (rank, by) = match r.ranked.filter(|_| r.fits) {
+            Some(h) => (format!("{:.3}", h.rank), h.by.as_str()),
+            None => ("-".to_string(), "-"),
+        };
+        let _ = writeln!(
+            out,
+            "{:<24} {:>6} {:>4} {:>6.3} {:>6.3} {:>6.3} {:<22} {:>5} {:>7}",
+            r.name,
+            rank,
+            by,
+            r.after.cpu,
+            r.after.nic.unwrap_or(r.network_fraction),
+            r.heat,
+            eligible,
+            tier,
+            landing
+        );
+    }
+    out
+}
+
+/// How many of the best feasible nodes left out of tier 1 are explained.
+const EXPLAINED_LOSERS: usize = 3;
+
+/// Why the best feasible nodes left out of tier 1 lost to it.
+fn why_not_chosen(
+    rows: &[NodeAssessment],
+    decision: &Decision,
+    policy: &PlacementConfig,
+) -> String {
+    let mut out = String::new();
+    let first_rank = rows
+        .iter()
+        .filter(|r| r.tier == Some(1))
+        .filter_map(|r| r.ranked.map(|h| h.rank))
+        .fold(f64::INFINITY, f64::min);
+    let losers = rows
+        .iter()
+        .filter(|r| r.fits && !r.hot && r.tier != Some(1))
+        .filter_map(|r| Some((r, r.ranked?)))
+        .take(EXPLAINED_LOSERS);
+    for (r, heat) in losers {
+        let why = if r.foreign {
+            "another replica's node: ranked as if its owner had just put a pod there too"
+                .to_string()
+        } else if decision.tie_limit.is_some_and(|limit| heat.rank <= limit) {
+            "a near-tie of the best: this replica takes near-ties in its own order".to_string()
+        } else if heat.quiet_nic > 0.0
+            && heat.rank - policy.nic_penalty * heat.quiet_nic <= first_rank
+        {
+            format!(
+                "its NIC carries traffic (load {:.2}): +{:.3} on the rank",
+                heat.quiet_nic,
+                policy.nic_penalty * heat.quiet_nic
+            )
+        } else if first_rank.is_finite() {
+            format!(
+                "ranks {:.3} behind tier 1, on {}",
+                heat.rank - first_rank,
+                heat.by.as_str()
+            )
+        } else {
+            "no tier 1".to_string()
+        };
+        let _ = writeln!(out, "not first: {} ({why})", r.name);
     }
     out
 }

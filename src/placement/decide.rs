@@ -19,8 +19,8 @@ use super::landing::{Coverage, Named, Window, landing_odds, order_positions};
 use super::rank_index::{RankIndex, RankIndexes};
 use super::replica::Replica;
 use super::standing::{
-    Candidate, InFlight, PodDemand, Ranking, Standing, TieOrder, cover_in_order, effective_load,
-    fits_with, load_with, model_node_with, pod_heat, standing, tie_breakers,
+    Candidate, InFlight, PodDemand, PodHeat, Ranking, Standing, TieOrder, cover_in_order,
+    effective_load, fits_with, load_with, model_node_with, pod_heat, standing, tie_breakers,
 };
 use crate::config::scheduler::SchedulerConfig;
 use crate::config::{NodeMatch, PlacementConfig};
@@ -243,6 +243,7 @@ struct Picked {
     saturated: bool,
     /// Hot feasible nodes to avoid, hottest first: (heat, index).
     hot: Vec<(f64, usize)>,
+    tie_limit: Option<f64>,
 }
 
 fn pick(
@@ -361,6 +362,7 @@ fn pick(
         tiers,
         saturated,
         hot,
+        tie_limit: tied_below.map(|(_, limit)| limit),
     }
 }
 
@@ -421,6 +423,7 @@ fn finish(
         feasible: picked.feasible,
         sample_fraction: picked.sample_fraction,
         saturated: picked.saturated,
+        tie_limit: picked.tie_limit,
     }
 }
 
@@ -488,6 +491,12 @@ pub struct NodeAssessment {
     /// Requests fit in what is left of allocatable.
     pub fits: bool,
     pub hot: bool,
+    /// What the decision ranks the node on for this pod (eligible nodes whose requests fit).
+    pub ranked: Option<PodHeat>,
+    /// The utilisation the pod would leave behind, per dimension it loads.
+    pub after: After,
+    /// Another replica's node: ranked as if its owner had just put a pod there too.
+    pub foreign: bool,
     /// Tier number (1-based) when the node was chosen.
     pub tier: Option<usize>,
     pub avoided: bool,
@@ -495,24 +504,47 @@ pub struct NodeAssessment {
     pub landing: f64,
 }
 
-/// Every node's assessment for the decision `decision`, in view order (coolest measured first).
+/// The utilisation a pod would leave behind on a node: CPU always, the NIC when the pod carries
+/// network, memory when the policy weighs it. In-flight pods counted as the decision counts them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct After {
+    pub cpu: f64,
+    pub nic: Option<f64>,
+    pub memory: Option<f64>,
+}
+
+/// Every node's assessment for the decision `decision` taken by `replica`, in view order
+/// (coolest measured first).
 pub fn assess_all(
     pod: &PodDemand<'_>,
     view: &ClusterView,
     ledger: Option<&Ledger>,
     policy: &PlacementConfig,
+    replica: &Replica,
     decision: &Decision,
 ) -> Vec<NodeAssessment> {
+    let inflight = InFlight::new(ledger, view);
+    let owned = replica.owned(view);
     view.nodes
         .iter()
-        .map(|node| {
+        .enumerate()
+        .map(|(index, node)| {
             let load = effective_load(node, ledger);
+            let eligibility = pod.constraints.check(node);
+            let ranked = match eligibility
+                .ok()
+                .map(|()| standing(index, view, inflight, pod, policy, owned.as_deref()))
+            {
+                Some(Standing::Cool(heat) | Standing::Hot { pod: heat, .. }) => Some(heat),
+                _ => None,
+            };
+            let cautious = load_with(node, inflight.extra(index, node), policy.uncertainty);
             NodeAssessment {
                 name: node.name.clone(),
                 heat: heat(&load, &node.scale, &policy.weights),
                 network_fraction: node.scale.network_fraction(load.network_bytes_per_second),
                 load,
-                eligibility: pod.constraints.check(node),
+                eligibility,
                 fits: fits_with(
                     node,
                     ledger.and_then(|l| l.occupancy.node(&node.name)),
@@ -520,6 +552,9 @@ pub fn assess_all(
                     &pod.facts,
                 ),
                 hot: is_hot(&load, &node.scale, &policy.hot),
+                ranked,
+                after: after_of(node, &cautious, pod, policy),
+                foreign: owned.as_deref().is_some_and(|o| o.get(index) == Some(&0)),
                 tier: decision
                     .tiers
                     .iter()
@@ -534,4 +569,20 @@ pub fn assess_all(
             }
         })
         .collect()
+}
+
+fn after_of(node: &NodeView, load: &Load, pod: &PodDemand<'_>, policy: &PlacementConfig) -> After {
+    let carries_network =
+        pod.load.network_bytes_per_second > 0.0 && node.scale.network_bytes_per_second > 0.0;
+    After {
+        cpu: load.cpu + pod.load.cpu_cores / node.scale.cpu_cores,
+        nic: carries_network.then(|| {
+            node.scale
+                .network_fraction(load.network_bytes_per_second + pod.load.network_bytes_per_second)
+        }),
+        memory: (policy.weights.memory > 0.0 && node.allocatable.memory > 0).then(|| {
+            load.memory
+                + pod.facts.requests.requested.memory as f64 / node.allocatable.memory as f64
+        }),
+    }
 }

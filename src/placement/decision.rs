@@ -43,6 +43,9 @@ pub struct Decision {
     pub sample_fraction: f64,
     /// No feasible node was cool: the least bad hot ones are named.
     pub saturated: bool,
+    /// Candidates ranked at or below this were near-ties of the best, taken in this replica's
+    /// own order (`None`: no candidate).
+    pub tie_limit: Option<f64>,
 }
 
 impl Decision {

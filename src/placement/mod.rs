@@ -12,7 +12,7 @@ pub mod standing;
 pub mod unsteered;
 
 pub use constraints::{Ineligible, PodConstraints};
-pub use decide::{assess_all, decide, decide_indexed};
+pub use decide::{After, NodeAssessment, assess_all, decide, decide_indexed};
 pub use decision::{Decision, RankedNode, TierChoice};
 pub use estimate::{Estimate, LoadSource};
 pub use rank_index::RankIndexes;

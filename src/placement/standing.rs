@@ -144,11 +144,31 @@ impl<'a> InFlight<'a> {
     }
 }
 
+/// A dimension the pod loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dimension {
+    Cpu,
+    Nic,
+    Memory,
+}
+
+impl Dimension {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dimension::Cpu => "cpu",
+            Dimension::Nic => "nic",
+            Dimension::Memory => "mem",
+        }
+    }
+}
+
 /// What the pod would leave behind on a node, in the dimensions it loads.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PodHeat {
     /// The highest utilisation: CPU, NIC when the pod carries network, memory when configured.
     pub bottleneck: f64,
+    /// The dimension of `bottleneck`.
+    pub by: Dimension,
     /// Their sum, to tell equal bottlenecks apart.
     pub sum: f64,
     /// The pod would take a NIC of known capacity to the hot threshold or past it.
@@ -184,13 +204,17 @@ pub fn pod_heat(
     let net = node.scale.network_fraction(network_bytes_per_second);
     let mut after = PodHeat {
         bottleneck: cpu,
+        by: Dimension::Cpu,
         sum: cpu,
         nic_over: false,
         rank: 0.0,
         quiet_nic: 0.0,
     };
     if pod.load.network_bytes_per_second > 0.0 && node.scale.network_bytes_per_second > 0.0 {
-        after.bottleneck = after.bottleneck.max(net);
+        if net > after.bottleneck {
+            after.bottleneck = net;
+            after.by = Dimension::Nic;
+        }
         after.sum += net;
         after.nic_over = node.scale.network_is_capacity && net >= policy.hot.network;
     } else {
@@ -200,7 +224,10 @@ pub fn pod_heat(
     if policy.weights.memory > 0.0 && node.allocatable.memory > 0 {
         let mem = load.memory
             + share * pod.facts.requests.requested.memory as f64 / node.allocatable.memory as f64;
-        after.bottleneck = after.bottleneck.max(mem);
+        if mem > after.bottleneck {
+            after.bottleneck = mem;
+            after.by = Dimension::Memory;
+        }
         after.sum += mem;
     }
     after.rank = after.bottleneck + policy.nic_penalty * after.quiet_nic;
