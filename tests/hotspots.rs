@@ -1,5 +1,8 @@
 //! `placement-webhook hotspots` end to end: the real binary on the embedded cluster and on a
-//! snapshot file, its JSON against the library's report, and its answers to bad input.
+//! snapshot file, its JSON against the library's report, its answers to bad input, and the
+//! gauge a running server exposes on /metrics.
+
+mod support;
 
 use std::process::Command;
 
@@ -7,6 +10,7 @@ use placement_webhook::config::Config;
 use placement_webhook::hotspots_cmd::report_for;
 use placement_webhook::metrics_source::file::embedded_example;
 use serde_json::{Value, json};
+use support::webhook::{self_signed_client, start, test_config};
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_placement-webhook"));
@@ -228,4 +232,34 @@ fn bad_input_gets_one_line_and_a_non_zero_exit() {
             "{args:?}: {stderr}"
         );
     }
+}
+
+#[tokio::test]
+async fn the_server_exposes_taskmanagers_on_hot_nodes_by_job() {
+    // The example cluster as a snapshot file, no cluster access: its pods name their nodes.
+    let running = start(test_config()).await;
+    let reply = self_signed_client(&running).get("/metrics").await;
+    running.stop().await;
+    assert_eq!(reply.status, 200);
+    let text = String::from_utf8(reply.body).expect("UTF-8");
+    let mut series: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("placement_webhook_taskmanagers_on_hot_nodes{"))
+        .collect();
+    series.sort_unstable();
+    assert_eq!(
+        series,
+        [
+            r#"placement_webhook_taskmanagers_on_hot_nodes{namespace="flink",job="clickstream",steered="false"} 1"#,
+            r#"placement_webhook_taskmanagers_on_hot_nodes{namespace="flink",job="clickstream",steered="true"} 0"#,
+            r#"placement_webhook_taskmanagers_on_hot_nodes{namespace="flink",job="orders",steered="false"} 2"#,
+            r#"placement_webhook_taskmanagers_on_hot_nodes{namespace="flink",job="orders",steered="true"} 0"#,
+            r#"placement_webhook_taskmanagers_on_hot_nodes{namespace="risk",job="fraud-scoring",steered="false"} 0"#,
+            r#"placement_webhook_taskmanagers_on_hot_nodes{namespace="risk",job="fraud-scoring",steered="true"} 0"#,
+        ]
+    );
+    assert!(
+        text.contains("# TYPE placement_webhook_taskmanagers_on_hot_nodes gauge\n"),
+        "{text}"
+    );
 }

@@ -16,6 +16,7 @@ use tracing::{Instrument, debug, info_span, warn};
 
 use crate::admission::{self, Admission, BadReview, review::ResponseOut};
 use crate::config::Limits;
+use crate::hotspots;
 use crate::readiness::Readiness;
 use crate::telemetry::{Metrics, ModeLabels, Outcome};
 
@@ -293,10 +294,32 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
             m.nodes_in_snapshot.set(0);
         }
     }
-    let (ledger_len, evicted) = {
+    let (ledger_len, evicted, watched) = {
         let ledger = state.admission.ledger().read();
-        (ledger.len(), ledger.evicted())
+        // Who runs where: the pod watch when there is one.
+        let watched = state
+            .readiness
+            .has_cluster_access()
+            .then(|| ledger.running.placed());
+        (ledger.len(), ledger.evicted(), watched)
     };
+    let hot_jobs = match state.admission.store().current() {
+        Some(view) => {
+            let pods = match watched {
+                Some(pods) => pods,
+                // Without cluster access, the snapshot file's pods that name a node.
+                None => state
+                    .admission
+                    .store()
+                    .snapshot()
+                    .map(|s| hotspots::placed_from_snapshot(&s))
+                    .unwrap_or_default(),
+            };
+            hotspots::report(&view, &pods, &state.admission.config().placement.hot).jobs
+        }
+        None => Vec::new(),
+    };
+    m.set_taskmanagers_on_hot_nodes(&hot_jobs);
     m.inflight_entries.set(ledger_len as i64);
     // The ledger counts; the counter catches up at each scrape.
     m.inflight_evicted
@@ -516,6 +539,52 @@ mod readiness_tests {
         assert!(
             metrics.contains("placement_webhook_inventory_nodes 0\n"),
             "{metrics}"
+        );
+    }
+
+    fn hot_series(metrics: &str) -> Vec<&str> {
+        let mut series: Vec<&str> = metrics
+            .lines()
+            .filter(|l| l.starts_with("placement_webhook_taskmanagers_on_hot_nodes{"))
+            .collect();
+        series.sort_unstable();
+        series
+    }
+
+    #[tokio::test]
+    async fn hot_taskmanagers_come_from_the_pod_watch_when_there_is_one() {
+        let readiness = Arc::new(Readiness::new());
+        let state = state(readiness.clone());
+        let (_, metrics) = get(&state, "/metrics").await;
+        assert!(hot_series(&metrics).is_empty(), "no view, no series");
+
+        publish_snapshot(&state);
+        // Without cluster access: the snapshot file's pods (see examples/cluster.json).
+        let (_, metrics) = get(&state, "/metrics").await;
+        assert_eq!(hot_series(&metrics).len(), 6, "{metrics}");
+
+        readiness.set_cluster_access();
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"namespace": "stream", "name": "ads-taskmanager-1-1",
+                         "labels": {"app": "ads", "component": "taskmanager"}},
+            "spec": {"nodeName": "worker-03", "containers": []},
+            "status": {"phase": "Running"}
+        }))
+        .expect("pod");
+        state
+            .admission
+            .ledger()
+            .write()
+            .running
+            .update(&pod, false, true);
+        // With it: the watched pods only; the file's pods no longer count.
+        let (_, metrics) = get(&state, "/metrics").await;
+        assert_eq!(
+            hot_series(&metrics),
+            [
+                "placement_webhook_taskmanagers_on_hot_nodes{namespace=\"stream\",job=\"ads\",steered=\"false\"} 0",
+                "placement_webhook_taskmanagers_on_hot_nodes{namespace=\"stream\",job=\"ads\",steered=\"true\"} 1",
+            ]
         );
     }
 
