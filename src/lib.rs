@@ -7,6 +7,8 @@ pub mod certs;
 pub mod config;
 pub mod facts;
 pub mod hashing;
+pub mod hotspots;
+pub mod hotspots_cmd;
 pub mod inflight;
 pub mod inventory;
 pub mod jobs;

@@ -89,6 +89,17 @@ enum Command {
         #[arg(long)]
         no_cluster: bool,
     },
+    /// Which TaskManagers run on hot nodes right now, by job and node; read-only.
+    Hotspots {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Print the report as one JSON document.
+        #[arg(long)]
+        json: bool,
+        /// Ignore a configured cluster: nodes and pods from the snapshot alone.
+        #[arg(long)]
+        no_cluster: bool,
+    },
     /// Make a CA and a serving certificate for the webhook Service.
     Certs {
         #[arg(long)]
@@ -309,6 +320,24 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
                 print!("{}", simulate_cmd::table(&report));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Hotspots {
+            common,
+            json,
+            no_cluster,
+        } => {
+            use placement_webhook::{hotspots, hotspots_cmd};
+            let config = common.load()?;
+            config.validate()?;
+            let (snapshot, cluster) =
+                runtime.block_on(cluster_and_snapshot(&config, !no_cluster))?;
+            let report = hotspots_cmd::report_for(&config, &snapshot, cluster.as_ref());
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", hotspots::table(&report));
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -90,6 +90,13 @@ pub struct PodReading {
     /// than that under-reads. Unknown: taken as settled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub running_secs: Option<f64>,
+    /// The node it runs on, for `hotspots` without cluster access (the pod watch knows it
+    /// otherwise). Placement does not read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// It carries the webhook's decision annotation; for `hotspots`, as `node`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub steered: bool,
 }
 
 impl PodReading {
@@ -192,6 +199,9 @@ impl LoadSnapshot {
             if pod.pod.is_empty() || pod.namespace.is_empty() {
                 return Err(invalid("a pod reading needs namespace and pod"));
             }
+            if pod.node.as_deref().is_some_and(str::is_empty) {
+                return Err(invalid("node, when given, must not be empty"));
+            }
             if !non_negative(Some(pod.cpu_cores))
                 || !non_negative(pod.network_bytes_per_second)
                 || !non_negative(pod.running_secs)
@@ -258,6 +268,29 @@ mod tests {
     }
 
     #[test]
+    fn pod_node_and_steered_are_optional_and_round_trip() {
+        let text = r#"{"nodes":[],"pods":[
+            {"namespace":"f","pod":"a","cpu_cores":1},
+            {"namespace":"f","pod":"b","cpu_cores":1,"node":"n1","steered":true}]}"#;
+        let s = LoadSnapshot::from_json(text).expect("valid");
+        assert_eq!(
+            (s.pods[0].node.as_deref(), s.pods[0].steered),
+            (None, false)
+        );
+        assert_eq!(
+            (s.pods[1].node.as_deref(), s.pods[1].steered),
+            (Some("n1"), true)
+        );
+        // Absent stays absent when written back.
+        let written = serde_json::to_value(&s).expect("ser");
+        assert_eq!(written["pods"][0].get("node"), None);
+        assert_eq!(written["pods"][0].get("steered"), None);
+        assert_eq!(written["pods"][1]["steered"], true);
+        let again: LoadSnapshot = serde_json::from_value(written).expect("re");
+        assert_eq!(again, s);
+    }
+
+    #[test]
     fn rejects_out_of_range_readings() {
         for bad in [
             r#"{"nodes":[{"name":"n1","cpu":1.5}]}"#,
@@ -268,6 +301,7 @@ mod tests {
             r#"{"nodes":[{"name":"n1"}]}"#,
             r#"{"nodes":[{"name":"n1","cpu":0.5,"allocatable":{"cpu":"lots"}}]}"#,
             r#"{"nodes":[{"name":"n1","cpu":0.5,"requested":{"memory":"-1Gi"}}]}"#,
+            r#"{"nodes":[],"pods":[{"namespace":"f","pod":"p","cpu_cores":1,"node":""}]}"#,
         ] {
             assert!(LoadSnapshot::from_json(bad).is_err(), "accepted {bad}");
         }

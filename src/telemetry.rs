@@ -8,6 +8,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Mutex, PoisonError};
 
 use crate::config::Mode;
 
@@ -42,6 +43,15 @@ pub struct OutcomeLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ModeLabels {
     pub mode: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HotJobLabels {
+    pub namespace: String,
+    /// As `hotspots` names it: the `app` label, or `owner:<uid>`.
+    pub job: String,
+    /// `true` for pods the webhook steered, `false` for the others.
+    pub steered: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -140,6 +150,10 @@ pub struct Metrics {
     pub observed_hot_landings: Counter,
     pub inventory_nodes: Gauge,
     pub inventory_ready: Gauge,
+    pub taskmanagers_on_hot_nodes: Family<HotJobLabels, Gauge>,
+    /// Held while that family is rebuilt and while the registry is encoded, so that a scrape
+    /// never sees it half rebuilt by another.
+    hot_jobs_lock: Mutex<()>,
 }
 
 impl Default for Metrics {
@@ -252,6 +266,13 @@ impl Metrics {
             "1 when the node and pod watches have completed their first list, else 0",
             inventory_ready.clone(),
         );
+        let taskmanagers_on_hot_nodes = Family::<HotJobLabels, Gauge>::default();
+        registry.register(
+            "taskmanagers_on_hot_nodes",
+            "Running TaskManagers on nodes hot on measured load, by job and whether the webhook \
+             steered them (one pair of series per job with running TaskManagers)",
+            taskmanagers_on_hot_nodes.clone(),
+        );
         // prometheus-client leaves label families without children out of the exposition (as
         // the Go client does). Every label value known in advance starts at 0, so each family
         // is exposed from the first scrape and rate()/ratio rules see a series before the
@@ -303,6 +324,31 @@ impl Metrics {
             observed_hot_landings,
             inventory_nodes,
             inventory_ready,
+            taskmanagers_on_hot_nodes,
+            hot_jobs_lock: Mutex::new(()),
+        }
+    }
+
+    /// Replaces the `taskmanagers_on_hot_nodes` series with one pair per job of `jobs`: a job
+    /// no longer running disappears.
+    pub fn set_taskmanagers_on_hot_nodes(&self, jobs: &[crate::hotspots::JobSummary]) {
+        let _held = self
+            .hot_jobs_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.taskmanagers_on_hot_nodes.clear();
+        for job in jobs {
+            let not_steered = job.on_hot_nodes.saturating_sub(job.steered_on_hot_nodes);
+            for (steered, count) in [("true", job.steered_on_hot_nodes), ("false", not_steered)] {
+                let labels = HotJobLabels {
+                    namespace: job.namespace.clone(),
+                    job: job.job.clone(),
+                    steered,
+                };
+                self.taskmanagers_on_hot_nodes
+                    .get_or_create(&labels)
+                    .set(i64::try_from(count).unwrap_or(i64::MAX));
+            }
         }
     }
 
@@ -350,6 +396,10 @@ impl Metrics {
 
     /// The registry in the Prometheus text exposition format.
     pub fn encode(&self) -> String {
+        let _held = self
+            .hot_jobs_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
@@ -421,6 +471,39 @@ mod tests {
         ] {
             assert!(text.contains(want), "missing {want:?} in\n{text}");
         }
+    }
+
+    #[test]
+    fn hot_taskmanagers_by_job_replace_the_previous_set() {
+        use crate::hotspots::JobSummary;
+        let job = |name: &str, on_hot, steered_on_hot| JobSummary {
+            namespace: "flink".into(),
+            job: name.into(),
+            taskmanagers: 10,
+            on_hot_nodes: on_hot,
+            steered: 5,
+            steered_on_hot_nodes: steered_on_hot,
+            on_nodes_without_readings: 0,
+        };
+        let m = Metrics::new();
+        m.set_taskmanagers_on_hot_nodes(&[job("orders", 3, 1), job("clicks", 0, 0)]);
+        let text = m.encode();
+        for want in [
+            "placement_webhook_taskmanagers_on_hot_nodes{namespace=\"flink\",job=\"orders\",steered=\"true\"} 1\n",
+            "placement_webhook_taskmanagers_on_hot_nodes{namespace=\"flink\",job=\"orders\",steered=\"false\"} 2\n",
+            "placement_webhook_taskmanagers_on_hot_nodes{namespace=\"flink\",job=\"clicks\",steered=\"false\"} 0\n",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in\n{text}");
+        }
+        m.set_taskmanagers_on_hot_nodes(&[job("clicks", 1, 0)]);
+        let text = m.encode();
+        assert!(!text.contains("job=\"orders\""), "{text}");
+        assert!(
+            text.contains(
+                "placement_webhook_taskmanagers_on_hot_nodes{namespace=\"flink\",job=\"clicks\",steered=\"false\"} 1\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -541,6 +541,8 @@ fn burst_beyond_cool_capacity() {
             ]),
             owner: None,
             running_secs: Some(3600.0),
+            node: None,
+            steered: false,
         })
         .collect();
     let mut heavy = burst(100, 1e8);

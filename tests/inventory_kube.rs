@@ -608,6 +608,34 @@ async fn simulate_reads_nodes_and_bound_requests_from_the_apiserver() {
         node.allocatable = [("cpu".to_string(), "64".to_string())].into();
         snapshot.nodes.push(node);
     }
+    // hotspots: the listed running TaskManagers (one steered on worker-4, one not on worker-5,
+    // which is hot); the pending and the failed one do not run anywhere.
+    let placed = cluster.running.placed();
+    let placed: Vec<(&str, &str, bool)> = placed
+        .iter()
+        .map(|p| (p.pod.as_str(), p.node.as_str(), p.steered))
+        .collect();
+    assert_eq!(
+        placed,
+        [
+            ("orders-enrichment-taskmanager-1-2", "worker-4", true),
+            ("orders-enrichment-taskmanager-1-3", "worker-5", false),
+        ]
+    );
+    let hot =
+        placement_webhook::hotspots_cmd::report_for(&Config::default(), &snapshot, Some(&cluster));
+    assert_eq!(
+        (
+            hot.totals.taskmanagers,
+            hot.totals.on_hot_nodes,
+            hot.totals.steered,
+            hot.totals.steered_on_hot_nodes
+        ),
+        (2, 1, 1, 0)
+    );
+    assert_eq!(hot.taskmanagers_on_hot_nodes[0].node, "worker-5");
+    assert_eq!(hot.jobs[0].job, "orders-enrichment");
+
     let joined = simulate_cmd::with_cluster(snapshot.clone(), &cluster).expect("joined");
     let names: Vec<&str> = joined.nodes.iter().map(|n| n.name.as_str()).collect();
     assert_eq!(names, ["worker-1", "worker-4", "worker-5"]);

@@ -87,6 +87,8 @@ fn siblings(app: &str, cpu: f64, network: f64) -> Vec<PodReading> {
                 ]),
                 owner: None,
                 running_secs: Some(3600.0),
+                node: None,
+                steered: false,
             }
         })
         .collect()

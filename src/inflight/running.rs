@@ -1,7 +1,8 @@
 //! Running TaskManagers by job, from the pod watch: which pods' measured load estimates a new
 //! pod of the same job. Only pods that name a job cheaply are kept (Flink's `app` and
 //! `component: taskmanager` labels, or a steered pod's owner), so a 150,000-pod cluster costs
-//! a few entries per TaskManager, not per pod.
+//! a few entries per TaskManager, not per pod. Where each one runs is kept too, for the
+//! `hotspots` report.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -9,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use crate::hashing::HashMap;
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::jobs::{self, COMPONENT_LABEL, TASKMANAGER};
+use crate::jobs::{self, COMPONENT_LABEL, JobKey, TASKMANAGER};
 use crate::snapshot::LoadSnapshot;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -18,6 +19,21 @@ struct RunningPod {
     owner: Option<String>,
     /// When its containers last started running.
     since: Option<SystemTime>,
+    /// `spec.nodeName`.
+    node: Option<String>,
+    /// It carries the decision annotation.
+    steered: bool,
+}
+
+/// A running pod, where it runs and for which job.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PlacedPod {
+    pub namespace: String,
+    pub pod: String,
+    pub job: JobKey,
+    pub node: String,
+    /// It carries the webhook's decision annotation.
+    pub steered: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -55,8 +71,34 @@ impl RunningPods {
                 labels: labels.map(jobs::job_labels).unwrap_or_default(),
                 owner: jobs::owner_uid(pod).map(str::to_string),
                 since: started(pod),
+                node: pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.clone())
+                    .filter(|n| !n.is_empty()),
+                steered,
             },
         );
+    }
+
+    /// Every running pod with a node and a job, sorted by namespace and name.
+    pub fn placed(&self) -> Vec<PlacedPod> {
+        let mut placed: Vec<PlacedPod> = self
+            .pods
+            .iter()
+            .filter_map(|(key, known)| {
+                let (namespace, pod) = key.split_once('/')?;
+                Some(PlacedPod {
+                    job: JobKey::of(namespace, &known.labels, known.owner.as_deref())?,
+                    namespace: namespace.to_string(),
+                    pod: pod.to_string(),
+                    node: known.node.clone()?,
+                    steered: known.steered,
+                })
+            })
+            .collect();
+        placed.sort();
+        placed
     }
 
     pub fn len(&self) -> usize {
@@ -113,6 +155,7 @@ mod tests {
             "metadata": {"namespace": "flink", "name": name, "labels": labels,
                          "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
                              "name": "jm", "uid": "owner-1", "controller": true}]},
+            "spec": {"nodeName": format!("node-of-{name}"), "containers": []},
             "status": {"phase": phase, "startTime": "2026-11-23T09:00:00Z",
                        "containerStatuses": [{"name": "main", "image": "flink", "imageID": "",
                            "ready": true, "restartCount": 1,
@@ -130,6 +173,8 @@ mod tests {
             labels: BTreeMap::new(),
             owner: None,
             running_secs: None,
+            node: None,
+            steered: false,
         }
     }
 
@@ -160,6 +205,31 @@ mod tests {
             true,
         );
         assert_eq!(running.len(), 2);
+        let placed = running.placed();
+        let summary: Vec<(&str, &str, String, bool)> = placed
+            .iter()
+            .map(|p| {
+                (
+                    p.pod.as_str(),
+                    p.node.as_str(),
+                    p.job.to_string(),
+                    p.steered,
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (
+                    "steered",
+                    "node-of-steered",
+                    "flink/owner=owner-1".into(),
+                    true
+                ),
+                ("tm-1", "node-of-tm-1", "flink/app=orders".into(), false),
+            ]
+        );
+        assert!(placed.iter().all(|p| p.namespace == "flink"));
 
         let mut snapshot = LoadSnapshot {
             taken_at: humantime::parse_rfc3339("2026-11-23T10:00:00Z").ok(),

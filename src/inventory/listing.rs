@@ -1,5 +1,5 @@
-//! One look at the cluster, for commands that run once (`simulate`): every node's facts and
-//! the requests bound to each, listed rather than watched.
+//! One look at the cluster, for commands that run once (`simulate`, `hotspots`): every node's
+//! facts, the requests bound to each and the running TaskManagers, listed rather than watched.
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{ListParams, ObjectList};
@@ -9,17 +9,21 @@ use serde::de::DeserializeOwned;
 use super::Inventory;
 use super::nodes::node_facts;
 use super::pods::{UNFINISHED_PODS, occupied_node, pod_uid};
+use crate::inflight::note::{ANNOTATION, DecisionNote};
 use crate::inflight::occupancy::Occupancy;
+use crate::inflight::running::RunningPods;
 use crate::scheduler::PodRequests;
 
 /// Items per list page: large clusters come back in pages, as kubectl reads them.
 const PAGE: u32 = 500;
 
-/// What the scheduler's cache would hold: the nodes and the requests of the pods bound to them.
+/// What the scheduler's cache would hold: the nodes and the requests of the pods bound to them;
+/// and the running TaskManagers (and steered pods), as the pod watch keeps them.
 #[derive(Debug, Default)]
 pub struct ClusterState {
     pub inventory: Inventory,
     pub occupancy: Occupancy,
+    pub running: RunningPods,
 }
 
 /// Lists every node and every unfinished pod once.
@@ -36,6 +40,7 @@ pub async fn list_cluster(client: Client) -> Result<ClusterState, kube::Error> {
             nodes: nodes.iter().map(node_facts).collect(),
         },
         occupancy: Occupancy::default(),
+        running: RunningPods::default(),
     };
     for pod in &pods {
         if let Some(node) = occupied_node(pod, false) {
@@ -43,10 +48,19 @@ pub async fn list_cluster(client: Client) -> Result<ClusterState, kube::Error> {
                 .occupancy
                 .set(&pod_uid(pod), Some(node), &PodRequests::of(pod));
         }
+        let steered = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION))
+            .and_then(|text| DecisionNote::parse(text))
+            .is_some();
+        state.running.update(pod, false, steered);
     }
     tracing::info!(
         nodes = state.inventory.nodes.len(),
         bound_pods = state.occupancy.pods(),
+        running_taskmanagers = state.running.len(),
         "listed the cluster"
     );
     Ok(state)

@@ -221,6 +221,8 @@ fn pod_readings(readings: &Readings, non_finite: &mut usize) -> Vec<PodReading> 
             labels: BTreeMap::new(),
             owner: None,
             running_secs: None,
+            node: None,
+            steered: false,
         })
         .collect()
 }

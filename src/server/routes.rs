@@ -4,17 +4,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use http_body_util::BodyExt;
 use serde::Deserialize;
 use tokio::sync::Semaphore;
-use tracing::{Instrument, info_span, warn};
+use tracing::{Instrument, debug, info_span, warn};
 
 use crate::admission::{self, Admission, BadReview, review::ResponseOut};
 use crate::config::Limits;
+use crate::hotspots;
 use crate::readiness::Readiness;
 use crate::telemetry::{Metrics, ModeLabels, Outcome};
 
@@ -84,21 +86,107 @@ async fn mutate(
         uid = tracing::field::Empty,
         outcome = tracing::field::Empty
     );
+    let until = tokio::time::Instant::now() + deadline;
     let work = async {
-        let bytes = match axum::body::to_bytes(body, state.limits.max_body_bytes).await {
-            Ok(b) => b,
-            Err(e) => return body_error(&state, e),
-        };
-        answer(&state, &bytes)
+        let mut body = body;
+        match tokio::time::timeout_at(until, read_body(&mut body, state.limits.max_body_bytes))
+            .await
+        {
+            Ok(Ok(bytes)) => answer(&state, &bytes),
+            Ok(Err(BodyError::TooLarge)) => too_large(&state, &mut body, until).await,
+            Ok(Err(BodyError::Read(e))) => reject(
+                &state,
+                StatusCode::BAD_REQUEST,
+                &format!("body could not be read: {e}"),
+            ),
+            Err(_) => reject(
+                &state,
+                StatusCode::REQUEST_TIMEOUT,
+                "request body not received within the deadline",
+            ),
+        }
     };
-    match tokio::time::timeout(deadline, work.instrument(span)).await {
-        Ok(response) => response,
-        Err(_) => reject(
-            &state,
-            StatusCode::REQUEST_TIMEOUT,
-            "request body not received within the deadline",
-        ),
+    work.instrument(span).await
+}
+
+/// Bytes of an oversized body read and thrown away, past the point where it is known to be too
+/// large, before the 413 goes out.
+///
+/// Most clients send the whole body before they read (no `Expect: 100-continue`). Answering as
+/// soon as the limit is crossed and closing would leave the rest of the body unread in the
+/// socket: the kernel then resets the connection, which discards an answer still queued and
+/// fails the client's writes, so the client sees a reset instead of the 413. Reading the rest
+/// first lets the connection close cleanly (TLS close_notify, then FIN). The bound, and the
+/// request deadline, keep a client from streaming to us forever; past them it gets the reset.
+const OVERSIZE_DRAIN_BYTES: u64 = 16 << 20;
+
+enum BodyError {
+    /// Longer than the limit; the rest of the body is left in the stream.
+    TooLarge,
+    Read(axum::Error),
+}
+
+/// The whole body, or [`BodyError::TooLarge`] as soon as it is known to exceed `limit`.
+async fn read_body(body: &mut Body, limit: usize) -> Result<Bytes, BodyError> {
+    // A declared `Content-Length` over the limit needs no reading to be refused.
+    if body.size_hint().lower() > limit as u64 {
+        return Err(BodyError::TooLarge);
     }
+    match http_body_util::Limited::new(&mut *body, limit)
+        .collect()
+        .await
+    {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) => match e.downcast::<axum::Error>() {
+            Ok(e) => Err(BodyError::Read(*e)),
+            // `Limited` reports the exceeded limit with its own error type.
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(BodyError::TooLarge),
+            Err(e) => Err(BodyError::Read(axum::Error::new(e))),
+        },
+    }
+}
+
+/// The 413, once the rest of the body is read (see [`OVERSIZE_DRAIN_BYTES`]).
+async fn too_large(state: &AppState, body: &mut Body, until: tokio::time::Instant) -> Response {
+    // What the declared `Content-Length` still promises (0 when none was declared).
+    let remaining = body.size_hint().lower();
+    let drained = if remaining > OVERSIZE_DRAIN_BYTES {
+        // More than we would ever read: no point in reading part of it.
+        false
+    } else {
+        tokio::time::timeout_at(until, drain(body, OVERSIZE_DRAIN_BYTES))
+            .await
+            .unwrap_or(false)
+    };
+    debug!(remaining, drained, "oversized body");
+    let mut response = reject(
+        state,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &format!("body larger than {} bytes", state.limits.max_body_bytes),
+    );
+    // The client has misbehaved once; it gets no second request on this connection.
+    response.headers_mut().insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    response
+}
+
+/// Reads and discards at most `budget` more bytes of `body`; true when the body ended.
+async fn drain(body: &mut Body, budget: u64) -> bool {
+    let mut left = budget;
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else {
+            return false;
+        };
+        if let Some(data) = frame.data_ref() {
+            match left.checked_sub(data.len() as u64) {
+                Some(rest) => left = rest,
+                None => return false,
+            }
+        }
+    }
+    true
 }
 
 fn answer(state: &AppState, body: &Bytes) -> Response {
@@ -142,25 +230,6 @@ fn bad_review(state: &AppState, e: BadReview) -> Response {
         _ => StatusCode::BAD_REQUEST,
     };
     reject(state, status, &e.to_string())
-}
-
-fn body_error(state: &AppState, e: axum::Error) -> Response {
-    // `to_bytes` reports an exceeded limit through its source error.
-    let too_large =
-        std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-    if too_large {
-        reject(
-            state,
-            StatusCode::PAYLOAD_TOO_LARGE,
-            &format!("body larger than {} bytes", state.limits.max_body_bytes),
-        )
-    } else {
-        reject(
-            state,
-            StatusCode::BAD_REQUEST,
-            &format!("body could not be read: {e}"),
-        )
-    }
 }
 
 fn reject(state: &AppState, status: StatusCode, message: &str) -> Response {
@@ -225,10 +294,32 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
             m.nodes_in_snapshot.set(0);
         }
     }
-    let (ledger_len, evicted) = {
+    let (ledger_len, evicted, watched) = {
         let ledger = state.admission.ledger().read();
-        (ledger.len(), ledger.evicted())
+        // Who runs where: the pod watch when there is one.
+        let watched = state
+            .readiness
+            .has_cluster_access()
+            .then(|| ledger.running.placed());
+        (ledger.len(), ledger.evicted(), watched)
     };
+    let hot_jobs = match state.admission.store().current() {
+        Some(view) => {
+            let pods = match watched {
+                Some(pods) => pods,
+                // Without cluster access, the snapshot file's pods that name a node.
+                None => state
+                    .admission
+                    .store()
+                    .snapshot()
+                    .map(|s| hotspots::placed_from_snapshot(&s))
+                    .unwrap_or_default(),
+            };
+            hotspots::report(&view, &pods, &state.admission.config().placement.hot).jobs
+        }
+        None => Vec::new(),
+    };
+    m.set_taskmanagers_on_hot_nodes(&hot_jobs);
     m.inflight_entries.set(ledger_len as i64);
     // The ledger counts; the counter catches up at each scrape.
     m.inflight_evicted
@@ -255,6 +346,50 @@ mod tests {
         assert_eq!(deadline(None, limit), Duration::from_secs(9));
         assert_eq!(deadline(Some("garbage"), limit), Duration::from_secs(9));
         assert_eq!(deadline(Some("0s"), limit), Duration::from_millis(100));
+    }
+
+    fn chunked(chunks: &[usize]) -> Body {
+        let frames: Vec<Result<Bytes, std::io::Error>> = chunks
+            .iter()
+            .map(|&n| Ok(Bytes::from(vec![b' '; n])))
+            .collect();
+        Body::from_stream(futures::stream::iter(frames))
+    }
+
+    #[tokio::test]
+    async fn read_body_stops_at_the_limit_and_leaves_the_rest() {
+        let mut body = chunked(&[600, 600, 600]);
+        assert!(matches!(
+            read_body(&mut body, 1000).await,
+            Err(BodyError::TooLarge)
+        ));
+        // The third chunk is still there to be drained.
+        assert!(drain(&mut body, 600).await);
+
+        let mut body = chunked(&[600, 400]);
+        let bytes = read_body(&mut body, 1000).await.ok().expect("fits");
+        assert_eq!(bytes.len(), 1000);
+    }
+
+    #[tokio::test]
+    async fn declared_length_over_the_limit_is_refused_unread() {
+        let mut body = Body::from(vec![b' '; 1001]);
+        assert!(matches!(
+            read_body(&mut body, 1000).await,
+            Err(BodyError::TooLarge)
+        ));
+        assert_eq!(body.size_hint().exact(), Some(1001), "nothing was read");
+    }
+
+    #[tokio::test]
+    async fn drain_gives_up_past_its_budget() {
+        assert!(drain(&mut chunked(&[100, 100]), 200).await);
+        assert!(!drain(&mut chunked(&[100, 100, 1]), 200).await);
+        let mut failing = Body::from_stream(futures::stream::iter([
+            Ok(Bytes::from_static(b"x")),
+            Err(std::io::Error::other("cut")),
+        ]));
+        assert!(!drain(&mut failing, 200).await);
     }
 }
 
@@ -404,6 +539,52 @@ mod readiness_tests {
         assert!(
             metrics.contains("placement_webhook_inventory_nodes 0\n"),
             "{metrics}"
+        );
+    }
+
+    fn hot_series(metrics: &str) -> Vec<&str> {
+        let mut series: Vec<&str> = metrics
+            .lines()
+            .filter(|l| l.starts_with("placement_webhook_taskmanagers_on_hot_nodes{"))
+            .collect();
+        series.sort_unstable();
+        series
+    }
+
+    #[tokio::test]
+    async fn hot_taskmanagers_come_from_the_pod_watch_when_there_is_one() {
+        let readiness = Arc::new(Readiness::new());
+        let state = state(readiness.clone());
+        let (_, metrics) = get(&state, "/metrics").await;
+        assert!(hot_series(&metrics).is_empty(), "no view, no series");
+
+        publish_snapshot(&state);
+        // Without cluster access: the snapshot file's pods (see examples/cluster.json).
+        let (_, metrics) = get(&state, "/metrics").await;
+        assert_eq!(hot_series(&metrics).len(), 6, "{metrics}");
+
+        readiness.set_cluster_access();
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"namespace": "stream", "name": "ads-taskmanager-1-1",
+                         "labels": {"app": "ads", "component": "taskmanager"}},
+            "spec": {"nodeName": "worker-03", "containers": []},
+            "status": {"phase": "Running"}
+        }))
+        .expect("pod");
+        state
+            .admission
+            .ledger()
+            .write()
+            .running
+            .update(&pod, false, true);
+        // With it: the watched pods only; the file's pods no longer count.
+        let (_, metrics) = get(&state, "/metrics").await;
+        assert_eq!(
+            hot_series(&metrics),
+            [
+                "placement_webhook_taskmanagers_on_hot_nodes{namespace=\"stream\",job=\"ads\",steered=\"false\"} 0",
+                "placement_webhook_taskmanagers_on_hot_nodes{namespace=\"stream\",job=\"ads\",steered=\"true\"} 1",
+            ]
         );
     }
 

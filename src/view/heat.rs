@@ -53,6 +53,42 @@ pub fn is_hot(load: &Load, scale: &NodeScale, hot: &HotThresholds) -> bool {
             && scale.network_fraction(load.network_bytes_per_second) >= hot.network)
 }
 
+/// A load dimension that can make a node hot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Dimension {
+    Cpu,
+    Network,
+    Memory,
+}
+
+impl Dimension {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dimension::Cpu => "cpu",
+            Dimension::Network => "network",
+            Dimension::Memory => "memory",
+        }
+    }
+}
+
+/// Which thresholds of [`is_hot`] the load crosses, in the order cpu, network, memory; empty
+/// exactly when the node is not hot.
+pub fn hot_dimensions(load: &Load, scale: &NodeScale, hot: &HotThresholds) -> Vec<Dimension> {
+    let mut out = Vec::new();
+    if load.cpu >= hot.cpu {
+        out.push(Dimension::Cpu);
+    }
+    if scale.network_is_capacity
+        && scale.network_fraction(load.network_bytes_per_second) >= hot.network
+    {
+        out.push(Dimension::Network);
+    }
+    if load.memory >= hot.memory {
+        out.push(Dimension::Memory);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,5 +154,44 @@ mod tests {
             ..Load::default()
         };
         assert!(is_hot(&busy_cpu, &relative, &hot));
+        assert_eq!(
+            hot_dimensions(&busy_link, &SCALE, &hot),
+            [Dimension::Network]
+        );
+        assert!(hot_dimensions(&busy_link, &relative, &hot).is_empty());
+        assert_eq!(hot_dimensions(&busy_cpu, &relative, &hot), [Dimension::Cpu]);
+    }
+
+    #[test]
+    fn hot_dimensions_name_exactly_what_makes_a_node_hot() {
+        let hot = HotThresholds::default();
+        // A grid over each dimension below, at and above its threshold.
+        for cpu in [0.5, hot.cpu, 0.99] {
+            for net in [100.0, hot.network * 1000.0, 990.0] {
+                for memory in [0.5, hot.memory, 0.99] {
+                    let load = Load {
+                        cpu,
+                        network_bytes_per_second: net,
+                        memory,
+                    };
+                    for scale in [
+                        SCALE,
+                        NodeScale {
+                            network_is_capacity: false,
+                            ..SCALE
+                        },
+                    ] {
+                        let dims = hot_dimensions(&load, &scale, &hot);
+                        assert_eq!(dims.is_empty(), !is_hot(&load, &scale, &hot), "{load:?}");
+                        assert_eq!(dims.contains(&Dimension::Cpu), cpu >= hot.cpu);
+                        assert_eq!(dims.contains(&Dimension::Memory), memory >= hot.memory);
+                        assert_eq!(
+                            dims.contains(&Dimension::Network),
+                            scale.network_is_capacity && net >= hot.network * 1000.0
+                        );
+                    }
+                }
+            }
+        }
     }
 }
