@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes a node-load snapshot (README "Snapshot file format") for load tests.
+"""Writes a node-load snapshot (docs/snapshot-format.md) for load tests.
 
 Usage: gen_snapshot.py NODES OUT [SEED]
 

@@ -118,7 +118,7 @@ struct CommonArgs {
     /// YAML config file; flags override it.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Static node-load snapshot (JSON, see README).
+    /// Static node-load snapshot (JSON, see docs/snapshot-format.md).
     #[arg(long)]
     metrics_file: Option<PathBuf>,
     /// Prometheus base URL for live node load.

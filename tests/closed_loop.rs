@@ -266,7 +266,7 @@ fn check(name: &str, specs: &[Spec], burst: &Burst, setup: Setup) {
         let one_pod = f.one_pod_on_hottest;
         let target_hot = bound_hot + one_pod + 1e-9;
         // Regression guards: two TaskManagers where the scheduler scores every node, four
-        // under default sampling (today's figures, README "Limits").
+        // under default sampling (today's figures, docs/design.md, "Limits").
         let guard_hot = bound_hot + if sampled { 4.0 } else { 2.0 } * one_pod + 1e-9;
         if f.hottest_cpu > guard_hot && !blind {
             failures.push(format!(
