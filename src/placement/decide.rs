@@ -19,8 +19,8 @@ use super::landing::{Coverage, Named, Window, landing_odds, order_positions};
 use super::rank_index::{RankIndex, RankIndexes};
 use super::replica::Replica;
 use super::standing::{
-    Candidate, InFlight, PodDemand, PodHeat, Ranking, Standing, TieOrder, cover_in_order,
-    effective_load, fits_with, load_with, model_node_with, pod_heat, standing, tie_breakers,
+    Candidate, InFlight, PodDemand, PodHeat, Ranking, Standing, cover_in_order, effective_load,
+    fits_with, load_with, model_node_with, pod_heat, standing, tie_breakers,
 };
 use crate::config::scheduler::SchedulerConfig;
 use crate::config::{NodeMatch, PlacementConfig};
@@ -91,26 +91,24 @@ fn first_named(
     mut candidates: Vec<Candidate>,
     used: usize,
     is_tied: &dyn Fn(&Candidate) -> bool,
-    ties: TieOrder,
 ) -> Vec<Candidate> {
-    let tie_order = |a: &Candidate, b: &Candidate| ties.cmp(a, b);
     let tied = candidates.iter().filter(|c| is_tied(c)).count();
     // Only the first `used` are named: select them, then sort just those.
     if tied >= used {
         // Every named node is a near-tie: the rest of the ranking does not matter.
         candidates.retain(|c| is_tied(c));
         if candidates.len() > used && used > 0 {
-            candidates.select_nth_unstable_by(used - 1, tie_order);
+            candidates.select_nth_unstable_by(used - 1, Candidate::tie_order);
         }
         candidates.truncate(used);
-        candidates.sort_by(tie_order);
+        candidates.sort_by(Candidate::tie_order);
     } else {
         if candidates.len() > used && used > 0 {
             candidates.select_nth_unstable_by(used - 1, Candidate::order);
         }
         candidates.truncate(used);
         candidates.sort_by(Candidate::order);
-        candidates[..tied].sort_by(tie_order);
+        candidates[..tied].sort_by(Candidate::tie_order);
     }
     candidates
 }
@@ -124,13 +122,8 @@ impl Ranking for Walk<'_> {
         self.candidates.iter().min_by(|a, b| a.order(b)).copied()
     }
 
-    fn named(
-        &mut self,
-        used: usize,
-        is_tied: &dyn Fn(&Candidate) -> bool,
-        ties: TieOrder,
-    ) -> Vec<Candidate> {
-        first_named(self.candidates.clone(), used, is_tied, ties)
+    fn named(&mut self, used: usize, is_tied: &dyn Fn(&Candidate) -> bool) -> Vec<Candidate> {
+        first_named(self.candidates.clone(), used, is_tied)
     }
 
     fn hottest(&mut self, max: usize) -> Vec<(f64, usize)> {
@@ -149,7 +142,7 @@ impl Ranking for Walk<'_> {
     }
 
     fn least_bad(&mut self, max: usize) -> Vec<Candidate> {
-        first_named(self.hot_candidates.clone(), max, &|_| false, TieOrder)
+        first_named(self.hot_candidates.clone(), max, &|_| false)
     }
 
     fn cover(
@@ -283,7 +276,6 @@ fn pick(
 
     // Near-ties (within `tie_band` of what this pod adds to the best node): each replica takes
     // them in its own order, so replicas deciding at the same moment rarely pick the same node.
-    let ties = TieOrder;
     let tied_below = ranking.best().map(|best| {
         let node = &view.nodes[best.index];
         let load = load_with(node, inflight.extra(best.index, node), policy.uncertainty);
@@ -295,7 +287,7 @@ fn pick(
         tied_below
             .is_some_and(|(nic_over, limit)| c.heat.nic_over == nic_over && c.heat.rank <= limit)
     };
-    let mut named = ranking.named(used, &is_tied, ties);
+    let mut named = ranking.named(used, &is_tied);
     // Every feasible node is hot: keep water-filling, least bad first, rather than leave the
     // pod to the scheduler's request scores.
     let saturated = named.is_empty() && policy.saturated && ranking.feasible() > 0;

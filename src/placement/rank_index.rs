@@ -16,7 +16,7 @@ use crate::hashing::HashMap;
 use super::landing::Coverage;
 use super::replica::Replica;
 use super::standing::{
-    Candidate, InFlight, PodDemand, PodHeat, Ranking, Standing, TieOrder, cover_in_order, standing,
+    Candidate, InFlight, PodDemand, PodHeat, Ranking, Standing, cover_in_order, standing,
     tie_breakers,
 };
 use crate::config::PlacementConfig;
@@ -325,13 +325,7 @@ impl Ranking for RankIndex {
         self.cool.first().map(|c| c.0)
     }
 
-    fn named(
-        &mut self,
-        used: usize,
-        is_tied: &dyn Fn(&Candidate) -> bool,
-        ties: TieOrder,
-    ) -> Vec<Candidate> {
-        let tie_order = |a: &Candidate, b: &Candidate| ties.cmp(a, b);
+    fn named(&mut self, used: usize, is_tied: &dyn Fn(&Candidate) -> bool) -> Vec<Candidate> {
         let mut in_order = self.cool.iter().map(|c| c.0);
         // The near-ties are a prefix of the order (the best's NIC side, up to a heat).
         let mut named = Vec::with_capacity(used);
@@ -345,13 +339,13 @@ impl Ranking for RankIndex {
         }
         if named.len() >= used {
             if used > 0 && named.len() > used {
-                named.select_nth_unstable_by(used - 1, tie_order);
+                named.select_nth_unstable_by(used - 1, Candidate::tie_order);
             }
             named.truncate(used);
-            named.sort_by(tie_order);
+            named.sort_by(Candidate::tie_order);
             return named;
         }
-        named.sort_by(tie_order);
+        named.sort_by(Candidate::tie_order);
         named.extend(first_untied);
         let missing = used.saturating_sub(named.len());
         named.extend(in_order.take(missing));

@@ -255,24 +255,16 @@ impl Candidate {
             .then(self.tie.cmp(&other.tie))
             .then(self.index.cmp(&other.index))
     }
-}
 
-/// How near-ties are taken: a pod without a network estimate by its NIC load in coarse steps
-/// first, then in tie order (the deciding replica's own), then in order.
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct TieOrder;
-
-impl TieOrder {
-    fn step(c: &Candidate) -> u32 {
+    /// How near-ties are taken: a pod without a network estimate by its NIC load in coarse
+    /// steps first, then in tie order (the deciding replica's own), then in order.
+    pub fn tie_order(&self, other: &Self) -> std::cmp::Ordering {
         // Saturating: a NaN load shares step 0.
-        (c.heat.quiet_nic / NIC_TIE_STEP).floor() as u32
-    }
-
-    pub fn cmp(&self, a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
-        Self::step(a)
-            .cmp(&Self::step(b))
-            .then(a.tie.cmp(&b.tie))
-            .then_with(|| a.order(b))
+        let step = |c: &Self| (c.heat.quiet_nic / NIC_TIE_STEP).floor() as u32;
+        step(self)
+            .cmp(&step(other))
+            .then(self.tie.cmp(&other.tie))
+            .then_with(|| self.order(other))
     }
 }
 
@@ -335,12 +327,7 @@ pub(super) trait Ranking {
     fn best(&self) -> Option<Candidate>;
     /// The first `used` candidates as named: those `is_tied` (a prefix of the order) first,
     /// in tie order, then the rest in order.
-    fn named(
-        &mut self,
-        used: usize,
-        is_tied: &dyn Fn(&Candidate) -> bool,
-        ties: TieOrder,
-    ) -> Vec<Candidate>;
+    fn named(&mut self, used: usize, is_tied: &dyn Fn(&Candidate) -> bool) -> Vec<Candidate>;
     /// At most `max` hot feasible nodes, hottest first (then by name): (heat, index).
     fn hottest(&mut self, max: usize) -> Vec<(f64, usize)>;
     /// At most `max` hot feasible nodes, least bad for this pod first ([`Candidate::order`]).
