@@ -15,7 +15,7 @@
 
 use super::constraints::{Ineligible, eligible_nodes};
 use super::decision::{Decision, RankedNode, TierChoice};
-use super::landing::{Coverage, Named, Window, landing_odds, order_positions};
+use super::landing::{Coverage, Named, Window, landing_odds, landing_shares, order_positions};
 use super::rank_index::{RankIndex, RankIndexes};
 use super::replica::Replica;
 use super::standing::{
@@ -443,22 +443,7 @@ fn predict_landing(
             }
         })
         .collect();
-    let odds = landing_odds(window, &tier);
-    let mut landing: Vec<(String, f64)> = first
-        .iter()
-        .zip(odds)
-        .filter(|(_, p)| *p > 0.0)
-        .map(|(&i, p)| (view.nodes[i].name.clone(), p))
-        .collect();
-    landing.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    // Negligible shares only lengthen the annotation.
-    let total: f64 = landing.iter().map(|(_, p)| p).sum();
-    landing.retain(|(_, p)| *p >= 0.01 * total);
-    let kept: f64 = landing.iter().map(|(_, p)| p).sum();
-    for (_, p) in &mut landing {
-        *p /= kept;
-    }
-    landing
+    landing_shares(view, first.iter().copied(), landing_odds(window, &tier))
 }
 
 /// Whether a label-keyed term can name `node`: its value of the label is its name, so the

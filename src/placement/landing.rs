@@ -193,6 +193,30 @@ pub fn landing_odds(window: Window, tier: &[Named]) -> Vec<f64> {
     odds
 }
 
+/// The landing as a decision charges it and the annotation carries it: the nodes (positions in
+/// `view`) with their `odds`, most likely first, shares under 1% of the total dropped (they only
+/// lengthen the annotation), the rest summing to 1. Empty when no node has odds.
+pub fn landing_shares(
+    view: &ClusterView,
+    nodes: impl IntoIterator<Item = usize>,
+    odds: Vec<f64>,
+) -> Vec<(String, f64)> {
+    let mut landing: Vec<(String, f64)> = nodes
+        .into_iter()
+        .zip(odds)
+        .filter(|(_, p)| *p > 0.0)
+        .map(|(i, p)| (view.nodes[i].name.clone(), p))
+        .collect();
+    landing.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let total: f64 = landing.iter().map(|(_, p)| p).sum();
+    landing.retain(|(_, p)| *p >= 0.01 * total);
+    let kept: f64 = landing.iter().map(|(_, p)| p).sum();
+    for (_, p) in &mut landing {
+        *p /= kept;
+    }
+    landing
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,7 @@
 
 use super::constraints::eligible_nodes;
 use super::decide::tier_size_for_sample;
-use super::landing::{Named, Window, landing_odds, order_positions};
+use super::landing::{Named, Window, landing_odds, landing_shares, order_positions};
 use super::standing::{InFlight, PodDemand, fits_with, model_node_with};
 use crate::config::scheduler::SchedulerConfig;
 use crate::inflight::ledger::Ledger;
@@ -74,20 +74,5 @@ pub fn unsteered_landing(
         })
         .collect();
     let odds = landing_odds(Window::new(view.nodes.len(), wanted, feasible), &named);
-    let total: f64 = odds.iter().sum();
-    if total <= 0.0 {
-        return Vec::new();
-    }
-    let mut landing: Vec<(String, f64)> = scored
-        .iter()
-        .zip(odds)
-        .filter(|(_, p)| *p >= 0.01 * total)
-        .map(|(&(_, i), p)| (view.nodes[i].name.clone(), p))
-        .collect();
-    let kept: f64 = landing.iter().map(|(_, p)| p).sum();
-    for (_, p) in &mut landing {
-        *p /= kept;
-    }
-    landing.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    landing
+    landing_shares(view, scored.iter().map(|&(_, i)| i), odds)
 }
