@@ -173,9 +173,8 @@ fn node_table(admission: &Admission, body: &[u8]) -> String {
 /// others by name.
 fn explain_order(a: &NodeAssessment, b: &NodeAssessment) -> std::cmp::Ordering {
     let key = |r: &NodeAssessment| {
-        r.ranked
-            .filter(|_| r.fits)
-            .map(|h| (r.hot, h.nic_over, h.rank))
+        // Only an eligible node whose requests fit is ranked.
+        r.ranked.map(|h| (r.hot, h.nic_over, h.rank))
     };
     match (key(a), key(b)) {
         (Some(x), Some(y)) => {
@@ -223,7 +222,7 @@ fn rows_table(rows: &[NodeAssessment]) -> String {
         } else {
             "-".to_string()
         };
-        let (rank, by) = match r.ranked.filter(|_| r.fits) {
+        let (rank, by) = match r.ranked {
             Some(h) => (format!("{:.3}", h.rank), h.by.as_str()),
             None => ("-".to_string(), "-"),
         };
@@ -261,7 +260,7 @@ fn why_not_chosen(
         .fold(f64::INFINITY, f64::min);
     let losers = rows
         .iter()
-        .filter(|r| r.fits && !r.hot && r.tier != Some(1))
+        .filter(|r| !r.hot && r.tier != Some(1))
         .filter_map(|r| Some((r, r.ranked?)))
         .take(EXPLAINED_LOSERS);
     for (r, heat) in losers {
