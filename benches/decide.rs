@@ -17,6 +17,10 @@ use placement_webhook::snapshot::{LoadSnapshot, NodeLoad, Taint};
 use placement_webhook::view::{ClusterView, ViewStore};
 use serde_json::Value;
 
+// The server's allocator: allocation-heavy paths cost here what they cost there.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const REVIEW: &str = include_str!("../examples/taskmanager-review.json");
 
 /// `config` with a `matchFields` term per node instead of hostname-label terms.
@@ -308,8 +312,97 @@ fn bench_parts(c: &mut Criterion) {
     group.finish();
 }
 
+/// `cluster(n)` with room for every pod: 100,000 cores each, so no number of charges fills a
+/// node and every review stays a full decision (the steady state of a busy webhook).
+fn roomy_cluster(n: usize) -> LoadSnapshot {
+    let mut snapshot = cluster(n);
+    for node in &mut snapshot.nodes {
+        node.cpu_capacity_cores = Some(100_000.0);
+        for (resource, amount) in [
+            ("cpu", "100000"),
+            ("memory", "100000Gi"),
+            ("pods", "1000000"),
+        ] {
+            node.allocatable.insert(resource.into(), amount.into());
+        }
+    }
+    snapshot
+}
+
+/// What a busy webhook does per review: a new uid (the ledger charged every time) with the
+/// ledger at `inflight.max_entries`, on a cluster with room, parse to response bytes. Beside
+/// it, the minimal webhook's handler (`examples/minimal_webhook.rs`: the review read into a
+/// `DynamicObject`, one label patched) on the same body, the in-process part of the load
+/// test's baseline.
+fn bench_steady_review(c: &mut Criterion) {
+    let config = Arc::new(Config::default());
+    let store = Arc::new(ViewStore::new(config.placement.clone()));
+    store.publish_snapshot(roomy_cluster(5000));
+    let admission = Admission::new(
+        config.clone(),
+        store,
+        Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl))),
+    );
+    // A new uid per review: its first 8 hex digits count (the ledger id is the first 16).
+    let at = REVIEW.find("3f2a9c01-").expect("the example's uid");
+    let mut counter = 0u32;
+    let mut next_review = || {
+        counter += 1;
+        let mut body = REVIEW.as_bytes().to_vec();
+        body[at..at + 8].copy_from_slice(format!("{counter:08x}").as_bytes());
+        body
+    };
+    // Fill the ledger to its working size first.
+    for _ in 0..config.inflight.max_entries {
+        let body = next_review();
+        admission.review_bytes(&body).expect("answer");
+    }
+    let mut group = c.benchmark_group("steady_review_5000_nodes");
+    group.bench_function("webhook", |b| {
+        b.iter_batched(
+            &mut next_review,
+            |body| {
+                let answer = admission.review_bytes(black_box(&body)).expect("answer");
+                black_box(serde_json::to_vec(&answer.review).expect("json"))
+            },
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    let body = REVIEW.as_bytes().to_vec();
+    group.bench_function("minimal_baseline", |b| {
+        b.iter(|| black_box(minimal_review(black_box(&body))))
+    });
+    group.finish();
+}
+
+/// `examples/minimal_webhook.rs`'s handler without the server: parse, one label, serialize.
+fn minimal_review(body: &[u8]) -> Vec<u8> {
+    use json_patch_v4 as json_patch;
+    use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+    use kube::core::{DynamicObject, Resource};
+    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(body).expect("review");
+    let req: AdmissionRequest<DynamicObject> = review.try_into().expect("request");
+    let mut res = AdmissionResponse::from(&req);
+    if let Some(obj) = req.object {
+        let mut patches = Vec::new();
+        if obj.meta().labels.is_none() {
+            patches.push(json_patch::PatchOperation::Add(json_patch::AddOperation {
+                path: json_patch::jsonptr::PointerBuf::from_tokens(["metadata", "labels"]),
+                value: serde_json::json!({}),
+            }));
+        }
+        patches.push(json_patch::PatchOperation::Add(json_patch::AddOperation {
+            path: json_patch::jsonptr::PointerBuf::from_tokens(["metadata", "labels", "admission"]),
+            value: Value::String("modified-by-admission-controller".into()),
+        }));
+        res = res.with_patch(json_patch::Patch(patches)).expect("patch");
+    }
+    serde_json::to_vec(&res.into_review()).expect("json")
+}
+
 criterion_group!(
     benches,
+    bench_steady_review,
     bench_parts,
     bench_decide_and_patch,
     bench_whole_review,

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Writes a node-load snapshot (docs/snapshot-format.md) for load tests.
 
-Usage: gen_snapshot.py NODES OUT [SEED]
+Usage: gen_snapshot.py NODES OUT [SEED] [--room]
 
 A realistic mix: CPU busy 0.05..0.95 (most nodes moderately busy, a tail of hot ones),
 network traffic against 10 or 25 Gbit/s NICs, memory, 16/32/64-core nodes, three zones,
 a Flink pool and a general pool, some GPU nodes with a NoSchedule taint, some spot nodes with
 a PreferNoSchedule taint, and a few cordoned nodes. No `taken_at`: the file stays fresh.
+
+--room: every node has 100,000 cores (capacity and allocatable), so no burst fills the
+cluster: each pod the ledger charges moves a node's utilisation by about 2e-5, and every review
+of a load test stays a full decision naming a first tier (the steady-state rows of load.sh).
 """
 
 import json
@@ -14,7 +18,10 @@ import random
 import sys
 
 
-def node(i: int, rng: random.Random) -> dict:
+ROOM_CORES = 100_000
+
+
+def node(i: int, rng: random.Random, room: bool) -> dict:
     name = f"worker-{i:05d}"
     cpu = min(0.95, max(0.05, rng.betavariate(2.2, 3.0)))
     capacity = rng.choice([1.25e9, 1.25e9, 3.125e9])
@@ -32,6 +39,9 @@ def node(i: int, rng: random.Random) -> dict:
             "topology.kubernetes.io/zone": f"zone-{'abc'[i % 3]}",
         },
     }
+    if room:
+        n["cpu_capacity_cores"] = ROOM_CORES
+        n["allocatable"] = {"cpu": str(ROOM_CORES), "memory": "100000Gi", "pods": "1000000"}
     r = rng.random()
     if r < 0.04:
         n["taints"] = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
@@ -43,14 +53,16 @@ def node(i: int, rng: random.Random) -> dict:
 
 
 def main() -> int:
-    if len(sys.argv) not in (3, 4):
+    room = "--room" in sys.argv[1:]
+    args = [a for a in sys.argv[1:] if a != "--room"]
+    if len(args) not in (2, 3):
         print(__doc__, file=sys.stderr)
         return 2
-    count = int(sys.argv[1])
-    seed = int(sys.argv[3]) if len(sys.argv) == 4 else 42
+    count = int(args[0])
+    seed = int(args[2]) if len(args) == 3 else 42
     rng = random.Random(seed)
-    snapshot = {"nodes": [node(i, rng) for i in range(count)]}
-    with open(sys.argv[2], "w", encoding="utf-8") as out:
+    snapshot = {"nodes": [node(i, rng, room) for i in range(count)]}
+    with open(args[1], "w", encoding="utf-8") as out:
         json.dump(snapshot, out, separators=(",", ":"))
     return 0
 

@@ -144,6 +144,7 @@ pub struct Metrics {
     pub inflight_entries: Gauge,
     pub inflight_evicted: Counter,
     pub saturated_decisions: Counter,
+    pub empty_decisions: Counter,
     pub landings: Family<LandingLabels, Counter>,
     pub landing_heat: Histogram,
     pub observed_heat: Family<PlacementLabels, Histogram, fn() -> Histogram>,
@@ -233,6 +234,13 @@ impl Metrics {
              were named, and the hottest avoided",
             saturated_decisions.clone(),
         );
+        let empty_decisions = Counter::default();
+        registry.register(
+            "empty_decisions",
+            "Patched decisions that named no node (no feasible node): the pod goes by the \
+             scheduler's own scores",
+            empty_decisions.clone(),
+        );
         let landing_heat = Histogram::new(LANDING_HEAT_BUCKETS);
         registry.register(
             "landing_heat",
@@ -319,6 +327,7 @@ impl Metrics {
             inflight_evicted,
             landings,
             saturated_decisions,
+            empty_decisions,
             landing_heat,
             observed_heat,
             observed_hot_landings,
@@ -428,6 +437,7 @@ mod tests {
             ("placement_webhook_reviews", "counter"),
             ("placement_webhook_review_duration_seconds", "histogram"),
             ("placement_webhook_patches", "counter"),
+            ("placement_webhook_empty_decisions", "counter"),
             ("placement_webhook_snapshot_age_seconds", "gauge"),
             ("placement_webhook_nodes_in_snapshot", "gauge"),
             ("placement_webhook_prometheus_query_errors", "counter"),

@@ -328,6 +328,28 @@ async fn observe_mode_writes_only_the_decision_and_charges_the_unsteered_landing
 }
 
 #[tokio::test]
+async fn a_pod_no_node_can_take_is_counted_as_an_empty_decision() {
+    let running = start(test_config()).await;
+    let client = self_signed_client(&running);
+    expect_patched(&client, &taskmanager_review("uid-fits")).await;
+    let mut review = taskmanager_review("uid-nowhere");
+    // No node of the example cluster carries this label: none is feasible.
+    review["request"]["object"]["spec"]["nodeSelector"] = json!({"pool": "nowhere"});
+    let patched = expect_patched(&client, &review).await;
+    assert!(
+        patched["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+            .is_null(),
+        "{patched}"
+    );
+    let metrics = String::from_utf8(client.get("/metrics").await.body).expect("utf8");
+    assert!(
+        metrics.contains("placement_webhook_empty_decisions_total 1\n"),
+        "{metrics}"
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
 async fn large_pod_gets_a_small_targeted_patch() {
     let running = start(test_config()).await;
     let client = self_signed_client(&running);

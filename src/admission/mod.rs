@@ -51,6 +51,17 @@ pub struct Answer {
     pub snapshot_age_secs: Option<f64>,
     /// Every feasible node was hot: the least bad were named.
     pub saturated: bool,
+    /// A pod was decided for and no node was named (none feasible): it goes by the
+    /// scheduler's own scores.
+    pub named_none: bool,
+}
+
+/// A decision written into a response.
+struct Steered {
+    response: ResponseOut,
+    mode: &'static str,
+    saturated: bool,
+    named_none: bool,
 }
 
 /// Everything a review needs; shared by the server and the `review` command.
@@ -178,11 +189,12 @@ impl Admission {
     pub fn answer(&self, request: &RequestIn, now: SystemTime) -> Answer {
         let view = self.store.current();
         let age = view.as_ref().map(|v| v.age(now).as_secs_f64());
-        let mut saturated = false;
+        let (mut saturated, mut named_none) = (false, false);
         let (response, outcome, mode) = match self.steer(request, view.as_deref(), now) {
-            Ok(Some((response, mode, all_hot))) => {
-                saturated = all_hot;
-                (response, Outcome::Patched, Some(mode))
+            Ok(Some(steered)) => {
+                saturated = steered.saturated;
+                named_none = steered.named_none;
+                (steered.response, Outcome::Patched, Some(steered.mode))
             }
             Ok(None) => (ResponseOut::allow(&request.uid), Outcome::Skipped, None),
             Err(reason) => {
@@ -204,6 +216,7 @@ impl Admission {
             mode,
             snapshot_age_secs: age,
             saturated,
+            named_none,
         }
     }
 
@@ -213,7 +226,7 @@ impl Admission {
         request: &RequestIn,
         view: Option<&ClusterView>,
         now: SystemTime,
-    ) -> Result<Option<(ResponseOut, &'static str, bool)>, FailOpen> {
+    ) -> Result<Option<Steered>, FailOpen> {
         if !is_pod_create(request) {
             return Ok(None);
         }
@@ -271,7 +284,12 @@ impl Admission {
         let patch = patch::build(&pod, &changes)?;
         let mut response = ResponseOut::allow(&request.uid).with_patch(&patch)?;
         response.audit_annotations.insert("decision".into(), note);
-        Ok(Some((response, mode.as_str(), decision.saturated)))
+        Ok(Some(Steered {
+            response,
+            mode: mode.as_str(),
+            saturated: decision.saturated,
+            named_none: decision.first_tier().is_empty(),
+        }))
     }
 
     /// Decides against a read of the ledger, beside other reviews, and takes the write lock

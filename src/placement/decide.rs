@@ -327,14 +327,15 @@ fn pick(
         // A stretch of the order the best candidates leave out: its own best joins the tier,
         // or the pods whose sample it is would go by request scores alone.
         if !window.whole() && !chosen.is_empty() && !coverage.complete() {
-            let taken = |i: usize| {
-                tiers
-                    .iter()
-                    .flatten()
-                    .chain(&chosen)
-                    .chain(&left)
-                    .any(|c| c.index == i)
-            };
+            let mut named: Vec<usize> = tiers
+                .iter()
+                .flatten()
+                .chain(&chosen)
+                .chain(&left)
+                .map(|c| c.index)
+                .collect();
+            named.sort_unstable();
+            let taken = |i: usize| named.binary_search(&i).is_ok();
             let added = ranking.cover(saturated, &mut coverage, &positions, &taken);
             chosen.extend(added);
         }

@@ -65,6 +65,9 @@ pub fn order_positions(view: &ClusterView) -> Arc<[u32]> {
 pub struct Coverage {
     window: Window,
     chosen: Vec<usize>,
+    /// Stretches between consecutive chosen nodes longer than a run: kept as nodes are added,
+    /// so `complete` is asked for free once per candidate.
+    long_gaps: usize,
 }
 
 impl Coverage {
@@ -72,7 +75,33 @@ impl Coverage {
         Coverage {
             window,
             chosen: Vec::new(),
+            long_gaps: 0,
         }
+    }
+
+    /// The stretch from one chosen position to the next, going round.
+    fn gap(&self, from: usize, to: usize) -> usize {
+        let n = self.window.n;
+        match (to + n - from) % n {
+            0 => n,
+            gap => gap,
+        }
+    }
+
+    fn is_long(&self, from: usize, to: usize) -> bool {
+        self.gap(from, to) > self.window.len
+    }
+
+    /// The chosen positions around `position` (which is not chosen): before and after it.
+    fn neighbours(&self, position: usize) -> (usize, usize) {
+        let after = self.chosen.partition_point(|&p| p < position);
+        let next = self.chosen.get(after).copied().unwrap_or(self.chosen[0]);
+        let before = if after == 0 {
+            self.chosen[self.chosen.len() - 1]
+        } else {
+            self.chosen[after - 1]
+        };
+        (before, next)
     }
 
     /// Some run would hold a node at `position` and none chosen so far: the stretch between
@@ -84,48 +113,31 @@ impl Coverage {
         if self.chosen.is_empty() {
             return true;
         }
-        let n = self.window.n;
-        let after = self.chosen.partition_point(|&p| p < position);
-        if self.chosen.get(after) == Some(&position) {
+        if self.chosen.binary_search(&position).is_ok() {
             return false;
         }
-        let next = self
-            .chosen
-            .get(after)
-            .copied()
-            .unwrap_or(self.chosen[0] + n);
-        let before = if after == 0 {
-            self.chosen[self.chosen.len() - 1]
-        } else {
-            self.chosen[after - 1]
-        };
-        let gap = (next + n - before) % n;
-        let gap = if gap == 0 { n } else { gap };
-        gap > self.window.len
+        let (before, next) = self.neighbours(position);
+        self.is_long(before, next)
     }
 
     pub fn add(&mut self, position: usize) {
-        let at = self.chosen.partition_point(|&p| p < position);
-        if self.chosen.get(at) != Some(&position) {
-            self.chosen.insert(at, position);
+        let Err(at) = self.chosen.binary_search(&position) else {
+            return;
+        };
+        if self.chosen.is_empty() {
+            self.long_gaps = usize::from(self.is_long(position, position));
+        } else {
+            let (before, next) = self.neighbours(position);
+            let now_long = usize::from(self.is_long(before, position))
+                + usize::from(self.is_long(position, next));
+            self.long_gaps = self.long_gaps + now_long - usize::from(self.is_long(before, next));
         }
+        self.chosen.insert(at, position);
     }
 
     /// Every run holds a chosen node.
     pub fn complete(&self) -> bool {
-        let Some(&first) = self.chosen.first() else {
-            return false;
-        };
-        let n = self.window.n;
-        self.chosen
-            .iter()
-            .zip(
-                self.chosen
-                    .iter()
-                    .skip(1)
-                    .chain(std::iter::once(&(first + n))),
-            )
-            .all(|(a, b)| b - a <= self.window.len)
+        !self.chosen.is_empty() && self.long_gaps == 0
     }
 }
 
@@ -174,19 +186,31 @@ pub fn landing_odds(window: Window, tier: &[Named]) -> Vec<f64> {
         .collect();
     cuts.sort_unstable();
     cuts.dedup();
+    // The named nodes in order of position: those a run holds are consecutive in it (going
+    // round), so each run reads only its own instead of testing every named node.
+    let mut by_position: Vec<(usize, usize)> = tier
+        .iter()
+        .enumerate()
+        .map(|(j, t)| (t.position, j))
+        .collect();
+    by_position.sort_unstable();
+    let mut inside: Vec<usize> = Vec::with_capacity(tier.len());
     for (k, &start) in cuts.iter().enumerate() {
         let end = cuts.get(k + 1).copied().unwrap_or(cuts[0] + n);
         let starts = (end - start) as f64 / n as f64;
-        let inside = || {
-            tier.iter()
-                .enumerate()
-                .filter(|(_, t)| window.holds(start, t.position))
-        };
-        let Some(best) = inside().map(|(_, t)| t.key()).max() else {
+        inside.clear();
+        let first = by_position.partition_point(|&(position, _)| position < start);
+        inside.extend(
+            (0..by_position.len())
+                .map(|step| by_position[(first + step) % by_position.len()])
+                .take_while(|&(position, _)| window.holds(start, position))
+                .map(|(_, j)| j),
+        );
+        let Some(best) = inside.iter().map(|&j| tier[j].key()).max() else {
             continue;
         };
-        let winners = inside().filter(|(_, t)| t.key() == best).count() as f64;
-        for (j, _) in inside().filter(|(_, t)| t.key() == best) {
+        let winners = inside.iter().filter(|&&j| tier[j].key() == best).count() as f64;
+        for &j in inside.iter().filter(|&&j| tier[j].key() == best) {
             odds[j] += starts / winners;
         }
     }

@@ -356,7 +356,7 @@ pub(super) fn cover_in_order(
             break;
         }
         let position = positions[c.index] as usize;
-        if !taken(c.index) && coverage.adds(position) {
+        if coverage.adds(position) && !taken(c.index) {
             coverage.add(position);
             added.push(c);
         }

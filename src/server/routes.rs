@@ -214,6 +214,9 @@ fn answer(state: &AppState, body: &Bytes) -> Response {
             if answer.saturated {
                 m.saturated_decisions.inc();
             }
+            if answer.named_none {
+                m.empty_decisions.inc();
+            }
             if let Some(mode) = answer.mode {
                 m.patches.get_or_create(&ModeLabels { mode }).inc();
             }
