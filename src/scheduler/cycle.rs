@@ -101,7 +101,10 @@ impl<'a> PodFacts<'a> {
                         .as_deref()
                 })
                 .unwrap_or_default(),
-            spread_constraints: spec.topology_spread_constraints.as_deref().unwrap_or_default(),
+            spread_constraints: spec
+                .topology_spread_constraints
+                .as_deref()
+                .unwrap_or_default(),
             pod_affinity: spec.affinity.as_ref().and_then(|a| a.pod_affinity.as_ref()),
             pod_anti_affinity: spec
                 .affinity

@@ -48,31 +48,31 @@ fn preferred<'a>(terms: Option<&'a Vec<WeightedPodAffinityTerm>>) -> &'a [Weight
 
 impl<'a> PodFacts<'a> {
     pub fn required_affinity(&self) -> &'a [PodAffinityTerm] {
-        required(
-            self.pod_affinity
-                .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref()),
-        )
+        required(self.pod_affinity.and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        }))
     }
 
     pub fn required_anti_affinity(&self) -> &'a [PodAffinityTerm] {
-        required(
-            self.pod_anti_affinity
-                .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref()),
-        )
+        required(self.pod_anti_affinity.and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        }))
     }
 
     pub fn preferred_affinity(&self) -> &'a [WeightedPodAffinityTerm] {
-        preferred(
-            self.pod_affinity
-                .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref()),
-        )
+        preferred(self.pod_affinity.and_then(|a| {
+            a.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        }))
     }
 
     pub fn preferred_anti_affinity(&self) -> &'a [WeightedPodAffinityTerm] {
-        preferred(
-            self.pod_anti_affinity
-                .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref()),
-        )
+        preferred(self.pod_anti_affinity.and_then(|a| {
+            a.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        }))
     }
 }
 
@@ -287,7 +287,12 @@ pub fn affinity_scores(
             for wt in terms {
                 let t = &wt.pod_affinity_term;
                 if incoming_selects(t, pod, cluster, p) {
-                    add(&mut scores, &t.topology_key, node, sign * i64::from(wt.weight));
+                    add(
+                        &mut scores,
+                        &t.topology_key,
+                        node,
+                        sign * i64::from(wt.weight),
+                    );
                 }
             }
         }
@@ -308,7 +313,12 @@ pub fn affinity_scores(
             for wt in terms {
                 let t = &wt.pod_affinity_term;
                 if existing_selects(t, p, pod, cluster) {
-                    add(&mut scores, &t.topology_key, node, sign * i64::from(wt.weight));
+                    add(
+                        &mut scores,
+                        &t.topology_key,
+                        node,
+                        sign * i64::from(wt.weight),
+                    );
                 }
             }
         }

@@ -49,16 +49,28 @@ impl AffinityTerms {
         let paa = affinity.pod_anti_affinity.as_ref();
         let terms = AffinityTerms {
             required_affinity: pa
-                .and_then(|a| a.required_during_scheduling_ignored_during_execution.clone())
+                .and_then(|a| {
+                    a.required_during_scheduling_ignored_during_execution
+                        .clone()
+                })
                 .unwrap_or_default(),
             required_anti_affinity: paa
-                .and_then(|a| a.required_during_scheduling_ignored_during_execution.clone())
+                .and_then(|a| {
+                    a.required_during_scheduling_ignored_during_execution
+                        .clone()
+                })
                 .unwrap_or_default(),
             preferred_affinity: pa
-                .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.clone())
+                .and_then(|a| {
+                    a.preferred_during_scheduling_ignored_during_execution
+                        .clone()
+                })
                 .unwrap_or_default(),
             preferred_anti_affinity: paa
-                .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.clone())
+                .and_then(|a| {
+                    a.preferred_during_scheduling_ignored_during_execution
+                        .clone()
+                })
                 .unwrap_or_default(),
         };
         let empty = terms.required_affinity.is_empty()
@@ -204,7 +216,10 @@ mod tests {
         let bad: LabelSelector = serde_json::from_value(serde_json::json!({
             "matchExpressions": [{"key": "job", "operator": "In"}]}))
         .expect("selector");
-        assert!(!selector_matches(Some(&bad), &l), "malformed selects nothing");
+        assert!(
+            !selector_matches(Some(&bad), &l),
+            "malformed selects nothing"
+        );
     }
 
     #[test]

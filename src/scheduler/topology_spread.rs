@@ -292,7 +292,12 @@ impl<'a> SpreadFilter<'a> {
 
     /// Filter: every constraint's skew with the pod on `node` within maxSkew.
     pub fn check(&self, pod: &PodFacts<'_>, node: &ModelNode) -> Result<(), SpreadUnfit> {
-        for ((c, domains), min) in self.constraints.iter().zip(&self.counts).zip(&self.min_match) {
+        for ((c, domains), min) in self
+            .constraints
+            .iter()
+            .zip(&self.counts)
+            .zip(&self.min_match)
+        {
             let Some(value) = node.labels.get(c.key) else {
                 return Err(SpreadUnfit::MissingLabel);
             };
@@ -404,7 +409,12 @@ pub fn spread_scores(
 
 /// NormalizeScore: ignored nodes 0; all zero → 100 each; else `100 * (max + min - s) / max`.
 fn normalize(raw: &[i64], ignored: &[bool]) -> Vec<i64> {
-    let scored = || raw.iter().zip(ignored).filter(|(_, ig)| !**ig).map(|(s, _)| *s);
+    let scored = || {
+        raw.iter()
+            .zip(ignored)
+            .filter(|(_, ig)| !**ig)
+            .map(|(s, _)| *s)
+    };
     let min = scored().min().unwrap_or(i64::MAX);
     let max = scored().max().unwrap_or(0).max(0);
     raw.iter()
