@@ -38,11 +38,11 @@ impl AffinityUnfit {
 
 type Pairs<'a> = HashMap<(&'a str, &'a str), i64>;
 
-fn required<'a>(terms: Option<&'a Vec<PodAffinityTerm>>) -> &'a [PodAffinityTerm] {
+fn required(terms: Option<&Vec<PodAffinityTerm>>) -> &[PodAffinityTerm] {
     terms.map(Vec::as_slice).unwrap_or_default()
 }
 
-fn preferred<'a>(terms: Option<&'a Vec<WeightedPodAffinityTerm>>) -> &'a [WeightedPodAffinityTerm] {
+fn preferred(terms: Option<&Vec<WeightedPodAffinityTerm>>) -> &[WeightedPodAffinityTerm] {
     terms.map(Vec::as_slice).unwrap_or_default()
 }
 
@@ -227,7 +227,8 @@ impl<'a> AffinityFilter<'a> {
             }
         }
         // No pod anywhere matches yet, but the pod matches its own terms: it may go first.
-        if !pods_exist && !(self.affinity_counts.is_empty() && self.matches_own_affinity) {
+        let may_go_first = self.affinity_counts.is_empty() && self.matches_own_affinity;
+        if !(pods_exist || may_go_first) {
             return Err(AffinityUnfit::Affinity);
         }
         for t in self.anti_affinity {
