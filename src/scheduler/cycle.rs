@@ -1,18 +1,28 @@
 //! One scheduling cycle: filter (with `numFeasibleNodesToFind` and a rotating start), score,
 //! select, as `schedule_one.go` does for the plugins modelled here.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{
-    NodeSelectorTerm, Pod, PodSpec, PreferredSchedulingTerm, Toleration,
+    NodeSelectorTerm, Pod, PodAffinity, PodAntiAffinity, PodSpec, PreferredSchedulingTerm,
+    Toleration, TopologySpreadConstraint,
 };
 
 use super::node::ModelNode;
+use super::pod_affinity::{AffinityFilter, AffinityUnfit, affinity_scores};
+use super::pods::{ClusterPods, Labels, NO_LABELS};
 use super::resources::PodRequests;
 use super::scores::{
     MAX_NODE_SCORE, balanced_allocation, balanced_allocation_skips, default_normalize_score,
     intolerable_prefer_no_schedule, preferred_terms_score, resources_fit_score,
 };
 use super::terms::{any_term_matches, tolerated};
+use super::topology_spread::{SpreadFilter, SpreadUnfit, spread_scores};
 use crate::config::scheduler::SchedulerConfig;
+
+/// Score weights of the default profile for the plugins that look at other pods.
+pub const POD_TOPOLOGY_SPREAD_WEIGHT: i64 = 2;
+pub const INTER_POD_AFFINITY_WEIGHT: i64 = 2;
 
 const MIN_FEASIBLE_NODES_TO_FIND: i64 = 100;
 const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: i64 = 5;
@@ -34,22 +44,41 @@ pub fn num_feasible_nodes_to_find(percentage: i64, num_all_nodes: i64) -> i64 {
 pub struct PodFacts<'a> {
     pub requests: PodRequests,
     pub tolerations: &'a [Toleration],
-    pub node_selector: Option<&'a std::collections::BTreeMap<String, String>>,
+    pub node_selector: Option<&'a BTreeMap<String, String>>,
     pub required_terms: &'a [NodeSelectorTerm],
     pub preferred_terms: &'a [PreferredSchedulingTerm],
+    /// The pod's namespace and labels (PodTopologySpread, InterPodAffinity).
+    pub namespace: &'a str,
+    pub labels: Option<&'a Labels>,
+    pub spread_constraints: &'a [TopologySpreadConstraint],
+    pub pod_affinity: Option<&'a PodAffinity>,
+    pub pod_anti_affinity: Option<&'a PodAntiAffinity>,
+    /// The selectors of the Services, ReplicaSets, StatefulSets and ReplicationControllers that
+    /// select the pod: with none, the default spread constraints do not apply to it. Not in the
+    /// pod itself; the caller fills it in.
+    pub owner_selectors: &'a [Labels],
 }
 
 impl<'a> PodFacts<'a> {
     pub fn of(pod: &'a Pod) -> Self {
-        let Some(spec) = pod.spec.as_ref() else {
-            return PodFacts::default();
+        let mut facts = match pod.spec.as_ref() {
+            Some(spec) => PodFacts::of_spec(spec),
+            None => PodFacts::default(),
         };
-        let mut facts = PodFacts::of_spec(spec);
-        facts.requests = PodRequests::of(pod);
+        if pod.spec.is_some() {
+            facts.requests = PodRequests::of(pod);
+        }
+        facts.namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        facts.labels = pod.metadata.labels.as_ref();
         facts
     }
 
-    /// Everything but the requests, which need the whole pod.
+    pub fn labels(&self) -> &'a Labels {
+        self.labels.unwrap_or(&NO_LABELS)
+    }
+
+    /// Everything from the spec; the requests need the whole pod, the namespace and labels its
+    /// metadata.
     pub fn of_spec(spec: &'a PodSpec) -> Self {
         let node_affinity = spec
             .affinity
@@ -72,8 +101,26 @@ impl<'a> PodFacts<'a> {
                         .as_deref()
                 })
                 .unwrap_or_default(),
+            spread_constraints: spec
+                .topology_spread_constraints
+                .as_deref()
+                .unwrap_or_default(),
+            pod_affinity: spec.affinity.as_ref().and_then(|a| a.pod_affinity.as_ref()),
+            pod_anti_affinity: spec
+                .affinity
+                .as_ref()
+                .and_then(|a| a.pod_anti_affinity.as_ref()),
+            ..PodFacts::default()
         }
     }
+}
+
+/// A filter's verdict on a node, as upstream's status codes: whether removing pods (preemption)
+/// could make the node fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    Unschedulable,
+    UnschedulableAndUnresolvable,
 }
 
 /// Why a node fails filtering, in upstream's plugin order.
@@ -83,6 +130,16 @@ pub enum Unfit {
     Taint,
     NodeAffinity,
     Resources,
+    TopologySpread(SpreadUnfit),
+    InterPodAffinity(AffinityUnfit),
+}
+
+/// `nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)`: the nodeSelector and the required
+/// node affinity terms.
+pub fn required_node_affinity_matches(pod: &PodFacts<'_>, node: &ModelNode) -> bool {
+    pod.node_selector
+        .is_none_or(|selector| selector.iter().all(|(k, v)| node.labels.get(k) == Some(v)))
+        && any_term_matches(pod.required_terms, &node.name, &node.labels)
 }
 
 /// The filters that do not depend on requests: NodeUnschedulable, TaintToleration and
@@ -104,12 +161,7 @@ pub fn placement_filter(pod: &PodFacts<'_>, node: &ModelNode) -> Result<(), Unfi
     {
         return Err(Unfit::Taint);
     }
-    if let Some(selector) = pod.node_selector
-        && !selector.iter().all(|(k, v)| node.labels.get(k) == Some(v))
-    {
-        return Err(Unfit::NodeAffinity);
-    }
-    if !any_term_matches(pod.required_terms, &node.name, &node.labels) {
+    if !required_node_affinity_matches(pod, node) {
         return Err(Unfit::NodeAffinity);
     }
     Ok(())
@@ -124,6 +176,43 @@ pub fn filter(pod: &PodFacts<'_>, node: &ModelNode) -> Result<(), Unfit> {
     Ok(())
 }
 
+/// What PreFilter computes for the plugins that look at other pods, once per cycle.
+#[derive(Debug, Clone)]
+pub struct PodFilters<'a> {
+    spread: Option<SpreadFilter<'a>>,
+    affinity: Option<AffinityFilter<'a>>,
+}
+
+impl<'a> PodFilters<'a> {
+    pub fn new(pod: &PodFacts<'a>, nodes: &'a [ModelNode], cluster: &ClusterPods<'a>) -> Self {
+        PodFilters {
+            spread: SpreadFilter::new(pod, nodes, cluster),
+            affinity: AffinityFilter::new(pod, nodes, cluster),
+        }
+    }
+
+    /// PodTopologySpread, then InterPodAffinity.
+    pub fn check(&self, pod: &PodFacts<'_>, node: &ModelNode) -> Result<(), Unfit> {
+        if let Some(spread) = &self.spread {
+            spread.check(pod, node).map_err(Unfit::TopologySpread)?;
+        }
+        if let Some(affinity) = &self.affinity {
+            affinity.check(node).map_err(Unfit::InterPodAffinity)?;
+        }
+        Ok(())
+    }
+}
+
+/// Every modelled filter, those that look at other pods included.
+pub fn filter_with(
+    pod: &PodFacts<'_>,
+    node: &ModelNode,
+    others: &PodFilters<'_>,
+) -> Result<(), Unfit> {
+    filter(pod, node)?;
+    others.check(pod, node)
+}
+
 /// One node's plugin scores, each already multiplied by its plugin weight.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeScore {
@@ -132,11 +221,19 @@ pub struct NodeScore {
     pub resources_fit: i64,
     pub balanced_allocation: i64,
     pub taint_toleration: i64,
+    /// 0 unless the cycle was given the cluster's pods.
+    pub pod_topology_spread: i64,
+    pub inter_pod_affinity: i64,
 }
 
 impl NodeScore {
     pub fn total(&self) -> i64 {
-        self.node_affinity + self.resources_fit + self.balanced_allocation + self.taint_toleration
+        self.node_affinity
+            + self.resources_fit
+            + self.balanced_allocation
+            + self.taint_toleration
+            + self.pod_topology_spread
+            + self.inter_pod_affinity
     }
 }
 
@@ -153,14 +250,40 @@ pub fn resource_score(pod: &PodFacts<'_>, node: &ModelNode, config: &SchedulerCo
         + w.balanced_allocation * balanced
 }
 
-/// Scores `candidates` (indexes into `nodes`) as the profile does for the plugins modelled.
+/// Scores `candidates` (indexes into `nodes`) as the profile does for the plugins modelled,
+/// without the plugins that look at other pods.
 pub fn score(
     pod: &PodFacts<'_>,
     nodes: &[ModelNode],
     candidates: &[usize],
     config: &SchedulerConfig,
 ) -> Vec<NodeScore> {
+    score_with(pod, nodes, candidates, config, None)
+}
+
+/// [`score`], plus PodTopologySpread and InterPodAffinity when `cluster` is given.
+pub fn score_with(
+    pod: &PodFacts<'_>,
+    nodes: &[ModelNode],
+    candidates: &[usize],
+    config: &SchedulerConfig,
+    cluster: Option<&ClusterPods<'_>>,
+) -> Vec<NodeScore> {
     let w = &config.weights;
+    let weighted = |scores: Option<Vec<i64>>, weight: i64| -> Vec<i64> {
+        scores.map_or_else(
+            || vec![0; candidates.len()],
+            |s| s.into_iter().map(|s| s * weight).collect(),
+        )
+    };
+    let spread = weighted(
+        cluster.and_then(|c| spread_scores(pod, nodes, candidates, c)),
+        POD_TOPOLOGY_SPREAD_WEIGHT,
+    );
+    let inter_pod = weighted(
+        cluster.and_then(|c| affinity_scores(pod, nodes, candidates, c)),
+        INTER_POD_AFFINITY_WEIGHT,
+    );
     let mut affinity: Vec<i64> = candidates
         .iter()
         .map(|&i| preferred_terms_score(pod.preferred_terms, &nodes[i]))
@@ -174,7 +297,8 @@ pub fn score(
     candidates
         .iter()
         .zip(affinity.into_iter().zip(taints))
-        .map(|(&i, (affinity, taint))| {
+        .zip(spread.into_iter().zip(inter_pod))
+        .map(|((&i, (affinity, taint)), (spread, inter_pod))| {
             let node = &nodes[i];
             let balanced = if balanced_allocation_skips(&pod.requests, &config.balanced_resources) {
                 0
@@ -188,6 +312,8 @@ pub fn score(
                     * resources_fit_score(&pod.requests, node, &config.scoring_strategy),
                 balanced_allocation: w.balanced_allocation * balanced,
                 taint_toleration: w.taint_toleration * taint,
+                pod_topology_spread: spread,
+                inter_pod_affinity: inter_pod,
             }
         })
         .collect()
@@ -244,8 +370,29 @@ impl Scheduler {
         self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 
-    /// Runs one cycle for `pod` over `nodes`, listed in the scheduler cache's order.
+    /// Runs one cycle for `pod` over `nodes`, listed in the scheduler cache's order, with no
+    /// other pod in view (PodTopologySpread and InterPodAffinity do nothing).
     pub fn schedule(&mut self, pod: &PodFacts<'_>, nodes: &[ModelNode]) -> Cycle {
+        self.run(pod, nodes, None)
+    }
+
+    /// [`Scheduler::schedule`] with the cluster's pods: PodTopologySpread and InterPodAffinity
+    /// filter and score as upstream does.
+    pub fn schedule_with(
+        &mut self,
+        pod: &PodFacts<'_>,
+        nodes: &[ModelNode],
+        cluster: &ClusterPods<'_>,
+    ) -> Cycle {
+        self.run(pod, nodes, Some(cluster))
+    }
+
+    fn run(
+        &mut self,
+        pod: &PodFacts<'_>,
+        nodes: &[ModelNode],
+        cluster: Option<&ClusterPods<'_>>,
+    ) -> Cycle {
         let n = nodes.len();
         if n == 0 {
             return Cycle {
@@ -258,6 +405,7 @@ impl Scheduler {
             n as i64,
         ) as usize;
         let start = self.next_start % n;
+        let others = cluster.map(|c| PodFilters::new(pod, nodes, c));
         let mut sample = Vec::with_capacity(wanted.min(n));
         let mut processed = 0;
         for k in 0..n {
@@ -267,7 +415,11 @@ impl Scheduler {
                 _ => at,
             };
             processed += 1;
-            if filter(pod, &nodes[i]).is_ok() {
+            let fits = match &others {
+                Some(others) => filter_with(pod, &nodes[i], others),
+                None => filter(pod, &nodes[i]),
+            };
+            if fits.is_ok() {
                 sample.push(i);
                 if sample.len() >= wanted {
                     break;
@@ -279,7 +431,7 @@ impl Scheduler {
             [] => None,
             [only] => Some(*only),
             _ => {
-                let scores = score(pod, nodes, &sample, &self.config);
+                let scores = score_with(pod, nodes, &sample, &self.config, cluster);
                 let best = scores.iter().map(NodeScore::total).max().unwrap_or(0);
                 let mut chosen = None;
                 let mut seen = 0u64;

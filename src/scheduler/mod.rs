@@ -8,19 +8,40 @@
 //! NodeResourcesFit (LeastAllocated, MostAllocated, RequestedToCapacityRatio),
 //! BalancedAllocation and TaintToleration; `numFeasibleNodesToFind` with a rotating start.
 //!
-//! Not modelled: PodTopologySpread and InterPodAffinity (Flink TaskManagers carry no spread
-//! constraints or pod affinity by default), ImageLocality, ports, volumes, preemption.
+//! With the cluster's pods in view ([`ClusterPods`], passed to [`Scheduler::schedule_with`],
+//! [`cycle::PodFilters`] and [`cycle::score_with`]), also PodTopologySpread
+//! ([`topology_spread`]: DoNotSchedule filter with `minDomains`, `matchLabelKeys`,
+//! `nodeAffinityPolicy` / `nodeTaintsPolicy`; ScheduleAnyway score; the system or listed default
+//! constraints for pods without their own that a Service, ReplicaSet, StatefulSet or
+//! ReplicationController selects, given as [`PodFacts::owner_selectors`]) and InterPodAffinity
+//! ([`pod_affinity`]: required affinity, anti-affinity and existing pods' anti-affinity against
+//! the pod; preferred terms both ways and existing pods' required affinity at
+//! `hardPodAffinityWeight` in the score; `namespaces` and `namespaceSelector` against the
+//! namespace labels given). Both score at the default profile's weight 2. [`Scheduler::schedule`]
+//! keeps nothing in view, so these two plugins do nothing there.
+//!
+//! Not modelled: ImageLocality, ports, volumes, preemption; plugin weights for
+//! PodTopologySpread and InterPodAffinity other than 2; InterPodAffinity's
+//! `ignorePreferredTermsOfExistingPods`; the owner selectors' `matchExpressions` (owners are
+//! given as label maps). A PodTopologySpread selector `{}` counts no existing pod, as v1.35's
+//! `countPodsMatchSelector` has it.
 
 pub mod cores;
 pub mod cycle;
 pub mod node;
 pub mod order;
+pub mod pod_affinity;
+pub mod pods;
 pub mod quantity;
 pub mod resources;
 pub mod scores;
 pub mod terms;
+pub mod topology_spread;
 
-pub use cycle::{Cycle, PodFacts, Scheduler, Unfit, num_feasible_nodes_to_find};
+pub use cycle::{Code, Cycle, PodFacts, PodFilters, Scheduler, Unfit, num_feasible_nodes_to_find};
 pub use node::ModelNode;
+pub use pod_affinity::AffinityUnfit;
+pub use pods::{AffinityTerms, ClusterPods, ExistingPod};
 pub use resources::{PodRequests, Resources};
 pub use terms::Taint;
+pub use topology_spread::{SpreadDefaults, SpreadUnfit};

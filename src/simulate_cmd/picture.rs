@@ -91,6 +91,8 @@ fn why(unfit: Unfit) -> &'static str {
         Unfit::Taint => "tainted",
         Unfit::NodeAffinity => "not selected",
         Unfit::Resources => "full",
+        Unfit::TopologySpread(_) => "spread",
+        Unfit::InterPodAffinity(_) => "pod affinity",
     }
 }
 
