@@ -237,8 +237,8 @@ impl Metrics {
         let empty_decisions = Counter::default();
         registry.register(
             "empty_decisions",
-            "Patched decisions that named no node (no feasible node): the pod goes by the \
-             scheduler's own scores",
+            "Patched decisions that named no node, or no node predicted to take the pod: it goes \
+             by the scheduler's own scores and nothing is charged",
             empty_decisions.clone(),
         );
         let landing_heat = Histogram::new(LANDING_HEAT_BUCKETS);

@@ -51,8 +51,9 @@ pub struct Answer {
     pub snapshot_age_secs: Option<f64>,
     /// Every feasible node was hot: the least bad were named.
     pub saturated: bool,
-    /// A pod was decided for and no node was named (none feasible): it goes by the
-    /// scheduler's own scores.
+    /// A pod was decided for and no node was named, or none of those named is predicted to
+    /// take it (none feasible, or none with room): it goes by the scheduler's own scores, and
+    /// nothing is charged.
     pub named_none: bool,
 }
 
@@ -288,7 +289,7 @@ impl Admission {
             response,
             mode: mode.as_str(),
             saturated: decision.saturated,
-            named_none: decision.first_tier().is_empty(),
+            named_none: decision.first_tier().is_empty() || decision.landing.is_empty(),
         }))
     }
 
