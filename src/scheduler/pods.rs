@@ -127,16 +127,7 @@ impl<'a> ClusterPods<'a> {
 /// One requirement; `None` when malformed (upstream's conversion fails).
 fn requirement(req: &LabelSelectorRequirement, labels: &Labels) -> Option<bool> {
     let values = req.values.as_deref().unwrap_or_default();
-    let value = labels.get(&req.key);
-    match req.operator.as_str() {
-        "In" | "NotIn" if values.is_empty() => None,
-        "In" => Some(value.is_some_and(|v| values.contains(v))),
-        "NotIn" => Some(value.is_none_or(|v| !values.contains(v))),
-        "Exists" | "DoesNotExist" if !values.is_empty() => None,
-        "Exists" => Some(value.is_some()),
-        "DoesNotExist" => Some(value.is_none()),
-        _ => None,
-    }
+    super::terms::set_requirement(&req.operator, values, labels.get(&req.key))
 }
 
 /// A selector that has no requirement (`{}`): it selects everything (`labels.Everything()`).

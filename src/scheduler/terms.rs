@@ -30,12 +30,6 @@ fn label_requirement(
     let values = req.values.as_deref().unwrap_or_default();
     let value = labels.get(&req.key);
     match req.operator.as_str() {
-        "In" | "NotIn" if values.is_empty() => None,
-        "In" => Some(value.is_some_and(|v| values.contains(v))),
-        "NotIn" => Some(value.is_none_or(|v| !values.contains(v))),
-        "Exists" | "DoesNotExist" if !values.is_empty() => None,
-        "Exists" => Some(value.is_some()),
-        "DoesNotExist" => Some(value.is_none()),
         "Gt" | "Lt" => {
             let [bound] = values else { return None };
             let bound: i64 = bound.parse().ok()?;
@@ -48,6 +42,24 @@ fn label_requirement(
                 v < bound
             })
         }
+        operator => set_requirement(operator, values, value),
+    }
+}
+
+/// The set-based operators node and pod label selectors share, on a label's `value`; `None` for
+/// another operator or malformed values.
+pub(crate) fn set_requirement(
+    operator: &str,
+    values: &[String],
+    value: Option<&String>,
+) -> Option<bool> {
+    match operator {
+        "In" | "NotIn" if values.is_empty() => None,
+        "In" => Some(value.is_some_and(|v| values.contains(v))),
+        "NotIn" => Some(value.is_none_or(|v| !values.contains(v))),
+        "Exists" | "DoesNotExist" if !values.is_empty() => None,
+        "Exists" => Some(value.is_some()),
+        "DoesNotExist" => Some(value.is_none()),
         _ => None,
     }
 }
