@@ -108,8 +108,16 @@ fn node_table(admission: &Admission, body: &[u8]) -> String {
             );
             let placement = &admission.config().placement;
             let replica = admission.replica();
-            let mut rows =
-                placement::assess_all(&demand, &view, None, placement, &replica, &decision);
+            // The ledger is the one the decision read (empty, aligned with the view): the
+            // filters that count other pods see the same pods.
+            let mut rows = placement::assess_all(
+                &demand,
+                &view,
+                Some(&admission.ledger().read()),
+                placement,
+                &replica,
+                &decision,
+            );
             rows.sort_by(explain_order);
             out.push_str(&rows_table(&rows));
             out.push_str(&why_not_chosen(&rows, &decision, placement));

@@ -15,6 +15,7 @@ use tracing::{debug, warn};
 use crate::config::Config;
 use crate::inflight::ledger::{Ledger, PodLoad};
 use crate::inflight::note::{ANNOTATION, DecisionNote};
+use crate::inflight::pod_groups::PodGroup;
 use crate::jobs::JobKey;
 use crate::patch::{self, Changes};
 use crate::placement::{self, Decision, PodConstraints, PodDemand, Replica, ReplicaSet};
@@ -173,6 +174,9 @@ impl Admission {
 
     /// The decision for `pod` against `view` as things stand, charging nothing.
     pub fn dry_decide(&self, pod: &Pod, view: &ClusterView) -> Decision {
+        if !self.ledger.read().is_aligned(view.id) {
+            self.ledger.write().align(view.id, node_names(view));
+        }
         self.decide_with(&self.demand(pod, Some(view)), view, &self.ledger.read())
     }
 
@@ -391,6 +395,9 @@ fn charge_decision(ledger: &mut Ledger, id: &str, demand: &PodDemand<'_>, decisi
         &demand.facts.requests,
         Instant::now(),
     );
+    if cares_about_other_pods(&demand.facts) {
+        ledger.set_group(id, PodGroup::of_facts(&demand.facts));
+    }
     // The landing nodes are tier-1 nodes; at 5,000 nodes there are ~50 of each.
     let first: crate::hashing::HashMap<&str, f32> = decision
         .first_tier()
@@ -403,6 +410,15 @@ fn charge_decision(ledger: &mut Ledger, id: &str, demand: &PodDemand<'_>, decisi
         .filter_map(|(name, _)| Some((name.clone(), *first.get(name.as_str())?)))
         .collect();
     ledger.remember_decision(id, heats);
+}
+
+/// The pod has terms that count other pods: its pending siblings must count where they will
+/// land. (Other pods are tagged only once bound: a review stays cheap for the many pods
+/// without such terms.)
+fn cares_about_other_pods(facts: &PodFacts<'_>) -> bool {
+    !facts.spread_constraints.is_empty()
+        || facts.pod_affinity.is_some()
+        || facts.pod_anti_affinity.is_some()
 }
 
 /// Reads an AdmissionReview request, checking what must hold to answer it at all.

@@ -18,8 +18,10 @@ use std::time::{Duration, Instant};
 
 use super::changes::{ChangeLog, LogPosition};
 use super::occupancy::{NodeRequests, Occupancy};
+use super::pod_groups::{PodGroup, PodGroups};
 use super::running::RunningPods;
 use crate::scheduler::PodRequests;
+use std::sync::Arc;
 
 /// Estimated load one pod adds to a node.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -120,6 +122,8 @@ struct Entry {
     /// For pods this replica decided, until their bind is counted: each share's node heat at
     /// decision time, in `shares` order (NaN: not known), for landing accuracy.
     decided_here: Option<Box<[f32]>>,
+    /// Its labels and terms, for the plugins that count other pods while it is pending.
+    group: Option<Arc<PodGroup>>,
 }
 
 #[derive(Debug, Clone)]
@@ -146,6 +150,8 @@ pub struct Ledger {
     pub occupancy: Occupancy,
     /// Running TaskManagers by job, from the pod watch.
     pub running: RunningPods,
+    /// Labels and pod (anti-)affinity terms of every bound pod, from the pod watch.
+    pub groups: PodGroups,
     /// Node numbers by position in one view, so a decision's walk over every node looks its
     /// in-flight load and bound requests up without hashing a name.
     aligned: Alignment,
@@ -193,6 +199,7 @@ impl Ledger {
             evicted: 0,
             occupancy: Occupancy::default(),
             running: RunningPods::default(),
+            groups: PodGroups::default(),
             aligned: Alignment::default(),
             changes: ChangeLog::default(),
         }
@@ -233,6 +240,7 @@ impl Ledger {
             bound: false,
             charge_seq: self.next_seq,
             decided_here: None,
+            group: None,
         };
         self.next_seq += 1;
         while self.entries.len() >= self.max_entries && self.evict_soonest() {}
@@ -306,6 +314,46 @@ impl Ledger {
                 .map(|(s, heat)| (self.node_names[s.parts().0 as usize].to_string(), *heat))
                 .collect(),
         )
+    }
+
+    /// The labels and terms of the pending pod `id`, interned with the bound pods' groups.
+    pub fn set_group(&mut self, id: &str, group: PodGroup) {
+        let group = self.groups.intern(group);
+        if let Some(entry) = self.entries.get_mut(id) {
+            entry.group = Some(group);
+        }
+    }
+
+    /// Pods charged and not yet bound, with their labels, each at the position (in the aligned
+    /// view) where it most likely lands: where the plugins that count pods will find it.
+    pub fn pending_groups(&self) -> impl Iterator<Item = (&Arc<PodGroup>, usize)> {
+        self.entries.values().filter(|e| !e.bound).filter_map(|e| {
+            let group = e.group.as_ref()?;
+            let (node, _) = e
+                .shares
+                .iter()
+                .map(|s| s.parts())
+                .max_by(|a, b| a.1.total_cmp(&b.1))?;
+            let position = *self.aligned.by_ledger_number.get(node as usize)?;
+            (position != u32::MAX).then_some((group, position as usize))
+        })
+    }
+
+    /// The position in the aligned view of the node the occupancy numbers `number`.
+    pub fn position_of_occupancy_number(&self, number: u32) -> Option<usize> {
+        self.aligned
+            .by_occupancy_number
+            .get(number as usize)
+            .filter(|&&p| p != u32::MAX)
+            .map(|&p| p as usize)
+    }
+
+    /// A pod list is complete: pods it did not mention are dropped (see
+    /// [`Occupancy::end_relist`]), their labels with them.
+    pub fn end_relist(&mut self) {
+        self.occupancy.end_relist();
+        let occupancy = &self.occupancy;
+        self.groups.retain(|key| occupancy.holds(key));
     }
 
     /// The pod is gone (deleted, or failed before running).

@@ -7,5 +7,6 @@ pub mod changes;
 pub mod ledger;
 pub mod note;
 pub mod occupancy;
+pub mod pod_groups;
 pub mod running;
 pub mod shared;

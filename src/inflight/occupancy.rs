@@ -84,7 +84,7 @@ pub struct Occupancy {
 }
 
 /// A pod uid as a number: UUIDs (what the apiserver issues) exactly, anything else hashed.
-fn pod_key(uid: &str) -> u128 {
+pub(crate) fn pod_key(uid: &str) -> u128 {
     let hex: String = uid.chars().filter(|c| *c != '-').collect();
     if hex.len() == 32
         && let Ok(v) = u128::from_str_radix(&hex, 16)
@@ -159,6 +159,11 @@ impl Occupancy {
 
     pub fn pods(&self) -> usize {
         self.pods.len()
+    }
+
+    /// Whether the pod keyed `key` (see [`pod_key`]) is counted.
+    pub fn holds(&self, key: u128) -> bool {
+        self.pods.contains_key(&key)
     }
 
     /// A full list starts: pods it does not mention again are dropped at [`Self::end_relist`].

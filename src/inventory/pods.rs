@@ -34,6 +34,7 @@ use super::client::WatchHealth;
 use crate::config::Mode;
 use crate::inflight::ledger::Ledger;
 use crate::inflight::note::{ANNOTATION, DecisionNote};
+use crate::inflight::pod_groups::PodGroup;
 use crate::readiness::Readiness;
 use crate::scheduler::PodRequests;
 use crate::telemetry::{Landing, Metrics, NodeHeat};
@@ -98,7 +99,10 @@ pub fn apply_pod_event(
 ) -> PodEffect {
     let node = occupied_node(pod, deleted);
     let requests = PodRequests::of(pod);
-    ledger.occupancy.set(&pod_uid(pod), node, &requests);
+    let uid = pod_uid(pod);
+    ledger.occupancy.set(&uid, node, &requests);
+    let number = node.map(|n| ledger.occupancy.number(n));
+    ledger.groups.set(&uid, number, pod);
     let note = pod
         .metadata
         .annotations
@@ -143,6 +147,15 @@ pub fn apply_pod_event(
         return PodEffect::Ignored;
     };
     ledger.charge(&note.id, &note.nodes, note.load, &requests, steered_at);
+    let spec = pod.spec.as_ref();
+    if spec.is_some_and(|s| {
+        s.topology_spread_constraints.is_some()
+            || s.affinity
+                .as_ref()
+                .is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some())
+    }) {
+        ledger.set_group(&note.id, PodGroup::of(pod));
+    }
     if ledger.contains(&note.id) {
         PodEffect::Charged
     } else {
@@ -280,7 +293,7 @@ pub async fn watch_pods(
             }
             Some(Ok(Event::InitDone)) => {
                 // Pods that vanished while the watch was away are not in the new list.
-                lock(&ledger).occupancy.end_relist();
+                lock(&ledger).end_relist();
                 readiness.set_pods_synced();
                 continue;
             }

@@ -18,6 +18,16 @@ pub enum Ineligible {
     NodeSelector,
     RequiredAffinity,
     Pinning,
+    /// PodTopologySpread: the node lacks a `DoNotSchedule` constraint's topology key.
+    SpreadLabel,
+    /// PodTopologySpread: the pod there would exceed a `DoNotSchedule` constraint's maxSkew.
+    SpreadSkew,
+    /// InterPodAffinity: the pod's required affinity finds no matching pod in the domain.
+    PodAffinity,
+    /// InterPodAffinity: the pod's required anti-affinity matches a pod in the domain.
+    PodAntiAffinity,
+    /// InterPodAffinity: a pod in the domain has required anti-affinity against this one.
+    ExistingAntiAffinity,
 }
 
 impl Ineligible {
@@ -29,6 +39,11 @@ impl Ineligible {
             Ineligible::NodeSelector => "nodeSelector",
             Ineligible::RequiredAffinity => "required-affinity",
             Ineligible::Pinning => "pinning",
+            Ineligible::SpreadLabel => "topology-spread-label",
+            Ineligible::SpreadSkew => "topology-spread-skew",
+            Ineligible::PodAffinity => "pod-affinity",
+            Ineligible::PodAntiAffinity => "pod-anti-affinity",
+            Ineligible::ExistingAntiAffinity => "existing-pod-anti-affinity",
         }
     }
 }

@@ -178,7 +178,12 @@ pub fn decide(
     let ties = tie_breakers(view, replica.salt);
     let owned = replica.owned(view);
     let inflight = InFlight::new(ledger, view);
-    let eligible = eligible_nodes(&pod.constraints, view);
+    let mut eligible = eligible_nodes(&pod.constraints, view);
+    if let Some(ledger) = ledger
+        && let Some(allowed) = super::pod_level::restrict(&eligible, &pod.facts, view, ledger)
+    {
+        eligible = allowed;
+    }
     let mut walk = Walk::new(
         view,
         &eligible,
@@ -207,6 +212,11 @@ pub fn decide_indexed(
     let replica = replica.into();
     let inflight = InFlight::new(ledger, view);
     match (ledger, inflight.aligned) {
+        // Which nodes such a pod may take changes with every pod bound or steered: the
+        // per-shape index does not follow that; the walk does.
+        (Some(ledger), true) if super::pod_level::applies(&pod.facts, ledger) => {
+            decide(pod, view, Some(ledger), policy, scheduler, replica)
+        }
         (Some(ledger), true) => {
             let Some(slot) = indexes.slot(view, pod, policy, &replica) else {
                 return decide(pod, view, Some(ledger), policy, scheduler, replica);
@@ -503,12 +513,22 @@ pub fn assess_all(
 ) -> Vec<NodeAssessment> {
     let inflight = InFlight::new(ledger, view);
     let owned = replica.owned(view);
+    let around = ledger
+        .filter(|l| super::pod_level::applies(&pod.facts, l))
+        .map(|l| super::pod_level::pods_around(&pod.facts, view, l));
+    let around_filters = around
+        .as_deref()
+        .map(|pods| super::pod_level::AroundFilters::new(&pod.facts, view, pods));
     view.nodes
         .iter()
         .enumerate()
         .map(|(index, node)| {
             let load = effective_load(node, ledger);
-            let eligibility = pod.constraints.check(node);
+            let eligibility = pod.constraints.check(node).and_then(|()| {
+                around_filters
+                    .as_ref()
+                    .map_or(Ok(()), |f| f.check(&pod.facts, index))
+            });
             let ranked = match eligibility
                 .ok()
                 .map(|()| standing(index, view, inflight, pod, policy, owned.as_deref()))

@@ -9,7 +9,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Affinity, Pod, PodAffinityTerm, WeightedPodAffinityTerm};
+use k8s_openapi::api::core::v1::{
+    Affinity, Pod, PodAffinity, PodAffinityTerm, PodAntiAffinity, WeightedPodAffinityTerm,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
 use super::topology_spread::SpreadDefaults;
@@ -45,8 +47,14 @@ impl AffinityTerms {
     /// The terms of `affinity`, `None` when it has no pod (anti-)affinity term at all.
     pub fn of(affinity: Option<&Affinity>) -> Option<Self> {
         let affinity = affinity?;
-        let pa = affinity.pod_affinity.as_ref();
-        let paa = affinity.pod_anti_affinity.as_ref();
+        Self::of_parts(
+            affinity.pod_affinity.as_ref(),
+            affinity.pod_anti_affinity.as_ref(),
+        )
+    }
+
+    /// [`AffinityTerms::of`] from the two parts of an affinity.
+    pub fn of_parts(pa: Option<&PodAffinity>, paa: Option<&PodAntiAffinity>) -> Option<Self> {
         let terms = AffinityTerms {
             required_affinity: pa
                 .and_then(|a| {

@@ -17,7 +17,7 @@ use crate::config::PlacementConfig;
 use crate::facts::Inventory;
 use crate::inflight::occupancy::NodeRequests;
 use crate::jobs::JobKey;
-use crate::scheduler::{Resources, Taint};
+use crate::scheduler::{ModelNode, Resources, Taint};
 use crate::snapshot::LoadSnapshot;
 use crate::view::heat::{Load, NodeScale};
 
@@ -65,6 +65,9 @@ pub struct ClusterView {
     pub jobs: HashMap<JobKey, Vec<SiblingLoad>>,
     /// Node lists computed once per pod shape (see `placement::eligible_nodes`).
     pub memo: memo::NodeListMemo,
+    /// `nodes` as the scheduler model reads them, built on first use (pods whose filters count
+    /// other pods).
+    model_nodes: std::sync::OnceLock<Vec<ModelNode>>,
 }
 
 /// One running pod of a job, as measured.
@@ -201,7 +204,23 @@ impl ClusterView {
             nodes_without_metrics,
             jobs: jobs_of(snapshot),
             memo: memo::NodeListMemo::default(),
+            model_nodes: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The nodes, in view order, as the scheduler model's filters read them (names, labels,
+    /// taints, cordons; not requests).
+    pub fn model_nodes(&self) -> &[ModelNode] {
+        self.model_nodes.get_or_init(|| {
+            self.nodes
+                .iter()
+                .map(|n| ModelNode {
+                    taints: n.taints.clone(),
+                    unschedulable: n.unschedulable,
+                    ..ModelNode::new(&n.name, n.labels.clone(), n.allocatable.clone())
+                })
+                .collect()
+        })
     }
 
     pub fn node(&self, name: &str) -> Option<&NodeView> {

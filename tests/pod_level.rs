@@ -1,0 +1,305 @@
+//! Placement with the scheduler's filters that count other pods: topology spread
+//! (`DoNotSchedule`), required pod affinity and anti-affinity, and existing pods' required
+//! anti-affinity, fed by the pod watch's events and the ledger's pending pods.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use k8s_openapi::api::core::v1::Pod;
+use placement_webhook::config::PlacementConfig;
+use placement_webhook::config::scheduler::SchedulerConfig;
+use placement_webhook::inflight::ledger::{Ledger, PodLoad};
+use placement_webhook::inflight::pod_groups::PodGroup;
+use placement_webhook::inventory::pods::apply_pod_event;
+use placement_webhook::placement::RankIndexes;
+use placement_webhook::placement::{
+    Decision, Ineligible, PodConstraints, PodDemand, Replica, assess_all, decide, decide_indexed,
+};
+use placement_webhook::scheduler::PodFacts;
+use placement_webhook::snapshot::{LoadSnapshot, NodeLoad};
+use placement_webhook::view::ClusterView;
+use serde_json::{Value, json};
+
+const ZONE: &str = "topology.kubernetes.io/zone";
+
+/// Six nodes, two per zone; zone a is the coolest, then b, then c.
+fn view() -> ClusterView {
+    let nodes = [
+        ("a1", "a", 0.10),
+        ("a2", "a", 0.12),
+        ("b1", "b", 0.30),
+        ("b2", "b", 0.32),
+        ("c1", "c", 0.50),
+        ("c2", "c", 0.52),
+    ]
+    .iter()
+    .map(|(name, zone, cpu)| {
+        let mut n = NodeLoad::new(*name, *cpu);
+        n.labels
+            .insert("kubernetes.io/hostname".into(), name.to_string());
+        n.labels.insert(ZONE.into(), zone.to_string());
+        n.cpu_capacity_cores = Some(16.0);
+        n
+    })
+    .collect();
+    let snapshot = LoadSnapshot {
+        taken_at: None,
+        pods: Vec::new(),
+        nodes,
+    };
+    ClusterView::build(&snapshot, None, &PlacementConfig::default())
+}
+
+fn aligned_ledger(view: &ClusterView) -> Ledger {
+    let mut ledger = Ledger::new(Duration::from_secs(120));
+    ledger.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
+    ledger
+}
+
+/// A TaskManager of job `job` with `spec` merged in.
+fn taskmanager(job: &str, spec: Value) -> Pod {
+    let mut spec = spec;
+    spec["containers"] =
+        json!([{"name": "flink-main-container", "resources": {"requests": {"cpu": "2"}}}]);
+    serde_json::from_value(json!({
+        "metadata": {"name": "tm", "namespace": "flink",
+                     "labels": {"component": "taskmanager", "app": job}},
+        "spec": spec
+    }))
+    .expect("pod")
+}
+
+/// A pod as the watch reports it once bound to `node`.
+fn bound(name: &str, labels: Value, node: &str, spec: Value) -> Pod {
+    let mut spec = spec;
+    spec["nodeName"] = json!(node);
+    spec["containers"] = json!([{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]);
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "flink", "uid": format!("uid-{name}"),
+                     "labels": labels, "creationTimestamp": "2020-01-01T00:00:00Z"},
+        "spec": spec,
+        "status": {"phase": "Running"}
+    }))
+    .expect("pod")
+}
+
+fn watch(ledger: &mut Ledger, pod: &Pod) {
+    apply_pod_event(ledger, pod, false, Instant::now(), SystemTime::now());
+}
+
+fn demand(p: &Pod) -> PodDemand<'_> {
+    PodDemand {
+        constraints: PodConstraints::of(p, &[]),
+        facts: PodFacts::of(p),
+        load: PodLoad {
+            cpu_cores: 2.0,
+            network_bytes_per_second: 0.0,
+        },
+        source: Default::default(),
+    }
+}
+
+fn run(p: &Pod, view: &ClusterView, ledger: &Ledger) -> Decision {
+    let policy = PlacementConfig::default();
+    let walked = decide(
+        &demand(p),
+        view,
+        Some(ledger),
+        &policy,
+        &SchedulerConfig::default(),
+        7,
+    );
+    let indexed = decide_indexed(
+        &demand(p),
+        view,
+        Some(ledger),
+        &policy,
+        &SchedulerConfig::default(),
+        7,
+        &RankIndexes::default(),
+    );
+    assert_eq!(named(&walked), named(&indexed), "both paths decide alike");
+    walked
+}
+
+fn named(decision: &Decision) -> Vec<String> {
+    decision
+        .tiers
+        .iter()
+        .flat_map(|t| t.nodes.iter().map(|n| n.name.clone()))
+        .collect()
+}
+
+fn eligibility(p: &Pod, view: &ClusterView, ledger: &Ledger, node: &str) -> Option<Ineligible> {
+    let policy = PlacementConfig::default();
+    let decision = run(p, view, ledger);
+    assess_all(
+        &demand(p),
+        view,
+        Some(ledger),
+        &policy,
+        &Replica::from(7),
+        &decision,
+    )
+    .into_iter()
+    .find(|a| a.name == node)
+    .and_then(|a| a.eligibility.err())
+}
+
+fn zone_spread(job: &str) -> Value {
+    json!({"topologySpreadConstraints": [{
+        "maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": job}}}]})
+}
+
+#[test]
+fn zone_spread_keeps_the_pod_out_of_the_zone_already_ahead() {
+    let view = view();
+    let mut ledger = aligned_ledger(&view);
+    let tm = taskmanager("wordcount", zone_spread("wordcount"));
+    // Without siblings every zone is open: the coolest zone's nodes lead.
+    assert_eq!(named(&run(&tm, &view, &ledger))[0], "a1");
+    // Two of the job's pods already run in zone a: a third there would make the skew 3.
+    for (name, node) in [("w1", "a1"), ("w2", "a2")] {
+        watch(
+            &mut ledger,
+            &bound(
+                name,
+                json!({"app": "wordcount"}),
+                node,
+                zone_spread("wordcount"),
+            ),
+        );
+    }
+    let decision = run(&tm, &view, &ledger);
+    let chosen = named(&decision);
+    assert!(!chosen.is_empty(), "zones b and c stay open");
+    assert!(
+        chosen.iter().all(|n| !n.starts_with('a')),
+        "named {chosen:?}"
+    );
+    assert!(decision.landing.iter().all(|(n, _)| !n.starts_with('a')));
+    assert_eq!(
+        eligibility(&tm, &view, &ledger, "a1"),
+        Some(Ineligible::SpreadSkew)
+    );
+    assert_eq!(eligibility(&tm, &view, &ledger, "b1"), None);
+    // Another job's pods do not count against this one.
+    let other = taskmanager("other", zone_spread("other"));
+    assert_eq!(named(&run(&other, &view, &ledger))[0], "a1");
+}
+
+#[test]
+fn pending_siblings_count_where_they_will_land() {
+    let view = view();
+    let mut ledger = aligned_ledger(&view);
+    let tm = taskmanager("wordcount", zone_spread("wordcount"));
+    // Two siblings steered and not bound yet, both predicted on zone a's nodes.
+    for (id, node) in [("p1", "a1"), ("p2", "a2")] {
+        ledger.charge(
+            id,
+            &[(node.to_string(), 1.0)],
+            PodLoad {
+                cpu_cores: 2.0,
+                network_bytes_per_second: 0.0,
+            },
+            &Default::default(),
+            Instant::now(),
+        );
+        ledger.set_group(id, PodGroup::of(&tm));
+    }
+    let chosen = named(&run(&tm, &view, &ledger));
+    assert!(
+        chosen.iter().all(|n| !n.starts_with('a')),
+        "named {chosen:?}"
+    );
+    // Bound, they count through the watch instead, once.
+    ledger.bind("p1", "a1");
+    ledger.bind("p2", "a2");
+    let chosen = named(&run(&tm, &view, &ledger));
+    assert!(
+        chosen.iter().any(|n| n.starts_with('a')),
+        "bound ledger entries without a watched pod count nowhere: {chosen:?}"
+    );
+}
+
+#[test]
+fn required_anti_affinity_to_a_noisy_workload_skips_its_nodes() {
+    let view = view();
+    let mut ledger = aligned_ledger(&view);
+    for (name, node) in [("noisy-1", "a1"), ("noisy-2", "b1")] {
+        watch(
+            &mut ledger,
+            &bound(name, json!({"app": "noisy"}), node, json!({})),
+        );
+    }
+    let tm = taskmanager(
+        "wordcount",
+        json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "topologyKey": "kubernetes.io/hostname",
+            "labelSelector": {"matchLabels": {"app": "noisy"}}}]}}}),
+    );
+    let chosen = named(&run(&tm, &view, &ledger));
+    assert_eq!(chosen[0], "a2");
+    assert!(!chosen.contains(&"a1".to_string()) && !chosen.contains(&"b1".to_string()));
+    assert_eq!(
+        eligibility(&tm, &view, &ledger, "a1"),
+        Some(Ineligible::PodAntiAffinity)
+    );
+    // The noisy pod goes away: its node is open again.
+    let gone = bound("noisy-1", json!({"app": "noisy"}), "a1", json!({}));
+    apply_pod_event(&mut ledger, &gone, true, Instant::now(), SystemTime::now());
+    assert_eq!(named(&run(&tm, &view, &ledger))[0], "a1");
+}
+
+#[test]
+fn an_existing_pods_required_anti_affinity_keeps_taskmanagers_away() {
+    let view = view();
+    let mut ledger = aligned_ledger(&view);
+    let tm = taskmanager("wordcount", json!({}));
+    watch(
+        &mut ledger,
+        &bound(
+            "loner",
+            json!({"app": "loner"}),
+            "a1",
+            json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                "topologyKey": ZONE,
+                "labelSelector": {"matchLabels": {"component": "taskmanager"}}}]}}}),
+        ),
+    );
+    let chosen = named(&run(&tm, &view, &ledger));
+    assert!(
+        chosen.iter().all(|n| !n.starts_with('a')),
+        "the whole zone is closed: {chosen:?}"
+    );
+    assert_eq!(
+        eligibility(&tm, &view, &ledger, "a2"),
+        Some(Ineligible::ExistingAntiAffinity)
+    );
+    // A pod it does not select is not affected.
+    let other: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "x", "namespace": "flink", "labels": {"component": "jobmanager"}},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}
+    }))
+    .expect("pod");
+    assert_eq!(named(&run(&other, &view, &ledger))[0], "a1");
+}
+
+#[test]
+fn required_pod_affinity_with_no_match_anywhere_is_unresolvable_everywhere() {
+    let view = view();
+    let ledger = aligned_ledger(&view);
+    let tm = taskmanager(
+        "wordcount",
+        json!({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "topologyKey": ZONE,
+            "labelSelector": {"matchLabels": {"app": "cache"}}}]}}}),
+    );
+    let decision = run(&tm, &view, &ledger);
+    assert!(named(&decision).is_empty());
+    assert!(decision.landing.is_empty());
+    assert_eq!(
+        eligibility(&tm, &view, &ledger, "a1"),
+        Some(Ineligible::PodAffinity)
+    );
+}
