@@ -1,6 +1,8 @@
 //! Memory of what the webhook keeps about the cluster: 5,000 nodes and 150,000 pods, listed the
 //! way the apiserver pages them (500 a page, as kube's watcher asks), parsed and applied to the
-//! ledger's occupancy exactly as the pod watch does, and the view built over the nodes.
+//! ledger's occupancy exactly as the pod watch does, and the view built over the nodes. The
+//! watch keeps each pod's labels and pod (anti-)affinity terms too (for PodTopologySpread and
+//! InterPodAffinity), grouped by workload: half the jobs here carry a preferred anti-affinity.
 //!
 //! `cargo bench --bench inventory_memory` prints the resident set before, after and at its
 //! peak. Target: under 64 MiB.
@@ -74,7 +76,11 @@ fn pod(i: usize) -> Value {
                  "args": ["bash", "-c", "kubernetes-taskmanager.sh"],
                  "resources": {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}}}
             ],
-            "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]
+            "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}],
+            "affinity": if job.is_multiple_of(2) { json!({"podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": {
+                    "topologyKey": "kubernetes.io/hostname",
+                    "labelSelector": {"matchLabels": {"app": format!("job-{job}")}}}}]}}) } else { json!(null) }
         },
         "status": {"phase": "Running"}
     })
@@ -120,15 +126,17 @@ fn main() {
     let after = status_kib("VmRSS:");
     let peak = status_kib("VmHWM:");
     println!(
-        "{} nodes, {} pods ({} counted): RSS before {:.1} MiB, after {:.1} MiB, peak {:.1} MiB; {:.1} s",
+        "{} nodes, {} pods ({} counted, {} label groups): RSS before {:.1} MiB, after {:.1} MiB, peak {:.1} MiB; {:.1} s",
         view.nodes.len(),
         pods,
         ledger.occupancy.pods(),
+        ledger.groups.len(),
         mib(before),
         mib(after),
         mib(peak),
         started.elapsed().as_secs_f64()
     );
     assert_eq!(ledger.occupancy.pods(), pods, "every bound pod counted");
+    assert_eq!(ledger.groups.pods(), pods, "every bound pod's labels kept");
     std::hint::black_box((&view, &ledger, &inventory));
 }

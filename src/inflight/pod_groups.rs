@@ -77,6 +77,9 @@ pub struct PodGroups {
     groups: HashMap<Arc<PodGroup>, GroupCounts>,
     /// Each bound pod's group and node number.
     pods: HashMap<u128, (Arc<PodGroup>, u32)>,
+    /// The groups with required anti-affinity: every new pod is checked against them, and
+    /// they are few (usually none), so they are kept apart from the thousands of others.
+    required_anti_affinity: Vec<Arc<PodGroup>>,
 }
 
 impl PodGroups {
@@ -103,6 +106,9 @@ impl PodGroups {
         }
         self.remove(key);
         let group = self.intern(PodGroup::of(pod));
+        if group.has_required_anti_affinity() && !self.groups.contains_key(&group) {
+            self.required_anti_affinity.push(group.clone());
+        }
         let counts = self.groups.entry(group.clone()).or_default();
         counts.pods += 1;
         *counts.on_node.entry(node).or_default() += 1;
@@ -119,6 +125,8 @@ impl PodGroups {
         counts.pods -= 1;
         if counts.pods == 0 {
             self.groups.remove(&group);
+            self.required_anti_affinity
+                .retain(|g| !Arc::ptr_eq(g, &group));
             return;
         }
         if let Some(n) = counts.on_node.get_mut(&node) {
@@ -142,9 +150,9 @@ impl PodGroups {
         self.groups.iter().map(|(g, c)| (g, &c.on_node))
     }
 
-    /// Some group's pods have required anti-affinity terms.
-    pub fn any_required_anti_affinity(&self) -> bool {
-        self.groups.keys().any(|g| g.has_required_anti_affinity())
+    /// The groups whose pods have required anti-affinity terms.
+    pub fn with_required_anti_affinity(&self) -> &[Arc<PodGroup>] {
+        &self.required_anti_affinity
     }
 
     pub fn pods(&self) -> usize {
@@ -202,6 +210,29 @@ mod tests {
         g.retain(|_| false);
         assert!(g.is_empty());
         assert_eq!(g.pods(), 0);
+    }
+
+    #[test]
+    fn groups_with_required_anti_affinity_are_listed_while_they_have_pods() {
+        let mut g = PodGroups::default();
+        let mut loner = pod("ns", serde_json::json!({"app": "loner"}));
+        loner.spec = serde_json::from_value(serde_json::json!({"containers": [], "affinity": {
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "kubernetes.io/hostname", "labelSelector": {}}]}}}))
+        .expect("spec");
+        g.set(
+            "plain",
+            Some(1),
+            &pod("ns", serde_json::json!({"app": "x"})),
+        );
+        assert!(g.with_required_anti_affinity().is_empty());
+        g.set("l1", Some(1), &loner);
+        g.set("l2", Some(2), &loner);
+        assert_eq!(g.with_required_anti_affinity().len(), 1);
+        g.set("l1", None, &loner);
+        assert_eq!(g.with_required_anti_affinity().len(), 1);
+        g.set("l2", None, &loner);
+        assert!(g.with_required_anti_affinity().is_empty());
     }
 
     #[test]

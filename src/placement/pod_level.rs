@@ -33,8 +33,9 @@ pub fn applies(facts: &PodFacts<'_>, ledger: &Ledger) -> bool {
         || !facts.required_anti_affinity().is_empty()
         || ledger
             .groups
-            .groups()
-            .any(|(group, _)| anti_affinity_selects(group, facts))
+            .with_required_anti_affinity()
+            .iter()
+            .any(|group| anti_affinity_selects(group, facts))
 }
 
 /// A required anti-affinity term of the group's pods selects the pod.
