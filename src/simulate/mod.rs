@@ -204,14 +204,15 @@ pub fn run_observed(
             let name = coolest.map(|i| cluster.nodes[i].name.clone());
             place_in_order(cluster, config, burst, method, seed, tick, |_, mut pod| {
                 if let Some(name) = &name {
-                    pod["spec"]["affinity"] = json!({"nodeAffinity": {
-                        "preferredDuringSchedulingIgnoredDuringExecution": [{
-                            "weight": 100,
-                            "preference": {"matchFields": [
-                                {"key": "metadata.name", "operator": "In", "values": [name]}
-                            ]}
-                        }]
-                    }});
+                    // Only the preferred terms: the pod's required node affinity and pod
+                    // (anti-)affinity still hold.
+                    let preferred = "preferredDuringSchedulingIgnoredDuringExecution";
+                    pod["spec"]["affinity"]["nodeAffinity"][preferred] = json!([{
+                        "weight": 100,
+                        "preference": {"matchFields": [
+                            {"key": "metadata.name", "operator": "In", "values": [name]}
+                        ]}
+                    }]);
                 }
                 pod
             })
