@@ -197,3 +197,42 @@ fn quantities(list: &std::collections::BTreeMap<String, String>) -> Resources {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::NodeLoad;
+    use serde_json::json;
+
+    fn pod(name: &str, node: Option<&str>, cpu: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "batch", "labels": {"app": "noisy"}},
+            "spec": {"nodeName": node, "containers": [
+                {"name": "main", "resources": {"requests": {"cpu": cpu}}}
+            ]}
+        }))
+        .expect("pod")
+    }
+
+    #[test]
+    fn running_pods_count_on_their_nodes_only() {
+        let mut snapshot = LoadSnapshot::default();
+        snapshot.nodes = vec![NodeLoad::new("a", 0.1), NodeLoad::new("b", 0.2)];
+        let cluster = Cluster::new(snapshot, &Config::default()).with_pods(vec![
+            pod("on-b", Some("b"), "1500m"),
+            pod("pending", None, "1"),
+            pod("gone", Some("c"), "1"),
+        ]);
+        assert_eq!(cluster.nodes[0].requested.milli_cpu, 0);
+        assert_eq!(cluster.nodes[1].requested.milli_cpu, 1500);
+        assert_eq!(cluster.nodes[1].requested.pods, 1);
+        let existing = cluster.existing_pods();
+        assert_eq!(
+            existing.len(),
+            1,
+            "no node, or one the snapshot lacks: left out"
+        );
+        assert_eq!(existing[0].node, 1);
+        assert_eq!(&*existing[0].namespace, "batch");
+    }
+}
