@@ -216,8 +216,10 @@ mod tests {
 
     #[test]
     fn running_pods_count_on_their_nodes_only() {
-        let mut snapshot = LoadSnapshot::default();
-        snapshot.nodes = vec![NodeLoad::new("a", 0.1), NodeLoad::new("b", 0.2)];
+        let snapshot = LoadSnapshot {
+            nodes: vec![NodeLoad::new("a", 0.1), NodeLoad::new("b", 0.2)],
+            ..LoadSnapshot::default()
+        };
         let cluster = Cluster::new(snapshot, &Config::default()).with_pods(vec![
             pod("on-b", Some("b"), "1500m"),
             pod("pending", None, "1"),
