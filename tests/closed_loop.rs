@@ -14,11 +14,18 @@
 //! every feasible node; under default sampling no steering can beat water-filling inside each
 //! pod's sample, so the bound is the worse of the two (both are printed). Run with
 //! `--nocapture` to see the table.
+//!
+//! Three scenarios put pod-level constraints and pods already running in the way (zone spread,
+//! preferred anti-affinity between a job's TaskManagers, required anti-affinity to noisy
+//! neighbours): every method's placement is checked against the hard ones, and ideal
+//! water-filling honours them too. The webhook does not model them yet, so its rows there are
+//! guarded only loosely.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::api::core::v1::Pod;
 use placement_webhook::config::Config;
-use placement_webhook::simulate::{Burst, Cluster, Figures, Method, Timing, figures, run};
+use placement_webhook::simulate::{Burst, Cluster, Figures, Method, Outcome, Timing, figures, run};
 use placement_webhook::snapshot::{LoadSnapshot, NodeLoad, PodReading};
 use serde_json::{Value, json};
 
@@ -199,6 +206,9 @@ fn row(name: &str, f: &Figures) -> String {
     ) + &f.landings.map_or(String::new(), |l| format!(" {l:?}"))
 }
 
+/// A hard constraint every method's placement must satisfy: what it breaks, if anything.
+type Hard = fn(&Cluster, &Outcome) -> Option<String>;
+
 /// How a scenario is set up besides its nodes and its burst.
 #[derive(Default)]
 struct Setup {
@@ -208,6 +218,15 @@ struct Setup {
     exact: bool,
     /// Running pods of the burst's job, as the metrics report them.
     siblings: Vec<PodReading>,
+    /// Pods already running, each on the node of that spec index.
+    pods: Vec<(usize, Value)>,
+    namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
+    hard: Option<Hard>,
+    /// The webhook does not model the scenario's constraints yet: its rows are guarded only
+    /// against leaving pods Pending that ideal places and against heating the hottest node by
+    /// more than two TaskManagers over no webhook (today's figures: three replicas under zone
+    /// spread are one TaskManager and a bit hotter); the usual guards are printed, not enforced.
+    loose: bool,
 }
 
 /// Runs every method on the scenario, prints the table and checks it.
@@ -225,15 +244,27 @@ fn check(name: &str, specs: &[Spec], burst: &Burst, setup: Setup) {
     }
     let mut snap = snapshot(specs);
     snap.pods = setup.siblings;
-    let cluster = Cluster::new(snap, &config).with_late_joiners(&setup.late);
+    let running: Vec<Pod> = setup
+        .pods
+        .iter()
+        .map(|(node, pod)| {
+            let mut pod = pod.clone();
+            pod["spec"]["nodeName"] = json!(snap.nodes[*node].name);
+            serde_json::from_value(pod).expect("running pod")
+        })
+        .collect();
+    let cluster = Cluster::new(snap, &config)
+        .with_late_joiners(&setup.late)
+        .with_pods(running)
+        .with_namespace_labels(setup.namespace_labels);
     let sampled = cluster.nodes.len() > 100 && !setup.exact;
-    let measure = |method: Method| {
-        figures(
-            &cluster,
-            burst,
-            &run(&cluster, &config, burst, method, 1),
-            BUSY,
-        )
+    let mut broken = Vec::new();
+    let mut measure = |method: Method| {
+        let outcome = run(&cluster, &config, burst, method, 1);
+        if let Some(text) = setup.hard.and_then(|hard| hard(&cluster, &outcome)) {
+            broken.push(format!("{}: {text}", method.label()));
+        }
+        figures(&cluster, burst, &outcome, BUSY)
     };
     let ideal = measure(Method::Ideal);
     let in_sample = sampled.then(|| measure(Method::IdealInSample));
@@ -260,6 +291,7 @@ fn check(name: &str, specs: &[Spec], burst: &Burst, setup: Setup) {
             timing.join_at = Some(burst.count / 2);
         }
         let f = measure(Method::Webhook(timing));
+        let mut guards = Vec::new();
         // Replicas that hear nothing of each other until the burst is over cannot avoid each
         // other's choices but by their partition: guarded only against doing harm.
         let blind = timing.replicas > 1 && timing.watch_lag.is_none();
@@ -269,7 +301,7 @@ fn check(name: &str, specs: &[Spec], burst: &Burst, setup: Setup) {
         // under default sampling (today's figures, docs/design.md, "Limits").
         let guard_hot = bound_hot + if sampled { 4.0 } else { 2.0 } * one_pod + 1e-9;
         if f.hottest_cpu > guard_hot && !blind {
-            failures.push(format!(
+            guards.push(format!(
                 "{}: hottest node {:.3} > bound {bound_hot:.3} + {:.0} TaskManagers",
                 f.method,
                 f.hottest_cpu,
@@ -283,7 +315,7 @@ fn check(name: &str, specs: &[Spec], burst: &Burst, setup: Setup) {
             ));
         }
         if f.onto_busy > bound_busy + if sampled { 10 } else { 5 } && !blind {
-            failures.push(format!(
+            guards.push(format!(
                 "{}: {} pods onto nodes >= {BUSY} (bound {bound_busy})",
                 f.method, f.onto_busy
             ));
@@ -303,7 +335,7 @@ fn check(name: &str, specs: &[Spec], burst: &Burst, setup: Setup) {
             if blind {
                 missed.push(format!("target missed: {text}"));
             } else {
-                failures.push(text);
+                guards.push(text);
             }
         }
         // A NIC is not pushed past the hot threshold when ideal keeps them all under it (by
@@ -320,7 +352,7 @@ fn check(name: &str, specs: &[Spec], burst: &Burst, setup: Setup) {
                 f.method
             );
             if nic >= hot_nic + nic_slack {
-                failures.push(text);
+                guards.push(text);
             } else {
                 missed.push(format!("target missed: {text}"));
             }
@@ -332,14 +364,28 @@ fn check(name: &str, specs: &[Spec], burst: &Burst, setup: Setup) {
             && let Some(outside) = f.preferred_outside_sample
             && outside > 0.01
         {
-            failures.push(format!(
+            guards.push(format!(
                 "{}: {:.1}% of pods had no preferred node in the sample",
                 f.method,
                 outside * 100.0
             ));
         }
+        if setup.loose {
+            if f.hottest_cpu > alone.hottest_cpu + 2.0 * one_pod + 1e-9 {
+                failures.push(format!(
+                    "{}: hottest node {:.3} > no webhook {:.3} + 2 TaskManagers",
+                    f.method, f.hottest_cpu, alone.hottest_cpu
+                ));
+            }
+            missed.extend(guards.into_iter().map(|g| format!("not guarded yet: {g}")));
+        } else {
+            failures.extend(guards);
+        }
         rows.push(f);
     }
+    // Whatever the method: the scheduler model enforces these, so a break is the loop's
+    // bookkeeping.
+    failures.extend(broken);
     println!(
         "\n{:<22} {:<50} {:>7} {:>7} {:>6} {:>5} {:>5} {:>8} {:>8} landings [first, other, elsewhere]",
         "scenario", "method", "hot CPU", "hot NIC", ">=70%", "nodes", "most", "outside", "as pred"
@@ -553,4 +599,203 @@ fn burst_beyond_cool_capacity() {
         ..Setup::default()
     };
     check("beyond-cool-capacity", &specs, &heavy, setup);
+}
+
+const ZONE: &str = "topology.kubernetes.io/zone";
+const HOSTNAME: &str = "kubernetes.io/hostname";
+
+/// The labels of the burst's job (its TaskManagers, running or new, carry them all).
+fn job_labels() -> Value {
+    taskmanager()["metadata"]["labels"].clone()
+}
+
+/// `template` running as pod `name` on the node of spec index `node`.
+fn running(template: &Value, name: &str, node: usize) -> (usize, Value) {
+    let mut pod = template.clone();
+    pod["metadata"]["name"] = json!(name);
+    pod["metadata"]["uid"] = json!(format!("running-{name}"));
+    (node, pod)
+}
+
+/// Spec indexes of the `count` nodes with the lowest real CPU.
+fn coolest(specs: &[Spec], count: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..specs.len()).collect();
+    order.sort_by(|&a, &b| specs[a].cpu.total_cmp(&specs[b].cpu));
+    order.truncate(count);
+    order
+}
+
+fn label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+    pod.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+/// The job's TaskManagers (running and of the burst) over the zones differ by at most one.
+fn zone_skew_within_one(cluster: &Cluster, outcome: &Outcome) -> Option<String> {
+    let zone = |k: usize| cluster.nodes[k].labels.get(ZONE).map(String::as_str);
+    let mut per_zone: BTreeMap<&str, usize> = (0..cluster.nodes.len())
+        .filter_map(|k| zone(k).map(|z| (z, 0)))
+        .collect();
+    let job = |pod: &Pod| {
+        pod.metadata.namespace.as_deref() == Some("flink-jobs")
+            && label(pod, "app") == Some("clickstream")
+    };
+    let running = cluster.bound_pods().filter(|(p, _)| job(p)).map(|(_, k)| k);
+    for k in running.chain(outcome.landed.iter().flatten().copied()) {
+        *per_zone.entry(zone(k)?).or_insert(0) += 1;
+    }
+    let max = per_zone.values().max()?;
+    let min = per_zone.values().min()?;
+    (max - min > 1).then(|| format!("zone skew {} > 1: {per_zone:?}", max - min))
+}
+
+/// No TaskManager of the burst on a node where a noisy pod runs.
+fn none_beside_noisy(cluster: &Cluster, outcome: &Outcome) -> Option<String> {
+    let noisy: BTreeSet<usize> = cluster
+        .bound_pods()
+        .filter(|(p, _)| label(p, "app") == Some("noisy"))
+        .map(|(_, k)| k)
+        .collect();
+    let beside: Vec<&str> = outcome
+        .landed
+        .iter()
+        .flatten()
+        .filter(|k| noisy.contains(k))
+        .map(|&k| cluster.nodes[k].name.as_str())
+        .collect();
+    (!beside.is_empty()).then(|| format!("TaskManagers beside noisy pods on {beside:?}"))
+}
+
+/// 48 nodes over three zones, the coolest mostly in one; the TaskManagers must spread evenly
+/// over the zones (DoNotSchedule, maxSkew 1), and two of the job's run in the hottest zone.
+#[test]
+fn zone_spread() {
+    let mut rng = Rng(18);
+    let specs: Vec<Spec> = (0..48)
+        .map(|i| {
+            let zone = i % 3;
+            let cpu = if zone == 0 || i % 8 == 1 {
+                rng.range(0.05, 0.30)
+            } else {
+                rng.range(0.35, 0.65)
+            };
+            Spec {
+                cores: 16,
+                cpu,
+                nic: rng.range(0.05, 0.3),
+                requested_cores: rng.range(4.0, 8.0),
+                zone: Some(zone),
+            }
+        })
+        .collect();
+    let mut tm = taskmanager();
+    tm["spec"]["topologySpreadConstraints"] = json!([{
+        "maxSkew": 1,
+        "topologyKey": ZONE,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": job_labels()}
+    }]);
+    let mut spread = burst(36, 0.0);
+    spread.pod = tm.clone();
+    let setup = Setup {
+        pods: vec![
+            running(&tm, "clickstream-taskmanager-0-1", 2),
+            running(&tm, "clickstream-taskmanager-0-2", 5),
+        ],
+        hard: Some(zone_skew_within_one),
+        loose: true,
+        ..Setup::default()
+    };
+    check("zone-spread", &specs, &spread, setup);
+}
+
+/// 40 nodes; the TaskManagers prefer (weight 100) not to share a node with one another, and
+/// eight of the job's run already, one on each of the eight coolest nodes.
+#[test]
+fn taskmanager_anti_affinity() {
+    let mut rng = Rng(19);
+    let specs: Vec<Spec> = (0..40)
+        .map(|_| Spec {
+            cores: 16,
+            cpu: rng.range(0.05, 0.65),
+            nic: rng.range(0.05, 0.3),
+            requested_cores: rng.range(4.0, 8.0),
+            zone: None,
+        })
+        .collect();
+    let mut tm = taskmanager();
+    tm["spec"]["affinity"] = json!({"podAntiAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [{
+            "weight": 100,
+            "podAffinityTerm": {
+                "topologyKey": HOSTNAME,
+                "labelSelector": {"matchLabels": job_labels()}
+            }
+        }]
+    }});
+    let mut apart = burst(40, 0.0);
+    apart.pod = tm.clone();
+    let setup = Setup {
+        pods: coolest(&specs, 8)
+            .into_iter()
+            .enumerate()
+            .map(|(i, k)| running(&tm, &format!("clickstream-taskmanager-0-{}", i + 1), k))
+            .collect(),
+        loose: true,
+        ..Setup::default()
+    };
+    check("tm-anti-affinity", &specs, &apart, setup);
+}
+
+/// 40 nodes; batch pods (`app: noisy`, in a namespace labelled `tier: batch`) run on eight of
+/// the ten coolest, and the TaskManagers must not share a node with them (required
+/// anti-affinity through a namespaceSelector).
+#[test]
+fn noisy_neighbour() {
+    let mut rng = Rng(20);
+    let specs: Vec<Spec> = (0..40)
+        .map(|_| Spec {
+            cores: 16,
+            cpu: rng.range(0.05, 0.65),
+            nic: rng.range(0.05, 0.3),
+            requested_cores: rng.range(4.0, 8.0),
+            zone: None,
+        })
+        .collect();
+    let mut tm = taskmanager();
+    tm["spec"]["affinity"] = json!({"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "topologyKey": HOSTNAME,
+            "labelSelector": {"matchLabels": {"app": "noisy"}},
+            "namespaceSelector": {"matchLabels": {"tier": "batch"}}
+        }]
+    }});
+    let mut wary = burst(40, 0.0);
+    wary.pod = tm;
+    let noisy = |i: usize| {
+        json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": format!("ingest-{i}"), "namespace": "batch",
+                         "uid": format!("noisy-{i}"), "labels": {"app": "noisy"}},
+            "spec": {"containers": [{"name": "main", "image": "ingest:1",
+                     "resources": {"requests": {"cpu": "2", "memory": "2Gi"}}}]}
+        })
+    };
+    let setup = Setup {
+        // The third and seventh coolest stay free.
+        pods: coolest(&specs, 10)
+            .into_iter()
+            .enumerate()
+            .filter(|(rank, _)| rank % 4 != 2)
+            .map(|(i, k)| (k, noisy(i)))
+            .collect(),
+        namespace_labels: BTreeMap::from([(
+            "batch".to_string(),
+            BTreeMap::from([("tier".to_string(), "batch".to_string())]),
+        )]),
+        hard: Some(none_beside_noisy),
+        loose: true,
+        ..Setup::default()
+    };
+    check("noisy-neighbour", &specs, &wary, setup);
 }

@@ -1,10 +1,18 @@
 //! The cluster a burst lands on, as both sides see it: the snapshot the webhook reads, and the
-//! nodes the scheduler model places on, in the order the scheduler cache lists them.
+//! nodes the scheduler model places on, in the order the scheduler cache lists them, and the
+//! pods already running on them.
+
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::api::core::v1::Pod;
 
 use super::Burst;
 use crate::config::Config;
-use crate::scheduler::cycle::{PodFacts, filter};
-use crate::scheduler::{ModelNode, Resources, Scheduler, Unfit};
+use crate::scheduler::cycle::{PodFacts, PodFilters, filter_with};
+use crate::scheduler::pods::Labels;
+use crate::scheduler::{
+    ClusterPods, ExistingPod, ModelNode, PodRequests, Resources, Scheduler, Unfit,
+};
 use crate::snapshot::LoadSnapshot;
 
 /// The cluster as both sides see it: the snapshot the webhook reads, and the nodes the
@@ -18,6 +26,9 @@ pub struct Cluster {
     pub nic: Vec<Option<f64>>,
     /// The scheduler cache's listing order (indexes into `nodes`).
     pub order: Vec<usize>,
+    /// Pods already running, with the index of their node; their requests are in `nodes`.
+    pods: Vec<(Pod, usize)>,
+    namespace_labels: BTreeMap<String, Labels>,
 }
 
 impl Cluster {
@@ -57,6 +68,8 @@ impl Cluster {
             cores,
             nic,
             order: Vec::new(),
+            pods: Vec::new(),
+            namespace_labels: BTreeMap::new(),
         };
         cluster.order = cluster.scheduler_order(&[]);
         cluster
@@ -67,6 +80,54 @@ impl Cluster {
     pub fn with_late_joiners(mut self, late: &[usize]) -> Self {
         self.order = self.scheduler_order(late);
         self
+    }
+
+    /// The same cluster with `pods` already running: bound pods (`spec.nodeName` set) with
+    /// their namespace and labels. Their requests count on their nodes (the snapshot's
+    /// `requested` is taken to leave them out, as a pod watch would add them); their real load
+    /// is the snapshot's. A pod without a node, or on a node the snapshot lacks, is left out.
+    pub fn with_pods(mut self, pods: Vec<Pod>) -> Self {
+        let index: HashMap<&str, usize> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.as_str(), i))
+            .collect();
+        let placed: Vec<(Pod, usize)> = pods
+            .into_iter()
+            .filter_map(|pod| {
+                let node = pod.spec.as_ref()?.node_name.as_deref()?;
+                let k = *index.get(node)?;
+                Some((pod, k))
+            })
+            .collect();
+        for (pod, k) in &placed {
+            self.nodes[*k].add_pod(&PodRequests::of(pod));
+        }
+        self.pods.extend(placed);
+        self
+    }
+
+    /// The same cluster with these namespace labels (for `namespaceSelector`).
+    pub fn with_namespace_labels(mut self, labels: BTreeMap<String, Labels>) -> Self {
+        self.namespace_labels = labels;
+        self
+    }
+
+    /// The pods already running, each with the index of its node in `nodes`.
+    pub fn bound_pods(&self) -> impl Iterator<Item = (&Pod, usize)> {
+        self.pods.iter().map(|(pod, k)| (pod, *k))
+    }
+
+    /// The pods already running as the scheduler model sees them.
+    pub fn existing_pods(&self) -> Vec<ExistingPod> {
+        self.bound_pods()
+            .map(|(pod, k)| ExistingPod::of(pod, k))
+            .collect()
+    }
+
+    pub fn namespace_labels(&self) -> &BTreeMap<String, Labels> {
+        &self.namespace_labels
     }
 
     fn scheduler_order(&self, late: &[usize]) -> Vec<usize> {
@@ -103,16 +164,20 @@ impl Cluster {
     }
 
     /// Per node, why the scheduler's filters reject the burst's pod before the burst (cordoned,
-    /// tainted, not selected, full by requests); `None`: the node can take it. The same filter
-    /// decides where the other methods may place, ideal water-filling included.
+    /// tainted, not selected, full by requests, spread, pod affinity against the running pods);
+    /// `None`: the node can take it. The same filters decide where the other methods may
+    /// place, ideal water-filling included.
     pub fn unfit(&self, burst: &Burst) -> Vec<Option<Unfit>> {
         let Some(pod) = super::pod_of(&burst.pod) else {
             return vec![None; self.nodes.len()];
         };
         let facts = PodFacts::of(&pod);
+        let existing = self.existing_pods();
+        let cluster = ClusterPods::new(&existing, &self.namespace_labels);
+        let others = PodFilters::new(&facts, &self.nodes, &cluster);
         self.nodes
             .iter()
-            .map(|node| filter(&facts, node).err())
+            .map(|node| filter_with(&facts, node, &others).err())
             .collect()
     }
 
@@ -131,4 +196,45 @@ fn quantities(list: &std::collections::BTreeMap<String, String>) -> Resources {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::NodeLoad;
+    use serde_json::json;
+
+    fn pod(name: &str, node: Option<&str>, cpu: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "batch", "labels": {"app": "noisy"}},
+            "spec": {"nodeName": node, "containers": [
+                {"name": "main", "resources": {"requests": {"cpu": cpu}}}
+            ]}
+        }))
+        .expect("pod")
+    }
+
+    #[test]
+    fn running_pods_count_on_their_nodes_only() {
+        let snapshot = LoadSnapshot {
+            nodes: vec![NodeLoad::new("a", 0.1), NodeLoad::new("b", 0.2)],
+            ..LoadSnapshot::default()
+        };
+        let cluster = Cluster::new(snapshot, &Config::default()).with_pods(vec![
+            pod("on-b", Some("b"), "1500m"),
+            pod("pending", None, "1"),
+            pod("gone", Some("c"), "1"),
+        ]);
+        assert_eq!(cluster.nodes[0].requested.milli_cpu, 0);
+        assert_eq!(cluster.nodes[1].requested.milli_cpu, 1500);
+        assert_eq!(cluster.nodes[1].requested.pods, 1);
+        let existing = cluster.existing_pods();
+        assert_eq!(
+            existing.len(),
+            1,
+            "no node, or one the snapshot lacks: left out"
+        );
+        assert_eq!(existing[0].node, 1);
+        assert_eq!(&*existing[0].namespace, "batch");
+    }
 }

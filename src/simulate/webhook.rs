@@ -1,0 +1,289 @@
+//! The webhook in the closed loop: each review through the real admission path of the replica
+//! the apiserver sends it to, the scheduler model binding the patched pods, and the pod watch
+//! delivering "created" and "bound" events back to every replica's ledger.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+use super::pods::{PodsInView, nth_pod, pod_of, uid};
+use super::{Burst, Cluster, Method, Outcome, Timing};
+use crate::admission::Admission;
+use crate::config::Config;
+use crate::inflight::ledger::Ledger;
+use crate::inflight::shared::SharedLedger;
+use crate::inventory::pods::{apply_pod_event, landing_of};
+use crate::placement::ReplicaSet;
+use crate::scheduler::cycle::PodFacts;
+use crate::telemetry::Landing;
+use crate::view::ViewStore;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    /// At equal times: a bind happens before the watch reports it, and watch events reach
+    /// the webhook before the next review.
+    Bind {
+        pod: usize,
+    },
+    Created {
+        replica: usize,
+        pod: usize,
+    },
+    Bound {
+        replica: usize,
+        pod: usize,
+    },
+    Admit {
+        pod: usize,
+    },
+}
+
+pub(super) fn webhook(
+    cluster: &Cluster,
+    config: &Config,
+    burst: &Burst,
+    timing: Timing,
+    seed: u64,
+    tick: &dyn Fn(),
+) -> Outcome {
+    let mut config = config.clone();
+    config.inflight.network_bytes_per_second = burst
+        .configured_network
+        .unwrap_or(burst.network_bytes_per_second);
+    let config = Arc::new(config);
+    let store = Arc::new(ViewStore::new(config.placement.clone()));
+    let mut snapshot = cluster.snapshot.clone();
+    snapshot.taken_at = Some(SystemTime::now());
+    store.publish_snapshot(snapshot);
+    let replicas = timing.replicas.max(1);
+    let ledgers: Vec<Arc<SharedLedger>> = (0..replicas)
+        .map(|_| {
+            Arc::new(SharedLedger::new(
+                Ledger::new(config.inflight.ttl).with_max_entries(config.inflight.max_entries),
+            ))
+        })
+        .collect();
+    let admissions: Vec<Admission> = ledgers
+        .iter()
+        .enumerate()
+        .map(|(r, ledger)| {
+            Admission::with_salt(
+                config.clone(),
+                store.clone(),
+                ledger.clone(),
+                seed.wrapping_add(r as u64 + 1)
+                    .wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            )
+        })
+        .collect();
+
+    let names: Vec<String> = (0..replicas)
+        .map(|r| format!("placement-webhook-{r}"))
+        .collect();
+    let publish_members = |count: usize| {
+        for (r, admission) in admissions.iter().enumerate() {
+            let set = timing
+                .membership
+                .then(|| ReplicaSet::new(&names[r], names[..count].iter().cloned()))
+                .flatten();
+            admission.replicas().store(set.map(Arc::new));
+        }
+    };
+    let mut members = timing.members_at(0);
+    publish_members(members);
+
+    // The schedule, in virtual microseconds.
+    let us = |d: Duration| d.as_micros() as u64;
+    let admit_at = |i: usize| i as u64 * us(timing.review_interval);
+    let mut bind_at = Vec::with_capacity(burst.count);
+    let mut last = 0;
+    for i in 0..burst.count {
+        last = last.max(admit_at(i)) + us(timing.bind_interval);
+        bind_at.push(last);
+    }
+    let burst_end = admit_at(burst.count.saturating_sub(1)) + 1;
+    let deliver = |t: u64| match timing.watch_lag {
+        Some(lag) => t + us(lag),
+        None => t.max(burst_end),
+    };
+    let mut events: Vec<(u64, Event)> = Vec::with_capacity(burst.count * (2 + 2 * replicas));
+    for (i, &bound) in bind_at.iter().enumerate() {
+        events.push((admit_at(i), Event::Admit { pod: i }));
+        events.push((bound, Event::Bind { pod: i }));
+        for replica in 0..replicas {
+            events.push((deliver(admit_at(i)), Event::Created { replica, pod: i }));
+            events.push((deliver(bound), Event::Bound { replica, pod: i }));
+        }
+    }
+    events.sort();
+
+    // The pods already running, as each replica's pod watch lists them before the burst.
+    for (pod, k) in cluster.bound_pods() {
+        let Ok(object) = serde_json::to_value(pod) else {
+            continue;
+        };
+        for ledger in &ledgers {
+            watch(ledger, &object, Some(&cluster.nodes[k].name));
+        }
+    }
+
+    let mut nodes = cluster.nodes.clone();
+    let mut view = PodsInView::new(cluster);
+    let mut scheduler = cluster.scheduler(&config, seed);
+    let mut patched: Vec<Option<Value>> = vec![None; burst.count];
+    let mut landed: Vec<Option<usize>> = vec![None; burst.count];
+    let mut outcome = Outcome {
+        method: Method::Webhook(timing),
+        landed: Vec::new(),
+        preferred_outside_sample: 0,
+        with_preferences: 0,
+        predicted_landing_held: 0,
+        landings: [0; 3],
+    };
+    let mut predicted: Vec<Vec<String>> = vec![Vec::new(); burst.count];
+    for (_, event) in events {
+        match event {
+            Event::Admit { pod } => {
+                let object = nth_pod(&burst.pod, pod);
+                let review = review_of(&object, pod);
+                if timing.members_at(pod) != members {
+                    members = timing.members_at(pod);
+                    publish_members(members);
+                }
+                let admission = &admissions[timing.replica_for(pod)];
+                let Ok(answer) = admission.review_bytes(&review) else {
+                    patched[pod] = Some(object);
+                    continue;
+                };
+                let mut doc = object;
+                if let Some(encoded) = answer.review.response.patch.as_deref()
+                    && let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(encoded)
+                    && let Ok(patch) = serde_json::from_slice::<json_patch::Patch>(&bytes)
+                {
+                    // A patch that does not apply would reject the pod: keep it visible.
+                    if json_patch::patch(&mut doc, &patch.0).is_err() {
+                        continue;
+                    }
+                }
+                predicted[pod] = predicted_nodes(&doc);
+                patched[pod] = Some(doc);
+            }
+            Event::Bind { pod } => {
+                tick();
+                let Some(object) = patched[pod].as_ref().and_then(pod_of) else {
+                    continue;
+                };
+                let facts = PodFacts::of(&object);
+                let cycle = view.schedule(&mut scheduler, &facts, &nodes);
+                let preferred = preferred_names(&facts);
+                if !preferred.is_empty() && !cycle.sample.is_empty() {
+                    outcome.with_preferences += 1;
+                    if !cycle
+                        .sample
+                        .iter()
+                        .any(|&k| preferred.contains(nodes[k].name.as_str()))
+                    {
+                        outcome.preferred_outside_sample += 1;
+                    }
+                }
+                if let Some(k) = cycle.node {
+                    if predicted[pod].iter().any(|n| *n == nodes[k].name) {
+                        outcome.predicted_landing_held += 1;
+                    }
+                    nodes[k].add_pod(&facts.requests);
+                    view.bind(&object, k);
+                    landed[pod] = Some(k);
+                }
+            }
+            Event::Created { replica, pod } => {
+                if let Some(object) = &patched[pod] {
+                    watch(&ledgers[replica], object, None);
+                }
+            }
+            Event::Bound { replica, pod } => {
+                if let (Some(object), Some(k)) = (&patched[pod], landed[pod])
+                    && let Some((place, _)) = watch(&ledgers[replica], object, Some(&nodes[k].name))
+                {
+                    let slot = match place {
+                        Landing::FirstTier => 0,
+                        Landing::OtherTier => 1,
+                        Landing::Elsewhere => 2,
+                    };
+                    outcome.landings[slot] += 1;
+                }
+            }
+        }
+    }
+    outcome.landed = landed;
+    outcome
+}
+
+/// The nodes the decision annotation says the pod lands on.
+fn predicted_nodes(doc: &Value) -> Vec<String> {
+    doc["metadata"]["annotations"][crate::inflight::note::ANNOTATION]
+        .as_str()
+        .and_then(crate::inflight::note::DecisionNote::parse)
+        .map(|n| n.nodes.into_iter().map(|(name, _)| name).collect())
+        .unwrap_or_default()
+}
+
+/// Node names a pod's preferred `In` terms name (by field or by label value).
+fn preferred_names<'a>(facts: &'a PodFacts<'_>) -> BTreeSet<&'a str> {
+    let mut names = BTreeSet::new();
+    for term in facts.preferred_terms {
+        let requirements = term
+            .preference
+            .match_fields
+            .iter()
+            .flatten()
+            .chain(term.preference.match_expressions.iter().flatten());
+        for r in requirements.filter(|r| r.operator == "In") {
+            names.extend(r.values.iter().flatten().map(String::as_str));
+        }
+    }
+    names
+}
+
+/// One pod event as the watch delivers it to a replica; for a bind of a pod this replica
+/// decided, where it landed (the landing-accuracy metric's reading).
+fn watch(
+    ledger: &SharedLedger,
+    object: &Value,
+    node: Option<&str>,
+) -> Option<(Landing, Option<f64>)> {
+    let mut pod = object.clone();
+    pod["metadata"]["creationTimestamp"] =
+        json!(humantime::format_rfc3339_seconds(SystemTime::now()).to_string());
+    if let Some(node) = node {
+        pod["spec"]["nodeName"] = json!(node);
+        pod["status"] = json!({"phase": "Running"});
+    } else {
+        pod["status"] = json!({"phase": "Pending"});
+    }
+    let pod = pod_of(&pod)?;
+    let mut ledger = ledger.write();
+    apply_pod_event(&mut ledger, &pod, false, Instant::now(), SystemTime::now());
+    node.and_then(|_| landing_of(&mut ledger, &pod))
+}
+
+fn review_of(object: &Value, index: usize) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid(index ^ 0x5a5a5a),
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": object["metadata"]["name"],
+            "namespace": object["metadata"]["namespace"],
+            "operation": "CREATE",
+            "object": object,
+            "oldObject": null,
+            "dryRun": false,
+        }
+    }))
+    .unwrap_or_default()
+}
