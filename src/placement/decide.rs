@@ -180,7 +180,13 @@ pub fn decide(
     let inflight = InFlight::new(ledger, view);
     let mut eligible = eligible_nodes(&pod.constraints, view);
     if let Some(ledger) = ledger
-        && let Some(allowed) = super::pod_level::restrict(&eligible, &pod.facts, view, ledger)
+        && let Some(allowed) = super::pod_level::restrict(
+            &eligible,
+            &pod.facts,
+            view,
+            ledger,
+            affinity_gap(policy, scheduler),
+        )
     {
         eligible = allowed;
     }
@@ -193,8 +199,58 @@ pub fn decide(
         pod,
         policy,
     );
-    let picked = pick(&mut walk, pod, view, inflight, policy, scheduler);
+    let mut picked = pick(&mut walk, pod, view, inflight, policy, scheduler);
+    cover_spread_domains(&mut picked, &walk, pod, view, policy);
     finish(picked, pod, view, inflight, policy, scheduler)
+}
+
+/// The NodeAffinity points between a first-tier node and a node of the next tier (or an
+/// unnamed one), as the scheduler weighs them when a first-tier node is in its sample.
+fn affinity_gap(policy: &PlacementConfig, scheduler: &SchedulerConfig) -> i64 {
+    let first = policy.tiers.first().map_or(0, |t| i64::from(t.weight));
+    let next = policy.tiers.get(1).map_or(0, |t| i64::from(t.weight));
+    if first <= 0 {
+        return 0;
+    }
+    scheduler.weights.node_affinity * 100 * (first - next).max(0) / first
+}
+
+/// Names, in the last tier, the coolest node of every domain of the pod's `DoNotSchedule`
+/// spread constraints that no tier names yet: when pods this replica has not heard of (another
+/// replica's, decided in the last few milliseconds) close the first tier's domain, the
+/// scheduler still finds a cool named node in a domain that is open.
+fn cover_spread_domains(
+    picked: &mut Picked,
+    walk: &Walk<'_>,
+    pod: &PodDemand<'_>,
+    view: &ClusterView,
+    policy: &PlacementConfig,
+) {
+    if picked.saturated || policy.tiers.len() < 2 || picked.tiers.iter().all(Vec::is_empty) {
+        return;
+    }
+    let domains = super::pod_level::spread_domains(&pod.facts, view);
+    if domains.is_empty() {
+        return;
+    }
+    let last = policy.tiers.len() - 1;
+    if picked.tiers.len() <= last {
+        picked.tiers.resize(last + 1, Vec::new());
+    }
+    for (_, positions) in domains {
+        let in_domain = |index: usize| positions.binary_search(&index).is_ok();
+        if picked.tiers.iter().flatten().any(|c| in_domain(c.index)) {
+            continue;
+        }
+        if let Some(best) = walk
+            .candidates
+            .iter()
+            .filter(|c| in_domain(c.index))
+            .min_by(|a, b| a.order(b))
+        {
+            picked.tiers[last].push(*best);
+        }
+    }
 }
 
 /// [`decide`], reading the ranking of this pod's shape from `indexes` (brought up to date
@@ -214,7 +270,7 @@ pub fn decide_indexed(
     match (ledger, inflight.aligned) {
         // Which nodes such a pod may take changes with every pod bound or steered: the
         // per-shape index does not follow that; the walk does.
-        (Some(ledger), true) if super::pod_level::applies(&pod.facts, ledger) => {
+        (Some(ledger), true) if super::pod_level::depends_on_pods_around(&pod.facts, ledger) => {
             decide(pod, view, Some(ledger), policy, scheduler, replica)
         }
         (Some(ledger), true) => {

@@ -14,8 +14,10 @@ use std::sync::Arc;
 use crate::inflight::ledger::Ledger;
 use crate::inflight::pod_groups::PodGroup;
 use crate::scheduler::cycle::PodFacts;
-use crate::scheduler::pod_affinity::AffinityUnfit;
+use crate::scheduler::cycle::{INTER_POD_AFFINITY_WEIGHT, POD_TOPOLOGY_SPREAD_WEIGHT};
+use crate::scheduler::pod_affinity::{AffinityUnfit, affinity_scores};
 use crate::scheduler::pods::term_selects;
+use crate::scheduler::topology_spread::spread_scores;
 use crate::scheduler::{ClusterPods, ExistingPod, PodFilters, SpreadUnfit, Unfit};
 use crate::view::ClusterView;
 
@@ -36,6 +38,23 @@ pub fn applies(facts: &PodFacts<'_>, ledger: &Ledger) -> bool {
             .with_required_anti_affinity()
             .iter()
             .any(|group| anti_affinity_selects(group, facts))
+}
+
+/// The pod has terms the scheduler scores by the pods around it: a `ScheduleAnyway` spread
+/// constraint, or preferred pod affinity or anti-affinity.
+pub fn scores_apply(facts: &PodFacts<'_>) -> bool {
+    facts
+        .spread_constraints
+        .iter()
+        .any(|c| c.when_unsatisfiable != "DoNotSchedule")
+        || !facts.preferred_affinity().is_empty()
+        || !facts.preferred_anti_affinity().is_empty()
+}
+
+/// The pods around decide where this pod may go or how the scheduler ranks the nodes: the
+/// decision walks every node (the per-shape index does not follow other pods).
+pub fn depends_on_pods_around(facts: &PodFacts<'_>, ledger: &Ledger) -> bool {
+    applies(facts, ledger) || scores_apply(facts)
 }
 
 /// A required anti-affinity term of the group's pods selects the pod.
@@ -150,24 +169,106 @@ fn ineligible(unfit: Unfit) -> Ineligible {
     }
 }
 
-/// `eligible` (view positions) less the nodes the filters that count other pods reject;
-/// `None` when the pod has no such filter.
+/// `eligible` (view positions) less the nodes the filters that count other pods reject, and
+/// less the nodes the scores of those plugins put too far behind the best (see
+/// [`best_scored`]); `None` when the pod has no such filter or score.
 pub fn restrict(
     eligible: &[u32],
     facts: &PodFacts<'_>,
     view: &ClusterView,
     ledger: &Ledger,
+    affinity_gap: i64,
 ) -> Option<Arc<[u32]>> {
-    if !applies(facts, ledger) {
+    let filtered = applies(facts, ledger);
+    let scored = scores_apply(facts);
+    if !filtered && !scored {
         return None;
     }
     let pods = pods_around(facts, view, ledger);
-    let filters = AroundFilters::new(facts, view, &pods);
-    Some(
+    let mut allowed: Vec<u32> = if filtered {
+        let filters = AroundFilters::new(facts, view, &pods);
         eligible
             .iter()
             .copied()
             .filter(|&p| filters.check(facts, p as usize).is_ok())
-            .collect(),
-    )
+            .collect()
+    } else {
+        eligible.to_vec()
+    };
+    if scored {
+        allowed = best_scored(&allowed, facts, view, &pods, affinity_gap);
+    }
+    Some(allowed.into())
+}
+
+/// The nodes of `allowed` whose PodTopologySpread and InterPodAffinity scores (weighted, as
+/// the scheduler normalises them over the nodes that pass filtering) trail the best by less
+/// than half of `affinity_gap`, the NodeAffinity points between the first tier and the
+/// next. A node further behind would be named in vain: the scheduler would prefer an
+/// unnamed or lower-tier node that these plugins favour, and the landing would be mispredicted.
+pub fn best_scored(
+    allowed: &[u32],
+    facts: &PodFacts<'_>,
+    view: &ClusterView,
+    pods: &[ExistingPod],
+    affinity_gap: i64,
+) -> Vec<u32> {
+    let nodes = view.model_nodes();
+    let candidates: Vec<usize> = allowed.iter().map(|&p| p as usize).collect();
+    let cluster = ClusterPods::new(pods, &NO_NAMESPACE_LABELS);
+    let weighted = |scores: Option<Vec<i64>>, weight: i64| {
+        scores.map_or_else(
+            || vec![0; candidates.len()],
+            |s| s.into_iter().map(|v| v * weight).collect::<Vec<i64>>(),
+        )
+    };
+    let spread = weighted(
+        spread_scores(facts, nodes, &candidates, &cluster),
+        POD_TOPOLOGY_SPREAD_WEIGHT,
+    );
+    let inter_pod = weighted(
+        affinity_scores(facts, nodes, &candidates, &cluster),
+        INTER_POD_AFFINITY_WEIGHT,
+    );
+    let total: Vec<i64> = spread.iter().zip(&inter_pod).map(|(a, b)| a + b).collect();
+    let Some(best) = total.iter().copied().max() else {
+        return Vec::new();
+    };
+    let margin = affinity_gap / 2;
+    allowed
+        .iter()
+        .zip(&total)
+        .filter(|&(_, &t)| best - t < margin.max(1))
+        .map(|(&p, _)| p)
+        .collect()
+}
+
+/// The domains (topology values) of the pod's `DoNotSchedule` spread constraints, for each
+/// node position: a burst's later pods may find the first tier's domain closed by pods this
+/// replica has not heard of yet (another replica's), so every open domain keeps a named node.
+pub fn spread_domains(facts: &PodFacts<'_>, view: &ClusterView) -> Vec<(String, Vec<usize>)> {
+    let mut out = Vec::new();
+    for constraint in facts
+        .spread_constraints
+        .iter()
+        .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
+    {
+        let key = &constraint.topology_key;
+        if key == "kubernetes.io/hostname" {
+            // One node per domain: covering every domain would name every node.
+            continue;
+        }
+        let mut domains: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (position, node) in view.nodes.iter().enumerate() {
+            if let Some(value) = node.labels.get(key) {
+                domains.entry(value.as_str()).or_default().push(position);
+            }
+        }
+        out.extend(
+            domains
+                .into_iter()
+                .map(|(value, positions)| (format!("{key}={value}"), positions)),
+        );
+    }
+    out
 }

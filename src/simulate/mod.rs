@@ -284,6 +284,7 @@ fn ideal(
                 Some(scheduler) => view.schedule(scheduler, &facts, &nodes).sample,
                 None => view.feasible(&facts, &nodes),
             };
+            let feasible = view.best_scored(&facts, &nodes, feasible);
             let nic_ok = |k: usize| {
                 cluster
                     .nic_after(k, pods_on[k] + 1, burst)

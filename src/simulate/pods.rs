@@ -9,7 +9,9 @@ use serde_json::{Value, json};
 
 use super::Cluster;
 use crate::scheduler::cycle::{PodFacts, PodFilters, filter_with};
+use crate::scheduler::pod_affinity::affinity_scores;
 use crate::scheduler::pods::Labels;
+use crate::scheduler::topology_spread::spread_scores;
 use crate::scheduler::{ClusterPods, Cycle, ExistingPod, ModelNode, Scheduler};
 
 /// The pods bound so far, as the scheduler's snapshot holds them.
@@ -54,6 +56,34 @@ impl<'c> PodsInView<'c> {
         let others = PodFilters::new(facts, nodes, &cluster);
         (0..nodes.len())
             .filter(|&k| filter_with(facts, &nodes[k], &others).is_ok())
+            .collect()
+    }
+
+    /// Of `feasible`, the nodes PodTopologySpread's `ScheduleAnyway` constraints and preferred
+    /// pod (anti-)affinity score best: ideal water-filling honours what the pod asks for as
+    /// the scheduler will (at weight 2 these scores outweigh the resource scores), so the bound
+    /// is one the scheduler can reach. All of them when the pod asks for nothing of the kind.
+    pub fn best_scored(
+        &self,
+        facts: &PodFacts<'_>,
+        nodes: &[ModelNode],
+        feasible: Vec<usize>,
+    ) -> Vec<usize> {
+        let cluster = self.cluster_pods();
+        let spread = spread_scores(facts, nodes, &feasible, &cluster);
+        let inter_pod = affinity_scores(facts, nodes, &feasible, &cluster);
+        if spread.is_none() && inter_pod.is_none() {
+            return feasible;
+        }
+        let total: Vec<i64> = (0..feasible.len())
+            .map(|j| spread.as_ref().map_or(0, |s| s[j]) + inter_pod.as_ref().map_or(0, |s| s[j]))
+            .collect();
+        let best = total.iter().copied().max().unwrap_or(0);
+        feasible
+            .into_iter()
+            .zip(total)
+            .filter(|&(_, t)| t == best)
+            .map(|(k, _)| k)
             .collect()
     }
 }
