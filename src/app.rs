@@ -179,7 +179,7 @@ fn spawn_cluster_watches(
         else {
             return;
         };
-        info!("kube API reachable: watching nodes and pods");
+        info!("kube API reachable: watching nodes, pods and namespaces");
         readiness.set_cluster_access();
         let heat_store = store.clone();
         let replicas = {
@@ -206,6 +206,11 @@ fn spawn_cluster_watches(
                 client.clone(),
                 store,
                 readiness.clone(),
+                wait_for(stopped.clone()),
+            ),
+            crate::inventory::namespaces::watch_namespaces(
+                client.clone(),
+                ledger.clone(),
                 wait_for(stopped.clone()),
             ),
             crate::inventory::pods::watch_pods(

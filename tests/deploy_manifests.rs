@@ -171,7 +171,10 @@ fn check_rbac(docs: &[Value]) {
     for rule in role["rules"].as_array().expect("rules") {
         assert_eq!(strings(&rule["apiGroups"]), [""]);
         for resource in strings(&rule["resources"]) {
-            assert!(["nodes", "pods"].contains(&resource), "{resource}");
+            assert!(
+                ["nodes", "pods", "namespaces"].contains(&resource),
+                "{resource}"
+            );
         }
         for verb in strings(&rule["verbs"]) {
             assert!(

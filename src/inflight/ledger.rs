@@ -152,6 +152,8 @@ pub struct Ledger {
     pub running: RunningPods,
     /// Labels and pod (anti-)affinity terms of every bound pod, from the pod watch.
     pub groups: PodGroups,
+    /// Every namespace's labels, from the namespace watch (for `namespaceSelector`).
+    pub namespace_labels: std::collections::BTreeMap<String, crate::scheduler::pods::Labels>,
     /// Node numbers by position in one view, so a decision's walk over every node looks its
     /// in-flight load and bound requests up without hashing a name.
     aligned: Alignment,
@@ -200,6 +202,7 @@ impl Ledger {
             occupancy: Occupancy::default(),
             running: RunningPods::default(),
             groups: PodGroups::default(),
+            namespace_labels: Default::default(),
             aligned: Alignment::default(),
             changes: ChangeLog::default(),
         }

@@ -1,9 +1,11 @@
-//! Cluster access and the kube watches: nodes into the view, pods into the in-flight ledger.
+//! Cluster access and the kube watches: nodes into the view, pods and namespace labels into the
+//! in-flight ledger.
 
 pub use crate::facts::{Inventory, NodeFacts};
 
 pub mod client;
 pub mod listing;
+pub mod namespaces;
 pub mod nodes;
 pub mod pods;
 pub mod replicas;

@@ -572,9 +572,9 @@ pub fn assess_all(
     let around = ledger
         .filter(|l| super::pod_level::applies(&pod.facts, l))
         .map(|l| super::pod_level::pods_around(&pod.facts, view, l));
-    let around_filters = around
-        .as_deref()
-        .map(|pods| super::pod_level::AroundFilters::new(&pod.facts, view, pods));
+    let around_filters = around.as_deref().zip(ledger).map(|(pods, ledger)| {
+        super::pod_level::AroundFilters::new(&pod.facts, view, pods, &ledger.namespace_labels)
+    });
     view.nodes
         .iter()
         .enumerate()

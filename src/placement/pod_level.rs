@@ -16,7 +16,7 @@ use crate::inflight::pod_groups::PodGroup;
 use crate::scheduler::cycle::PodFacts;
 use crate::scheduler::cycle::{INTER_POD_AFFINITY_WEIGHT, POD_TOPOLOGY_SPREAD_WEIGHT};
 use crate::scheduler::pod_affinity::{AffinityUnfit, affinity_scores};
-use crate::scheduler::pods::term_selects;
+use crate::scheduler::pods::{Labels, term_selects};
 use crate::scheduler::topology_spread::spread_scores;
 use crate::scheduler::{ClusterPods, ExistingPod, PodFilters, SpreadUnfit, Unfit};
 use crate::view::ClusterView;
@@ -37,7 +37,7 @@ pub fn applies(facts: &PodFacts<'_>, ledger: &Ledger) -> bool {
             .groups
             .with_required_anti_affinity()
             .iter()
-            .any(|group| anti_affinity_selects(group, facts))
+            .any(|group| anti_affinity_selects(group, facts, &ledger.namespace_labels))
 }
 
 /// The pod has terms the scheduler scores by the pods around it: a `ScheduleAnyway` spread
@@ -58,14 +58,19 @@ pub fn depends_on_pods_around(facts: &PodFacts<'_>, ledger: &Ledger) -> bool {
 }
 
 /// A required anti-affinity term of the group's pods selects the pod.
-fn anti_affinity_selects(group: &PodGroup, facts: &PodFacts<'_>) -> bool {
+fn anti_affinity_selects(
+    group: &PodGroup,
+    facts: &PodFacts<'_>,
+    namespaces: &BTreeMap<String, Labels>,
+) -> bool {
+    let namespace_labels = namespaces.get(facts.namespace);
     group.terms.as_ref().is_some_and(|terms| {
         terms.required_anti_affinity.iter().any(|term| {
             term_selects(
                 term,
                 &group.namespace,
                 facts.namespace,
-                None,
+                namespace_labels,
                 facts.labels(),
             )
         })
@@ -130,14 +135,16 @@ pub struct AroundFilters<'a> {
     filters: PodFilters<'a>,
 }
 
-/// Namespace labels are not watched: a `namespaceSelector` other than `{}` selects no
-/// namespace (see the README's limits).
-static NO_NAMESPACE_LABELS: BTreeMap<String, crate::scheduler::pods::Labels> = BTreeMap::new();
-
 impl<'a> AroundFilters<'a> {
-    pub fn new(facts: &PodFacts<'a>, view: &'a ClusterView, pods: &'a [ExistingPod]) -> Self {
+    /// `namespaces`: every namespace's labels (the ledger's, from the namespace watch).
+    pub fn new(
+        facts: &PodFacts<'a>,
+        view: &'a ClusterView,
+        pods: &'a [ExistingPod],
+        namespaces: &'a BTreeMap<String, Labels>,
+    ) -> Self {
         let nodes = view.model_nodes();
-        let cluster = ClusterPods::new(pods, &NO_NAMESPACE_LABELS);
+        let cluster = ClusterPods::new(pods, namespaces);
         AroundFilters {
             nodes,
             filters: PodFilters::new(facts, nodes, &cluster),
@@ -186,7 +193,7 @@ pub fn restrict(
     }
     let pods = pods_around(facts, view, ledger);
     let mut allowed: Vec<u32> = if filtered {
-        let filters = AroundFilters::new(facts, view, &pods);
+        let filters = AroundFilters::new(facts, view, &pods, &ledger.namespace_labels);
         eligible
             .iter()
             .copied()
@@ -196,7 +203,8 @@ pub fn restrict(
         eligible.to_vec()
     };
     if scored {
-        allowed = best_scored(&allowed, facts, view, &pods, affinity_gap);
+        let cluster = ClusterPods::new(&pods, &ledger.namespace_labels);
+        allowed = best_scored(&allowed, facts, view, &cluster, affinity_gap);
     }
     Some(allowed.into())
 }
@@ -210,12 +218,11 @@ pub fn best_scored(
     allowed: &[u32],
     facts: &PodFacts<'_>,
     view: &ClusterView,
-    pods: &[ExistingPod],
+    cluster: &ClusterPods<'_>,
     affinity_gap: i64,
 ) -> Vec<u32> {
     let nodes = view.model_nodes();
     let candidates: Vec<usize> = allowed.iter().map(|&p| p as usize).collect();
-    let cluster = ClusterPods::new(pods, &NO_NAMESPACE_LABELS);
     let weighted = |scores: Option<Vec<i64>>, weight: i64| {
         scores.map_or_else(
             || vec![0; candidates.len()],
@@ -223,11 +230,11 @@ pub fn best_scored(
         )
     };
     let spread = weighted(
-        spread_scores(facts, nodes, &candidates, &cluster),
+        spread_scores(facts, nodes, &candidates, cluster),
         POD_TOPOLOGY_SPREAD_WEIGHT,
     );
     let inter_pod = weighted(
-        affinity_scores(facts, nodes, &candidates, &cluster),
+        affinity_scores(facts, nodes, &candidates, cluster),
         INTER_POD_AFFINITY_WEIGHT,
     );
     let total: Vec<i64> = spread.iter().zip(&inter_pod).map(|(a, b)| a + b).collect();
