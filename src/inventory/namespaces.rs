@@ -8,7 +8,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::core::PartialObjectMeta;
-use kube::runtime::{WatchStreamExt, metadata_watcher, reflector, watcher};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client};
 use tracing::debug;
 
@@ -36,9 +36,10 @@ pub async fn watch_namespaces(
     ledger: Arc<SharedLedger>,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    let api = Api::<Namespace>::all(client);
+    // An `Api` of `PartialObjectMeta` lists and watches metadata only.
+    let api = Api::<PartialObjectMeta<Namespace>>::all(client);
     let (reader, writer) = reflector::store();
-    let events = metadata_watcher(api, watcher::Config::default())
+    let events = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
         .reflect(writer);
     let mut events = std::pin::pin!(events);
