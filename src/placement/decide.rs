@@ -178,7 +178,8 @@ pub fn decide(
     let ties = tie_breakers(view, replica.salt);
     let owned = replica.owned(view);
     let inflight = InFlight::new(ledger, view);
-    let mut eligible = eligible_nodes(&pod.constraints, view);
+    let node_eligible = eligible_nodes(&pod.constraints, view);
+    let mut eligible = node_eligible.clone();
     if let Some(ledger) = ledger
         && let Some(allowed) = super::pod_level::restrict(
             &eligible,
@@ -200,7 +201,22 @@ pub fn decide(
         policy,
     );
     let mut picked = pick(&mut walk, pod, view, inflight, policy, scheduler);
-    cover_spread_domains(&mut picked, &walk, pod, view, policy);
+    let domains = super::pod_level::spread_domains(&pod.facts, view);
+    if !domains.is_empty() && !picked.saturated {
+        // Every spread domain, those this replica sees closed included: by the time the
+        // scheduler reaches the pod, pods this replica has not heard of may have moved which
+        // one is open.
+        let cool_anywhere = Walk::new(
+            view,
+            &node_eligible,
+            &ties,
+            owned.as_deref(),
+            inflight,
+            pod,
+            policy,
+        );
+        cover_spread_domains(&mut picked, &cool_anywhere.candidates, &domains, policy);
+    }
     finish(picked, pod, view, inflight, policy, scheduler)
 }
 
@@ -215,22 +231,23 @@ fn affinity_gap(policy: &PlacementConfig, scheduler: &SchedulerConfig) -> i64 {
     scheduler.weights.node_affinity * 100 * (first - next).max(0) / first
 }
 
-/// Names, in the last tier, the coolest node of every domain of the pod's `DoNotSchedule`
-/// spread constraints that no tier names yet: when pods this replica has not heard of (another
-/// replica's, decided in the last few milliseconds) close the first tier's domain, the
-/// scheduler still finds a cool named node in a domain that is open.
+/// Named nodes each open spread domain keeps: several, so that the pods that fall back to a
+/// domain (their first tier's closed) spread over them by the scheduler's resource scores
+/// instead of stacking on one node nobody charged.
+const SPREAD_DOMAIN_NODES: usize = 3;
+
+/// Names, in the last tier, the coolest nodes (of `cool`, the cool nodes the node filters
+/// allow) of every domain of the pod's `DoNotSchedule` spread constraints that the tiers do not
+/// name enough of: when pods this replica has not heard of (another replica's, decided in the
+/// last few milliseconds) close the first tier's domain, the scheduler still finds cool named
+/// nodes in whichever domain is open.
 fn cover_spread_domains(
     picked: &mut Picked,
-    walk: &Walk<'_>,
-    pod: &PodDemand<'_>,
-    view: &ClusterView,
+    cool: &[Candidate],
+    domains: &[(String, Vec<usize>)],
     policy: &PlacementConfig,
 ) {
-    if picked.saturated || policy.tiers.len() < 2 || picked.tiers.iter().all(Vec::is_empty) {
-        return;
-    }
-    let domains = super::pod_level::spread_domains(&pod.facts, view);
-    if domains.is_empty() {
+    if policy.tiers.len() < 2 || picked.tiers.iter().all(Vec::is_empty) {
         return;
     }
     let last = policy.tiers.len() - 1;
@@ -239,17 +256,23 @@ fn cover_spread_domains(
     }
     for (_, positions) in domains {
         let in_domain = |index: usize| positions.binary_search(&index).is_ok();
-        if picked.tiers.iter().flatten().any(|c| in_domain(c.index)) {
+        let named = picked
+            .tiers
+            .iter()
+            .flatten()
+            .filter(|c| in_domain(c.index))
+            .count();
+        if named >= SPREAD_DOMAIN_NODES {
             continue;
         }
-        if let Some(best) = walk
-            .candidates
+        let mut coolest: Vec<Candidate> = cool
             .iter()
             .filter(|c| in_domain(c.index))
-            .min_by(|a, b| a.order(b))
-        {
-            picked.tiers[last].push(*best);
-        }
+            .filter(|c| !picked.tiers.iter().flatten().any(|n| n.index == c.index))
+            .copied()
+            .collect();
+        coolest.sort_by(Candidate::order);
+        picked.tiers[last].extend(coolest.into_iter().take(SPREAD_DOMAIN_NODES - named));
     }
 }
 
