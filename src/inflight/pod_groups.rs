@@ -65,18 +65,26 @@ impl PodGroup {
 }
 
 #[derive(Debug, Default, Clone)]
-struct GroupCounts {
-    /// Pods on each node, by occupancy node number.
-    on_node: HashMap<u32, u32>,
+struct GroupSlot {
+    /// `None`: a free slot, its number kept in `PodGroups::free`.
+    group: Option<Arc<PodGroup>>,
     pods: u32,
+    /// Pods on each node, by occupancy node number, sorted by it: a group's pods sit on a few
+    /// nodes, and a short sorted list costs a fraction of a hash map.
+    on_node: Vec<(u32, u32)>,
 }
 
 /// Bound pods by group and node.
 #[derive(Debug, Default, Clone)]
 pub struct PodGroups {
-    groups: HashMap<Arc<PodGroup>, GroupCounts>,
-    /// Each bound pod's group and node number.
-    pods: HashMap<u128, (Arc<PodGroup>, u32)>,
+    /// Groups by number; a pod names its group by that number, 4 bytes rather than a pointer.
+    slots: Vec<GroupSlot>,
+    /// Numbers of the free slots, reused first.
+    free: Vec<u32>,
+    /// The number of each group that has pods.
+    ids: HashMap<Arc<PodGroup>, u32>,
+    /// Each bound pod's group number and node number.
+    pods: HashMap<u128, (u32, u32)>,
     /// The groups with required anti-affinity: every new pod is checked against them, and
     /// they are few (usually none), so they are kept apart from the thousands of others.
     required_anti_affinity: Vec<Arc<PodGroup>>,
@@ -85,7 +93,7 @@ pub struct PodGroups {
 impl PodGroups {
     /// The shared copy of `group` (kept only while a bound pod is in it).
     pub fn intern(&self, group: PodGroup) -> Arc<PodGroup> {
-        match self.groups.get_key_value(&group) {
+        match self.ids.get_key_value(&group) {
             Some((shared, _)) => shared.clone(),
             None => Arc::new(group),
         }
@@ -98,41 +106,81 @@ impl PodGroups {
             self.remove(key);
             return;
         };
-        if let Some((group, at)) = self.pods.get(&key)
-            && *at == node
-            && group.labels.as_ref() == pod.metadata.labels.as_ref().unwrap_or(&Labels::new())
+        if let Some(&(id, at)) = self.pods.get(&key)
+            && at == node
+            && self.group(id).is_some_and(|group| {
+                group.labels.as_ref() == pod.metadata.labels.as_ref().unwrap_or(&Labels::new())
+            })
         {
             return;
         }
         self.remove(key);
-        let group = self.intern(PodGroup::of(pod));
-        if group.has_required_anti_affinity() && !self.groups.contains_key(&group) {
+        let id = self.number(PodGroup::of(pod));
+        let Some(slot) = self.slots.get_mut(id as usize) else {
+            return;
+        };
+        slot.pods += 1;
+        match slot.on_node.binary_search_by_key(&node, |&(n, _)| n) {
+            Ok(i) => slot.on_node[i].1 += 1,
+            Err(i) => slot.on_node.insert(i, (node, 1)),
+        }
+        self.pods.insert(key, (id, node));
+    }
+
+    fn group(&self, id: u32) -> Option<&Arc<PodGroup>> {
+        self.slots.get(id as usize)?.group.as_ref()
+    }
+
+    /// The number of `group`, given a slot on first sight (with no pods yet).
+    fn number(&mut self, group: PodGroup) -> u32 {
+        if let Some(&id) = self.ids.get(&group) {
+            return id;
+        }
+        let group = Arc::new(group);
+        if group.has_required_anti_affinity() {
             self.required_anti_affinity.push(group.clone());
         }
-        let counts = self.groups.entry(group.clone()).or_default();
-        counts.pods += 1;
-        *counts.on_node.entry(node).or_default() += 1;
-        self.pods.insert(key, (group, node));
+        let slot = GroupSlot {
+            group: Some(group.clone()),
+            pods: 0,
+            on_node: Vec::new(),
+        };
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.slots[id as usize] = slot;
+                id
+            }
+            None => {
+                self.slots.push(slot);
+                u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX)
+            }
+        };
+        self.ids.insert(group, id);
+        id
     }
 
     fn remove(&mut self, key: u128) {
-        let Some((group, node)) = self.pods.remove(&key) else {
+        let Some((id, node)) = self.pods.remove(&key) else {
             return;
         };
-        let Some(counts) = self.groups.get_mut(&group) else {
+        let Some(slot) = self.slots.get_mut(id as usize) else {
             return;
         };
-        counts.pods -= 1;
-        if counts.pods == 0 {
-            self.groups.remove(&group);
-            self.required_anti_affinity
-                .retain(|g| !Arc::ptr_eq(g, &group));
+        slot.pods = slot.pods.saturating_sub(1);
+        if slot.pods == 0 {
+            if let Some(group) = slot.group.take() {
+                self.ids.remove(&group);
+                self.required_anti_affinity
+                    .retain(|g| !Arc::ptr_eq(g, &group));
+            }
+            slot.on_node = Vec::new();
+            self.free.push(id);
             return;
         }
-        if let Some(n) = counts.on_node.get_mut(&node) {
-            *n -= 1;
-            if *n == 0 {
-                counts.on_node.remove(&node);
+        if let Ok(i) = slot.on_node.binary_search_by_key(&node, |&(n, _)| n) {
+            slot.on_node[i].1 -= 1;
+            if slot.on_node[i].1 == 0 {
+                slot.on_node.remove(i);
             }
         }
     }
@@ -145,9 +193,11 @@ impl PodGroups {
         }
     }
 
-    /// Every group with its pods per node number.
-    pub fn groups(&self) -> impl Iterator<Item = (&Arc<PodGroup>, &HashMap<u32, u32>)> {
-        self.groups.iter().map(|(g, c)| (g, &c.on_node))
+    /// Every group with its pods per node number, sorted by node number.
+    pub fn groups(&self) -> impl Iterator<Item = (&Arc<PodGroup>, &[(u32, u32)])> {
+        self.slots
+            .iter()
+            .filter_map(|s| Some((s.group.as_ref()?, s.on_node.as_slice())))
     }
 
     /// The groups whose pods have required anti-affinity terms.
@@ -160,11 +210,11 @@ impl PodGroups {
     }
 
     pub fn len(&self) -> usize {
-        self.groups.len()
+        self.ids.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.groups.is_empty()
+        self.ids.is_empty()
     }
 }
 
@@ -196,7 +246,7 @@ mod tests {
             .groups()
             .find(|(group, _)| &*group.namespace == "flink")
             .expect("flink group");
-        assert_eq!((on_node.get(&1), on_node.get(&2)), (Some(&2), Some(&1)));
+        assert_eq!(on_node, [(1, 2), (2, 1)]);
         assert!(Arc::ptr_eq(shared, &g.intern(PodGroup::of(&tm))));
         // Moved, unbound, then gone altogether.
         g.set("c", Some(3), &tm);
@@ -206,7 +256,7 @@ mod tests {
             .groups()
             .find(|(group, _)| &*group.namespace == "flink")
             .expect("flink group");
-        assert_eq!(on_node.iter().collect::<Vec<_>>(), vec![(&3, &1)]);
+        assert_eq!(on_node, [(3, 1)]);
         g.retain(|_| false);
         assert!(g.is_empty());
         assert_eq!(g.pods(), 0);
