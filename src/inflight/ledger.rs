@@ -354,9 +354,9 @@ impl Ledger {
     /// A pod list is complete: pods it did not mention are dropped (see
     /// [`Occupancy::end_relist`]), their labels with them.
     pub fn end_relist(&mut self) {
-        self.occupancy.end_relist();
-        let occupancy = &self.occupancy;
-        self.groups.retain(|key| occupancy.holds(key));
+        let groups = &mut self.groups;
+        self.occupancy
+            .end_relist_with(|node, group| groups.release(node, group));
     }
 
     /// The pod is gone (deleted, or failed before running).

@@ -61,7 +61,7 @@ pub struct NodeRequests {
     pub non_zero_memory: i64,
 }
 
-/// 12 bytes a pod: the node and the request shape are numbers into tables of their own.
+/// 16 bytes a pod: the node and the request shape are numbers into tables of their own.
 #[derive(Debug, Clone, Copy)]
 struct Placed {
     node: u32,
@@ -69,7 +69,13 @@ struct Placed {
     generation: u32,
     /// Index into `shapes`: the pods of one Flink job all request the same.
     requests: u32,
+    /// The pod's group number (see `PodGroups`), or [`NO_GROUP`]. Kept here rather than in a
+    /// map of its own: the 16-byte key pads the entry to 32 bytes, with room for it.
+    group: u32,
 }
+
+/// A pod counted without a group number.
+pub const NO_GROUP: u32 = u32::MAX;
 
 #[derive(Debug, Clone, Default)]
 pub struct Occupancy {
@@ -101,6 +107,18 @@ impl Occupancy {
     /// Records that pod `uid` is bound to `node` with `requests`; `None` for a pod that is not
     /// (or no longer) counted: pending, finished or deleted.
     pub fn set(&mut self, uid: &str, node: Option<&str>, requests: &PodRequests) {
+        self.set_grouped(uid, node, requests, NO_GROUP);
+    }
+
+    /// As [`Self::set`], with the pod's group number, read back by [`Self::grouped`] and told
+    /// when [`Self::end_relist_with`] drops the pod.
+    pub fn set_grouped(
+        &mut self,
+        uid: &str,
+        node: Option<&str>,
+        requests: &PodRequests,
+        group: u32,
+    ) {
         let key = pod_key(uid);
         if let Some(old) = self.pods.remove(&key) {
             self.shapes[old.requests as usize].apply(&mut self.nodes[old.node as usize], -1);
@@ -126,8 +144,14 @@ impl Occupancy {
                 node: id,
                 generation: self.generation,
                 requests: shape_id,
+                group,
             },
         );
+    }
+
+    /// The node number and group number pod `uid` is counted under, if it is.
+    pub fn grouped(&self, uid: &str) -> Option<(u32, u32)> {
+        self.pods.get(&pod_key(uid)).map(|p| (p.node, p.group))
     }
 
     /// Whether pod `uid` is counted on `node`.
@@ -161,11 +185,6 @@ impl Occupancy {
         self.pods.len()
     }
 
-    /// Whether the pod keyed `key` (see [`pod_key`]) is counted.
-    pub fn holds(&self, key: u128) -> bool {
-        self.pods.contains_key(&key)
-    }
-
     /// A full list starts: pods it does not mention again are dropped at [`Self::end_relist`].
     /// Until then the old counts stand, so decisions never see an empty cluster.
     pub fn begin_relist(&mut self) {
@@ -174,6 +193,12 @@ impl Occupancy {
 
     /// The list is complete: drops the pods it did not mention (deleted while unwatched).
     pub fn end_relist(&mut self) {
+        self.end_relist_with(|_, _| {});
+    }
+
+    /// As [`Self::end_relist`], telling `dropped` the node number and group number of each
+    /// pod dropped.
+    pub fn end_relist_with(&mut self, mut dropped: impl FnMut(u32, u32)) {
         let generation = self.generation;
         let (nodes, shapes, changes) = (&mut self.nodes, &self.shapes, &mut self.changes);
         self.pods.retain(|_, p| {
@@ -181,6 +206,7 @@ impl Occupancy {
             if !keep {
                 shapes[p.requests as usize].apply(&mut nodes[p.node as usize], -1);
                 changes.record(p.node);
+                dropped(p.node, p.group);
             }
             keep
         });

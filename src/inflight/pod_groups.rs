@@ -2,15 +2,18 @@
 //! look at other pods (PodTopologySpread, InterPodAffinity).
 //!
 //! Pods of one workload share their namespace, labels and terms: they are one [`PodGroup`],
-//! interned, and each group counts its pods per node. A 150,000-pod cluster costs one map slot
-//! per pod plus one group per distinct label set.
+//! interned and numbered, and each group counts its pods per node. A 150,000-pod cluster costs
+//! a group number per pod (in the occupancy's entry for it) plus one group per distinct label
+//! set.
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::occupancy::pod_key;
+use super::occupancy::NO_GROUP;
+#[cfg(doc)]
+use super::occupancy::Occupancy;
 use crate::hashing::HashMap;
 use crate::scheduler::PodFacts;
 use crate::scheduler::pods::{AffinityTerms, Labels};
@@ -65,18 +68,28 @@ impl PodGroup {
 }
 
 #[derive(Debug, Default, Clone)]
-struct GroupCounts {
-    /// Pods on each node, by occupancy node number.
-    on_node: HashMap<u32, u32>,
+struct GroupSlot {
+    /// `None`: a free slot, its number kept in `PodGroups::free`.
+    group: Option<Arc<PodGroup>>,
     pods: u32,
+    /// Pods on each node, by occupancy node number, sorted by it: a group's pods sit on a few
+    /// nodes, and a short sorted list costs a fraction of a hash map.
+    on_node: Vec<(u32, u32)>,
 }
 
-/// Bound pods by group and node.
+/// Bound pods by group and node. Which group each pod is in is kept by the occupancy, which
+/// has room for the number in its entry for the pod (see [`Occupancy::set_grouped`]): no map
+/// per pod here.
 #[derive(Debug, Default, Clone)]
 pub struct PodGroups {
-    groups: HashMap<Arc<PodGroup>, GroupCounts>,
-    /// Each bound pod's group and node number.
-    pods: HashMap<u128, (Arc<PodGroup>, u32)>,
+    /// Groups by number; a pod names its group by that number, 4 bytes rather than a pointer.
+    slots: Vec<GroupSlot>,
+    /// Numbers of the free slots, reused first.
+    free: Vec<u32>,
+    /// The number of each group that has pods.
+    ids: HashMap<Arc<PodGroup>, u32>,
+    /// Bound pods in all groups.
+    pods: usize,
     /// The groups with required anti-affinity: every new pod is checked against them, and
     /// they are few (usually none), so they are kept apart from the thousands of others.
     required_anti_affinity: Vec<Arc<PodGroup>>,
@@ -85,69 +98,111 @@ pub struct PodGroups {
 impl PodGroups {
     /// The shared copy of `group` (kept only while a bound pod is in it).
     pub fn intern(&self, group: PodGroup) -> Arc<PodGroup> {
-        match self.groups.get_key_value(&group) {
+        match self.ids.get_key_value(&group) {
             Some((shared, _)) => shared.clone(),
             None => Arc::new(group),
         }
     }
 
-    /// Pod `uid` is bound to the node numbered `node` (`None`: not bound, finished or deleted).
-    pub fn set(&mut self, uid: &str, node: Option<u32>, pod: &Pod) {
-        let key = pod_key(uid);
+    /// `pod` is bound to the node numbered `node` (`None`: not bound, finished or deleted);
+    /// `was`: the node number and group number it was counted under, if it was. Returns its
+    /// group number now ([`NO_GROUP`] when not bound), for the occupancy to keep.
+    pub fn set(&mut self, was: Option<(u32, u32)>, node: Option<u32>, pod: &Pod) -> u32 {
         let Some(node) = node else {
-            self.remove(key);
-            return;
+            if let Some((at, id)) = was {
+                self.release(at, id);
+            }
+            return NO_GROUP;
         };
-        if let Some((group, at)) = self.pods.get(&key)
-            && *at == node
-            && group.labels.as_ref() == pod.metadata.labels.as_ref().unwrap_or(&Labels::new())
-        {
-            return;
+        if let Some((at, id)) = was {
+            if at == node
+                && self.group(id).is_some_and(|group| {
+                    group.labels.as_ref() == pod.metadata.labels.as_ref().unwrap_or(&Labels::new())
+                })
+            {
+                return id;
+            }
+            self.release(at, id);
         }
-        self.remove(key);
-        let group = self.intern(PodGroup::of(pod));
-        if group.has_required_anti_affinity() && !self.groups.contains_key(&group) {
-            self.required_anti_affinity.push(group.clone());
+        let id = self.number(PodGroup::of(pod));
+        let Some(slot) = self.slots.get_mut(id as usize) else {
+            return NO_GROUP;
+        };
+        slot.pods += 1;
+        self.pods += 1;
+        match slot.on_node.binary_search_by_key(&node, |&(n, _)| n) {
+            Ok(i) => slot.on_node[i].1 += 1,
+            Err(i) => slot.on_node.insert(i, (node, 1)),
         }
-        let counts = self.groups.entry(group.clone()).or_default();
-        counts.pods += 1;
-        *counts.on_node.entry(node).or_default() += 1;
-        self.pods.insert(key, (group, node));
+        id
     }
 
-    fn remove(&mut self, key: u128) {
-        let Some((group, node)) = self.pods.remove(&key) else {
+    fn group(&self, id: u32) -> Option<&Arc<PodGroup>> {
+        self.slots.get(id as usize)?.group.as_ref()
+    }
+
+    /// The number of `group`, given a slot on first sight (with no pods yet).
+    fn number(&mut self, group: PodGroup) -> u32 {
+        if let Some(&id) = self.ids.get(&group) {
+            return id;
+        }
+        let group = Arc::new(group);
+        if group.has_required_anti_affinity() {
+            self.required_anti_affinity.push(group.clone());
+        }
+        let slot = GroupSlot {
+            group: Some(group.clone()),
+            pods: 0,
+            on_node: Vec::new(),
+        };
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.slots[id as usize] = slot;
+                id
+            }
+            None => {
+                self.slots.push(slot);
+                u32::try_from(self.slots.len() - 1).unwrap_or(NO_GROUP)
+            }
+        };
+        self.ids.insert(group, id);
+        id
+    }
+
+    /// A pod counted on the node numbered `node` in the group numbered `group` is gone (also
+    /// when the occupancy drops it at a relist's end).
+    pub fn release(&mut self, node: u32, group: u32) {
+        let Some(slot) = self.slots.get_mut(group as usize) else {
             return;
         };
-        let Some(counts) = self.groups.get_mut(&group) else {
-            return;
-        };
-        counts.pods -= 1;
-        if counts.pods == 0 {
-            self.groups.remove(&group);
-            self.required_anti_affinity
-                .retain(|g| !Arc::ptr_eq(g, &group));
+        if slot.pods == 0 {
             return;
         }
-        if let Some(n) = counts.on_node.get_mut(&node) {
-            *n -= 1;
-            if *n == 0 {
-                counts.on_node.remove(&node);
+        slot.pods -= 1;
+        self.pods -= 1;
+        if slot.pods == 0 {
+            if let Some(shared) = slot.group.take() {
+                self.ids.remove(&shared);
+                self.required_anti_affinity
+                    .retain(|g| !Arc::ptr_eq(g, &shared));
+            }
+            slot.on_node = Vec::new();
+            self.free.push(group);
+            return;
+        }
+        if let Ok(i) = slot.on_node.binary_search_by_key(&node, |&(n, _)| n) {
+            slot.on_node[i].1 -= 1;
+            if slot.on_node[i].1 == 0 {
+                slot.on_node.remove(i);
             }
         }
     }
 
-    /// Keeps only the pods `keep` accepts (a relist's end drops the pods it did not mention).
-    pub fn retain(&mut self, mut keep: impl FnMut(u128) -> bool) {
-        let gone: Vec<u128> = self.pods.keys().copied().filter(|k| !keep(*k)).collect();
-        for key in gone {
-            self.remove(key);
-        }
-    }
-
-    /// Every group with its pods per node number.
-    pub fn groups(&self) -> impl Iterator<Item = (&Arc<PodGroup>, &HashMap<u32, u32>)> {
-        self.groups.iter().map(|(g, c)| (g, &c.on_node))
+    /// Every group with its pods per node number, sorted by node number.
+    pub fn groups(&self) -> impl Iterator<Item = (&Arc<PodGroup>, &[(u32, u32)])> {
+        self.slots
+            .iter()
+            .filter_map(|s| Some((s.group.as_ref()?, s.on_node.as_slice())))
     }
 
     /// The groups whose pods have required anti-affinity terms.
@@ -156,15 +211,15 @@ impl PodGroups {
     }
 
     pub fn pods(&self) -> usize {
-        self.pods.len()
+        self.pods
     }
 
     pub fn len(&self) -> usize {
-        self.groups.len()
+        self.ids.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.groups.is_empty()
+        self.ids.is_empty()
     }
 }
 
@@ -179,9 +234,40 @@ mod tests {
         .expect("pod")
     }
 
+    /// The groups with what the occupancy keeps for them: each pod's node and group numbers.
+    #[derive(Default)]
+    struct Bound {
+        groups: PodGroups,
+        pods: std::collections::HashMap<&'static str, (u32, u32)>,
+    }
+
+    impl Bound {
+        fn set(&mut self, uid: &'static str, node: Option<u32>, pod: &Pod) {
+            let was = self.pods.remove(uid);
+            let group = self.groups.set(was, node, pod);
+            if let Some(node) = node {
+                self.pods.insert(uid, (node, group));
+            }
+        }
+
+        /// Every pod gone, as when a relist mentions none of them.
+        fn drop_all(&mut self) {
+            for (_, (node, group)) in self.pods.drain() {
+                self.groups.release(node, group);
+            }
+        }
+    }
+
+    impl std::ops::Deref for Bound {
+        type Target = PodGroups;
+        fn deref(&self) -> &PodGroups {
+            &self.groups
+        }
+    }
+
     #[test]
     fn pods_of_one_workload_share_a_group_and_count_per_node() {
-        let mut g = PodGroups::default();
+        let mut g = Bound::default();
         let tm = pod("flink", serde_json::json!({"app": "tm"}));
         g.set("a", Some(1), &tm);
         g.set("b", Some(1), &tm);
@@ -196,7 +282,7 @@ mod tests {
             .groups()
             .find(|(group, _)| &*group.namespace == "flink")
             .expect("flink group");
-        assert_eq!((on_node.get(&1), on_node.get(&2)), (Some(&2), Some(&1)));
+        assert_eq!(on_node, [(1, 2), (2, 1)]);
         assert!(Arc::ptr_eq(shared, &g.intern(PodGroup::of(&tm))));
         // Moved, unbound, then gone altogether.
         g.set("c", Some(3), &tm);
@@ -206,15 +292,15 @@ mod tests {
             .groups()
             .find(|(group, _)| &*group.namespace == "flink")
             .expect("flink group");
-        assert_eq!(on_node.iter().collect::<Vec<_>>(), vec![(&3, &1)]);
-        g.retain(|_| false);
+        assert_eq!(on_node, [(3, 1)]);
+        g.drop_all();
         assert!(g.is_empty());
         assert_eq!(g.pods(), 0);
     }
 
     #[test]
     fn groups_with_required_anti_affinity_are_listed_while_they_have_pods() {
-        let mut g = PodGroups::default();
+        let mut g = Bound::default();
         let mut loner = pod("ns", serde_json::json!({"app": "loner"}));
         loner.spec = serde_json::from_value(serde_json::json!({"containers": [], "affinity": {
             "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
@@ -237,7 +323,7 @@ mod tests {
 
     #[test]
     fn relabelled_pod_changes_group() {
-        let mut g = PodGroups::default();
+        let mut g = Bound::default();
         g.set("a", Some(1), &pod("ns", serde_json::json!({"v": "1"})));
         g.set("a", Some(1), &pod("ns", serde_json::json!({"v": "2"})));
         assert_eq!((g.len(), g.pods()), (1, 1));

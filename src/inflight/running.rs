@@ -1,10 +1,16 @@
 //! Running TaskManagers by job, from the pod watch: which pods' measured load estimates a new
 //! pod of the same job. Only pods that name a job cheaply are kept (Flink's `app` and
-//! `component: taskmanager` labels, or a steered pod's owner), so a 150,000-pod cluster costs
-//! a few entries per TaskManager, not per pod. Where each one runs is kept too, for the
-//! `hotspots` report.
+//! `component: taskmanager` labels, or a steered pod's owner). Where each one runs is kept too,
+//! for the `hotspots` report.
+//!
+//! Kept compact, as every TaskManager of a large cluster is here: what the pods of a job share
+//! (namespace, job labels, owner) is kept once per job and node names once per node, so a pod
+//! costs its name, its start time, two numbers and an index slot.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
+use std::hash::{BuildHasher, Hash};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::hashing::HashMap;
@@ -13,16 +19,134 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::jobs::{self, COMPONENT_LABEL, JobKey, TASKMANAGER};
 use crate::snapshot::LoadSnapshot;
 
-#[derive(Debug, Clone, PartialEq)]
+/// What the running pods of one job share.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct JobShape {
+    namespace: Box<str>,
+    /// The labels that name a job ([`jobs::job_labels`]), in key order.
+    labels: Box<[(Box<str>, Box<str>)]>,
+    owner: Option<Box<str>>,
+    /// Its pods carry the decision annotation (the pods of one job nearly always agree).
+    steered: bool,
+}
+
+impl JobShape {
+    fn of(pod: &Pod, steered: bool) -> Self {
+        let meta = &pod.metadata;
+        JobShape {
+            namespace: meta.namespace.as_deref().unwrap_or_default().into(),
+            labels: meta
+                .labels
+                .as_ref()
+                .map(jobs::job_labels)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
+                .collect(),
+            owner: jobs::owner_uid(pod).map(Box::from),
+            steered,
+        }
+    }
+
+    fn labels(&self) -> BTreeMap<String, String> {
+        self.labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+}
+
+/// Values many pods share, each kept once under a number while some pod holds it; a number is
+/// reused once no pod does.
+#[derive(Debug)]
+struct Interner<T: ?Sized> {
+    /// The value and how many pods hold it, by number; `None` for a free number.
+    slots: Vec<(Option<Arc<T>>, u32)>,
+    free: Vec<u32>,
+    ids: HashMap<Arc<T>, u32>,
+}
+
+// Derived `Clone` would ask `T: Clone`, which `str` is not; the values are shared.
+impl<T: ?Sized> Clone for Interner<T> {
+    fn clone(&self) -> Self {
+        Interner {
+            slots: self.slots.clone(),
+            free: self.free.clone(),
+            ids: self.ids.clone(),
+        }
+    }
+}
+
+impl<T: ?Sized> Default for Interner<T> {
+    fn default() -> Self {
+        Interner {
+            slots: Vec::new(),
+            free: Vec::new(),
+            ids: HashMap::default(),
+        }
+    }
+}
+
+impl<T: ?Sized + Hash + Eq> Interner<T> {
+    /// The number of `value` (made by `make` on first sight), held once more.
+    fn hold<Q>(&mut self, value: &Q, make: impl FnOnce() -> Arc<T>) -> u32
+    where
+        Arc<T>: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
+        if let Some(&id) = self.ids.get(value) {
+            if let Some(slot) = self.slots.get_mut(id as usize) {
+                slot.1 += 1;
+            }
+            return id;
+        }
+        let shared = make();
+        let id = match self.free.pop() {
+            Some(id) => id,
+            None => {
+                self.slots.push((None, 0));
+                u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX)
+            }
+        };
+        if let Some(slot) = self.slots.get_mut(id as usize) {
+            *slot = (Some(shared.clone()), 1);
+        }
+        self.ids.insert(shared, id);
+        id
+    }
+
+    /// One pod less holds number `id`.
+    fn release(&mut self, id: u32) {
+        let Some(slot) = self.slots.get_mut(id as usize) else {
+            return;
+        };
+        slot.1 = slot.1.saturating_sub(1);
+        if slot.1 == 0
+            && let Some(value) = slot.0.take()
+        {
+            self.ids.remove(&value);
+            self.free.push(id);
+        }
+    }
+
+    fn get(&self, id: u32) -> Option<&T> {
+        self.slots.get(id as usize)?.0.as_deref()
+    }
+}
+
+/// No node: the pod names none.
+const NO_NODE: u32 = u32::MAX;
+
+/// 40 bytes a pod: the rest is shared.
+#[derive(Debug, Clone)]
 struct RunningPod {
-    labels: BTreeMap<String, String>,
-    owner: Option<String>,
+    name: Box<str>,
     /// When its containers last started running.
     since: Option<SystemTime>,
-    /// `spec.nodeName`.
-    node: Option<String>,
-    /// It carries the decision annotation.
-    steered: bool,
+    /// Its number in `RunningPods::jobs`.
+    job: u32,
+    /// Its number in `RunningPods::nodes` (`spec.nodeName`), or [`NO_NODE`].
+    node: u32,
 }
 
 /// A running pod, where it runs and for which job.
@@ -38,62 +162,180 @@ pub struct PlacedPod {
 
 #[derive(Debug, Clone, Default)]
 pub struct RunningPods {
-    /// By `namespace/name`.
-    pods: HashMap<String, RunningPod>,
+    /// Unordered, without gaps: a removed pod's place is taken by the last one.
+    pods: Vec<RunningPod>,
+    /// Each pod's place in `pods`, by a 64-bit hash of its namespace and name (the map's own
+    /// hasher: seeded per process).
+    index: HashMap<u64, u32>,
+    /// Places of pods whose hash another pod holds in `index`: collisions, nearly never.
+    collided: Vec<u32>,
+    jobs: Interner<JobShape>,
+    nodes: Interner<str>,
+    /// Tests: every pod hashes alike, so that collisions are exercised.
+    #[cfg(test)]
+    collide_all: bool,
 }
 
 impl RunningPods {
+    fn hash(&self, namespace: &str, name: &str) -> u64 {
+        #[cfg(test)]
+        if self.collide_all {
+            return 0;
+        }
+        self.index.hasher().hash_one((namespace, name))
+    }
+
+    fn namespace_of(&self, pod: &RunningPod) -> &str {
+        self.jobs.get(pod.job).map_or("", |job| &job.namespace)
+    }
+
+    fn hash_at(&self, at: u32) -> u64 {
+        let pod = &self.pods[at as usize];
+        self.hash(self.namespace_of(pod), &pod.name)
+    }
+
+    fn is(&self, at: u32, namespace: &str, name: &str) -> bool {
+        self.pods
+            .get(at as usize)
+            .is_some_and(|pod| &*pod.name == name && self.namespace_of(pod) == namespace)
+    }
+
+    /// The place of the pod `namespace/name`, whose hash is `hash`.
+    fn find(&self, hash: u64, namespace: &str, name: &str) -> Option<u32> {
+        let &at = self.index.get(&hash)?;
+        if self.is(at, namespace, name) {
+            return Some(at);
+        }
+        // Only a pod whose hash is taken is kept apart, so nothing is there when none is.
+        self.collided
+            .iter()
+            .copied()
+            .find(|&c| self.is(c, namespace, name))
+    }
+
+    /// Drops the pod at `at`, whose hash is `hash`.
+    fn remove(&mut self, hash: u64, at: u32) {
+        if self.index.get(&hash) == Some(&at) {
+            self.index.remove(&hash);
+            // A pod kept apart under the same hash takes the freed slot.
+            if let Some(p) = self.collided.iter().position(|&c| self.hash_at(c) == hash) {
+                let promoted = self.collided.swap_remove(p);
+                self.index.insert(hash, promoted);
+            }
+        } else {
+            self.collided.retain(|&c| c != at);
+        }
+        let gone = self.pods.swap_remove(at as usize);
+        self.jobs.release(gone.job);
+        self.nodes.release(gone.node);
+        // The last pod moved into `at`: point its slot there.
+        let from = u32::try_from(self.pods.len()).unwrap_or(u32::MAX);
+        if at < from {
+            let moved = self.hash_at(at);
+            match self.index.get_mut(&moved) {
+                Some(slot) if *slot == from => *slot = at,
+                _ => {
+                    if let Some(c) = self.collided.iter_mut().find(|c| **c == from) {
+                        *c = at;
+                    }
+                }
+            }
+        }
+    }
+
     /// Records `pod` as it now is: kept while it runs and names a job, dropped otherwise.
     /// `steered`: it carries the decision annotation, so its owner names its job too.
     pub fn update(&mut self, pod: &Pod, deleted: bool, steered: bool) {
         let meta = &pod.metadata;
-        let key = format!(
-            "{}/{}",
-            meta.namespace.as_deref().unwrap_or_default(),
-            meta.name.as_deref().unwrap_or_default()
-        );
+        let namespace = meta.namespace.as_deref().unwrap_or_default();
+        let name = meta.name.as_deref().unwrap_or_default();
+        let hash = self.hash(namespace, name);
+        let at = self.find(hash, namespace, name);
         let running = pod
             .status
             .as_ref()
             .and_then(|s| s.phase.as_deref())
             .is_some_and(|p| p == "Running");
-        let labels = meta.labels.as_ref();
-        let taskmanager = labels
+        let taskmanager = meta
+            .labels
+            .as_ref()
             .and_then(|l| l.get(COMPONENT_LABEL))
             .is_some_and(|c| c == TASKMANAGER);
         if deleted || !running || !(taskmanager || steered) {
-            self.pods.remove(&key);
+            if let Some(at) = at {
+                self.remove(hash, at);
+            }
             return;
         }
-        self.pods.insert(
-            key,
-            RunningPod {
-                labels: labels.map(jobs::job_labels).unwrap_or_default(),
-                owner: jobs::owner_uid(pod).map(str::to_string),
-                since: started(pod),
-                node: pod
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.clone())
-                    .filter(|n| !n.is_empty()),
-                steered,
-            },
-        );
+        let shape = JobShape::of(pod, steered);
+        let job = self.jobs.hold(&shape, || Arc::new(shape.clone()));
+        let node = match pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .filter(|n| !n.is_empty())
+        {
+            Some(node) => self.nodes.hold(node, || Arc::from(node)),
+            None => NO_NODE,
+        };
+        let since = started(pod);
+        if let Some(at) = at
+            && let Some(known) = self.pods.get_mut(at as usize)
+        {
+            // Held anew above before these are released: an unchanged job keeps its number.
+            let (old_job, old_node) = (known.job, known.node);
+            *known = RunningPod {
+                name: std::mem::take(&mut known.name),
+                since,
+                job,
+                node,
+            };
+            self.jobs.release(old_job);
+            self.nodes.release(old_node);
+            return;
+        }
+        let Ok(at) = u32::try_from(self.pods.len()) else {
+            self.jobs.release(job);
+            self.nodes.release(node);
+            return;
+        };
+        self.pods.push(RunningPod {
+            name: name.into(),
+            since,
+            job,
+            node,
+        });
+        match self.index.entry(hash) {
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(at);
+            }
+            std::collections::hash_map::Entry::Occupied(_) => self.collided.push(at),
+        }
     }
 
     /// Every running pod with a node and a job, sorted by namespace and name.
     pub fn placed(&self) -> Vec<PlacedPod> {
+        // Each job's key once, not once per pod.
+        let keys: Vec<Option<JobKey>> = self
+            .jobs
+            .slots
+            .iter()
+            .map(|(shape, _)| {
+                let shape = shape.as_ref()?;
+                JobKey::of(&shape.namespace, &shape.labels(), shape.owner.as_deref())
+            })
+            .collect();
         let mut placed: Vec<PlacedPod> = self
             .pods
             .iter()
-            .filter_map(|(key, known)| {
-                let (namespace, pod) = key.split_once('/')?;
+            .filter_map(|known| {
+                let shape = self.jobs.get(known.job)?;
                 Some(PlacedPod {
-                    job: JobKey::of(namespace, &known.labels, known.owner.as_deref())?,
-                    namespace: namespace.to_string(),
-                    pod: pod.to_string(),
-                    node: known.node.clone()?,
-                    steered: known.steered,
+                    job: keys.get(known.job as usize)?.clone()?,
+                    namespace: shape.namespace.to_string(),
+                    pod: known.name.to_string(),
+                    node: self.nodes.get(known.node)?.to_string(),
+                    steered: shape.steered,
                 })
             })
             .collect();
@@ -114,12 +356,18 @@ impl RunningPods {
     pub fn label(&self, snapshot: &mut LoadSnapshot) {
         let taken_at = snapshot.taken_at.unwrap_or_else(SystemTime::now);
         snapshot.pods.retain_mut(|reading| {
-            let key = format!("{}/{}", reading.namespace, reading.pod);
-            let Some(known) = self.pods.get(&key) else {
+            let hash = self.hash(&reading.namespace, &reading.pod);
+            let Some(known) = self
+                .find(hash, &reading.namespace, &reading.pod)
+                .and_then(|at| self.pods.get(at as usize))
+            else {
                 return false;
             };
-            reading.labels = known.labels.clone();
-            reading.owner = known.owner.clone();
+            let Some(shape) = self.jobs.get(known.job) else {
+                return false;
+            };
+            reading.labels = shape.labels();
+            reading.owner = shape.owner.as_deref().map(str::to_string);
             reading.running_secs = known.since.map(|since| {
                 taken_at
                     .duration_since(since)
@@ -263,5 +511,161 @@ mod tests {
             true,
         );
         assert!(running.is_empty());
+    }
+
+    /// The straightforward keeping this one replaced: one entry per pod, by `namespace/name`.
+    #[derive(Default)]
+    struct Reference {
+        pods: std::collections::HashMap<
+            String,
+            (
+                PlacedPod,
+                Option<SystemTime>,
+                BTreeMap<String, String>,
+                Option<String>,
+            ),
+        >,
+    }
+
+    impl Reference {
+        fn update(&mut self, pod: &Pod, deleted: bool, steered: bool) {
+            let meta = &pod.metadata;
+            let (namespace, name) = (
+                meta.namespace.clone().unwrap_or_default(),
+                meta.name.clone().unwrap_or_default(),
+            );
+            let key = format!("{namespace}/{name}");
+            let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+            let labels = meta.labels.clone().unwrap_or_default();
+            let taskmanager = labels
+                .get(COMPONENT_LABEL)
+                .is_some_and(|c| c == TASKMANAGER);
+            if deleted || !running || !(taskmanager || steered) {
+                self.pods.remove(&key);
+                return;
+            }
+            let labels = jobs::job_labels(&labels);
+            let owner = jobs::owner_uid(pod).map(str::to_string);
+            let placed = PlacedPod {
+                job: JobKey::of(&namespace, &labels, owner.as_deref()).unwrap_or(JobKey {
+                    namespace: String::new(),
+                    by: jobs::JobBy::App(String::new()),
+                }),
+                namespace,
+                pod: name,
+                node: pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.clone())
+                    .unwrap_or_default(),
+                steered,
+            };
+            self.pods.insert(key, (placed, started(pod), labels, owner));
+        }
+
+        fn placed(&self) -> Vec<PlacedPod> {
+            let mut placed: Vec<PlacedPod> = self
+                .pods
+                .values()
+                .filter(|(p, _, labels, owner)| {
+                    !p.node.is_empty()
+                        && JobKey::of(&p.namespace, labels, owner.as_deref()).is_some()
+                })
+                .map(|(p, ..)| p.clone())
+                .collect();
+            placed.sort();
+            placed
+        }
+    }
+
+    /// One pod as the watch may see it: `seed` picks its namespace, name, labels, owner, node,
+    /// phase and start.
+    fn varied_pod(seed: u32) -> Pod {
+        let pick = |shift: u32, n: u32| (seed >> shift) % n;
+        let labels = match pick(6, 4) {
+            0 => serde_json::json!({"app": "a", "component": "taskmanager"}),
+            1 => serde_json::json!({"app": "b", "component": "taskmanager", "x": "y"}),
+            2 => serde_json::json!({"app": "a", "component": "jobmanager"}),
+            _ => serde_json::json!({"component": "taskmanager"}),
+        };
+        let owners = if pick(8, 3) == 0 {
+            serde_json::json!([])
+        } else {
+            serde_json::json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "o",
+                "uid": format!("owner-{}", pick(8, 3)), "controller": true}])
+        };
+        let node = match pick(10, 4) {
+            0 => serde_json::json!(null),
+            1 => serde_json::json!(""),
+            n => serde_json::json!(format!("node-{n}")),
+        };
+        let phase = ["Running", "Running", "Pending", "Succeeded"][pick(12, 4) as usize];
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"namespace": format!("ns-{}", pick(0, 2)),
+                         "name": format!("pod-{}", pick(1, 5)),
+                         "labels": labels, "ownerReferences": owners},
+            "spec": {"nodeName": node, "containers": []},
+            "status": {"phase": phase,
+                       "startTime": format!("2026-11-23T09:0{}:00Z", pick(14, 10))}
+        }))
+        .expect("pod")
+    }
+
+    proptest::proptest! {
+        /// Random watch events, with real hashes and with every pod colliding: the same pods,
+        /// jobs, nodes and readings as the straightforward keeping.
+        #[test]
+        fn matches_the_straightforward_keeping(
+            events in proptest::collection::vec((0u32..1 << 16, 0u8..8), 1..80),
+            collide_all: bool,
+        ) {
+            let mut running = RunningPods { collide_all, ..RunningPods::default() };
+            let mut reference = Reference::default();
+            for (seed, how) in events {
+                let pod = varied_pod(seed);
+                let (deleted, steered) = (how == 0, how % 3 == 1);
+                running.update(&pod, deleted, steered);
+                reference.update(&pod, deleted, steered);
+                proptest::prop_assert_eq!(running.len(), reference.pods.len());
+                proptest::prop_assert_eq!(running.placed(), reference.placed());
+            }
+            let names: Vec<(String, String)> = (0..2)
+                .flat_map(|ns| (0..6).map(move |p| (format!("ns-{ns}"), format!("pod-{p}"))))
+                .collect();
+            let mut snapshot = LoadSnapshot {
+                taken_at: humantime::parse_rfc3339("2026-11-23T10:00:00Z").ok(),
+                nodes: Vec::new(),
+                pods: names
+                    .iter()
+                    .map(|(ns, p)| PodReading { namespace: ns.clone(), ..reading(p) })
+                    .collect(),
+            };
+            running.label(&mut snapshot);
+            let labelled: Vec<_> = snapshot
+                .pods
+                .iter()
+                .map(|r| (r.namespace.clone(), r.pod.clone(), r.labels.clone(), r.owner.clone(), r.running_secs))
+                .collect();
+            let taken_at = snapshot.taken_at.unwrap_or(SystemTime::UNIX_EPOCH);
+            let expected: Vec<_> = names
+                .iter()
+                .filter_map(|(ns, p)| {
+                    let (_, since, labels, owner) = reference.pods.get(&format!("{ns}/{p}"))?;
+                    let secs = since.map(|s| taken_at.duration_since(s).unwrap_or(Duration::ZERO).as_secs_f64());
+                    Some((ns.clone(), p.clone(), labels.clone(), owner.clone(), secs))
+                })
+                .collect();
+            proptest::prop_assert_eq!(labelled, expected);
+            // Everything gone: nothing shared is left behind.
+            for ns in 0..2 {
+                for p in 0..5 {
+                    let gone = varied_pod(ns | (p << 1));
+                    running.update(&gone, true, false);
+                }
+            }
+            proptest::prop_assert!(running.is_empty());
+            proptest::prop_assert!(running.index.is_empty() && running.collided.is_empty());
+            proptest::prop_assert!(running.jobs.ids.is_empty() && running.nodes.ids.is_empty());
+        }
     }
 }

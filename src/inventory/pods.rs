@@ -100,9 +100,11 @@ pub fn apply_pod_event(
     let node = occupied_node(pod, deleted);
     let requests = PodRequests::of(pod);
     let uid = pod_uid(pod);
-    ledger.occupancy.set(&uid, node, &requests);
     let number = node.map(|n| ledger.occupancy.number(n));
-    ledger.groups.set(&uid, number, pod);
+    // The occupancy keeps each pod's group number: the pod leaves the group it was in.
+    let was = ledger.occupancy.grouped(&uid);
+    let group = ledger.groups.set(was, number, pod);
+    ledger.occupancy.set_grouped(&uid, node, &requests, group);
     let note = pod
         .metadata
         .annotations
@@ -422,6 +424,33 @@ mod tests {
             assert_eq!(bound_milli_cpu(&l, "worker-1"), 0, "deleted");
         }
         assert!(l.is_empty());
+    }
+
+    #[test]
+    fn bound_pods_keep_their_group_until_gone_or_unlisted() {
+        let mut l = Ledger::new(TTL);
+        let (mut a, now) = pod(None, Some("worker-1"), "Running", 1);
+        let mut b = a.clone();
+        b.metadata.uid = Some("0f5c4c86-5a71-4d0e-9c25-2f1d0c9b7a11".into());
+        apply_pod_event(&mut l, &a, false, Instant::now(), now);
+        apply_pod_event(&mut l, &b, false, Instant::now(), now);
+        assert_eq!((l.groups.len(), l.groups.pods()), (1, 2));
+        // Relabelled: another group; moved: counted on its new node.
+        a.metadata.labels = Some([("app".to_string(), "other".to_string())].into());
+        a.spec.as_mut().expect("spec").node_name = Some("worker-2".into());
+        apply_pod_event(&mut l, &a, false, Instant::now(), now);
+        assert_eq!((l.groups.len(), l.groups.pods()), (2, 2));
+        let on_nodes: Vec<usize> = l.groups.groups().map(|(_, on)| on.len()).collect();
+        assert_eq!(on_nodes, [1, 1]);
+        // A relist that mentions only `a` drops `b` and its group.
+        l.occupancy.begin_relist();
+        apply_pod_event(&mut l, &a, false, Instant::now(), now);
+        l.end_relist();
+        assert_eq!((l.groups.len(), l.groups.pods()), (1, 1));
+        assert_eq!(l.occupancy.pods(), 1);
+        apply_pod_event(&mut l, &a, true, Instant::now(), now);
+        assert!(l.groups.is_empty());
+        assert_eq!((l.groups.pods(), l.occupancy.pods()), (0, 0));
     }
 
     #[test]

@@ -115,7 +115,7 @@ pub fn pods_around(facts: &PodFacts<'_>, view: &ClusterView, ledger: &Ledger) ->
         if !relevant(group) {
             continue;
         }
-        for (&number, &count) in on_node {
+        for &(number, count) in on_node {
             if let Some(position) = ledger.position_of_occupancy_number(number) {
                 pods.extend((0..count).map(|_| existing(group, position)));
             }
