@@ -513,18 +513,18 @@ mod tests {
         assert!(running.is_empty());
     }
 
+    /// A pod as the reference keeps it: where it runs, since when, its job labels and owner.
+    type ReferencePod = (
+        PlacedPod,
+        Option<SystemTime>,
+        BTreeMap<String, String>,
+        Option<String>,
+    );
+
     /// The straightforward keeping this one replaced: one entry per pod, by `namespace/name`.
     #[derive(Default)]
     struct Reference {
-        pods: std::collections::HashMap<
-            String,
-            (
-                PlacedPod,
-                Option<SystemTime>,
-                BTreeMap<String, String>,
-                Option<String>,
-            ),
-        >,
+        pods: std::collections::HashMap<String, ReferencePod>,
     }
 
     impl Reference {
