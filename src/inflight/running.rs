@@ -694,18 +694,18 @@ mod tests {
         assert!(running.is_empty());
     }
 
+    /// A pod as the reference keeps it: where, its start, its job labels and owner.
+    type RefPod = (
+        PlacedPod,
+        Option<SystemTime>,
+        BTreeMap<String, String>,
+        Option<String>,
+    );
+
     /// The straightforward keeping this one replaced: one entry per pod, by `namespace/name`.
     #[derive(Default)]
     struct Reference {
-        pods: std::collections::HashMap<
-            String,
-            (
-                PlacedPod,
-                Option<SystemTime>,
-                BTreeMap<String, String>,
-                Option<String>,
-            ),
-        >,
+        pods: std::collections::HashMap<String, RefPod>,
     }
 
     impl Reference {
