@@ -4,14 +4,16 @@
 //! for the `hotspots` report.
 //!
 //! Kept compact, as every TaskManager of a large cluster is here: what the pods of a job share
-//! (namespace, job labels, owner) is kept once per job and node names once per node, so a pod
-//! costs its name, its start time, two numbers and an index slot.
+//! (namespace, job labels, owner) is kept once per job, node names once per node, and of a
+//! pod's name only what follows the part it shares with the name of its job's first pod
+//! (`orders-taskmanager-1-` of `orders-taskmanager-1-17`). A pod costs 28 bytes, the end of
+//! its name and an 8-byte index slot.
 
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
-use std::hash::{BuildHasher, Hash};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::hashing::HashMap;
 use k8s_openapi::api::core::v1::Pod;
@@ -88,8 +90,9 @@ impl<T: ?Sized> Default for Interner<T> {
 }
 
 impl<T: ?Sized + Hash + Eq> Interner<T> {
-    /// The number of `value` (made by `make` on first sight), held once more.
-    fn hold<Q>(&mut self, value: &Q, make: impl FnOnce() -> Arc<T>) -> u32
+    /// The number of `value` (made by `make` on first sight), held once more; and whether it
+    /// was just numbered.
+    fn hold<Q>(&mut self, value: &Q, make: impl FnOnce() -> Arc<T>) -> (u32, bool)
     where
         Arc<T>: Borrow<Q>,
         Q: ?Sized + Hash + Eq,
@@ -98,7 +101,7 @@ impl<T: ?Sized + Hash + Eq> Interner<T> {
             if let Some(slot) = self.slots.get_mut(id as usize) {
                 slot.1 += 1;
             }
-            return id;
+            return (id, false);
         }
         let shared = make();
         let id = match self.free.pop() {
@@ -112,13 +115,13 @@ impl<T: ?Sized + Hash + Eq> Interner<T> {
             *slot = (Some(shared.clone()), 1);
         }
         self.ids.insert(shared, id);
-        id
+        (id, true)
     }
 
-    /// One pod less holds number `id`.
-    fn release(&mut self, id: u32) {
+    /// One pod less holds number `id`; whether none does any more.
+    fn release(&mut self, id: u32) -> bool {
         let Some(slot) = self.slots.get_mut(id as usize) else {
-            return;
+            return false;
         };
         slot.1 = slot.1.saturating_sub(1);
         if slot.1 == 0
@@ -126,7 +129,9 @@ impl<T: ?Sized + Hash + Eq> Interner<T> {
         {
             self.ids.remove(&value);
             self.free.push(id);
+            return true;
         }
+        false
     }
 
     fn get(&self, id: u32) -> Option<&T> {
@@ -134,19 +139,80 @@ impl<T: ?Sized + Hash + Eq> Interner<T> {
     }
 }
 
+/// A start time in 12 bytes with 4-byte alignment (`Option<SystemTime>` takes 16 and 8):
+/// whole seconds since the epoch (two's complement, low half first) and nanoseconds; none
+/// with nanoseconds past a second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Since {
+    secs: [u32; 2],
+    nanos: u32,
+}
+
+impl Since {
+    const NONE: Since = Since {
+        secs: [0, 0],
+        nanos: u32::MAX,
+    };
+
+    fn of(time: Option<SystemTime>) -> Self {
+        let Some(time) = time else {
+            return Since::NONE;
+        };
+        let (secs, nanos) = match time.duration_since(UNIX_EPOCH) {
+            Ok(after) => match i64::try_from(after.as_secs()) {
+                Ok(secs) => (secs, after.subsec_nanos()),
+                Err(_) => return Since::NONE,
+            },
+            Err(before) => {
+                let before = before.duration();
+                let Ok(secs) = i64::try_from(before.as_secs()) else {
+                    return Since::NONE;
+                };
+                match before.subsec_nanos() {
+                    0 => (-secs, 0),
+                    n => (-secs - 1, 1_000_000_000 - n),
+                }
+            }
+        };
+        let bits = secs as u64;
+        Since {
+            secs: [bits as u32, (bits >> 32) as u32],
+            nanos,
+        }
+    }
+
+    fn get(self) -> Option<SystemTime> {
+        if self.nanos >= 1_000_000_000 {
+            return None;
+        }
+        let secs = ((u64::from(self.secs[1]) << 32) | u64::from(self.secs[0])) as i64;
+        let nanos = Duration::from_nanos(u64::from(self.nanos));
+        match u64::try_from(secs) {
+            Ok(after) => UNIX_EPOCH.checked_add(Duration::from_secs(after) + nanos),
+            Err(_) => UNIX_EPOCH
+                .checked_sub(Duration::from_secs(secs.unsigned_abs()))?
+                .checked_add(nanos),
+        }
+    }
+}
+
 /// No node: the pod names none.
 const NO_NODE: u32 = u32::MAX;
 
-/// 40 bytes a pod: the rest is shared.
-#[derive(Debug, Clone)]
+/// 28 bytes a pod: the rest is shared.
+#[derive(Debug, Clone, Copy)]
 struct RunningPod {
-    name: Box<str>,
     /// When its containers last started running.
-    since: Option<SystemTime>,
+    since: Since,
     /// Its number in `RunningPods::jobs`.
     job: u32,
     /// Its number in `RunningPods::nodes` (`spec.nodeName`), or [`NO_NODE`].
     node: u32,
+    /// Its name: the first `prefix` bytes of its job's base name, then `len` bytes of
+    /// `RunningPods::names` from `at`.
+    at: u32,
+    len: u16,
+    prefix: u16,
 }
 
 /// A running pod, where it runs and for which job.
@@ -164,44 +230,92 @@ pub struct PlacedPod {
 pub struct RunningPods {
     /// Unordered, without gaps: a removed pod's place is taken by the last one.
     pods: Vec<RunningPod>,
-    /// Each pod's place in `pods`, by a 64-bit hash of its namespace and name (the map's own
-    /// hasher: seeded per process).
-    index: HashMap<u64, u32>,
-    /// Places of pods whose hash another pod holds in `index`: collisions, nearly never.
+    /// The ends of the pods' names, one after another.
+    names: String,
+    /// Bytes of `names` no pod uses any more; reclaimed once they are most of it.
+    unused: usize,
+    /// Each pod's place in `pods`, by a 32-bit hash of its namespace and name (from the map's
+    /// own hasher: seeded per process).
+    index: HashMap<u32, u32>,
+    /// Places of pods whose hash another pod holds in `index`: collisions, a handful.
     collided: Vec<u32>,
     jobs: Interner<JobShape>,
+    /// Each job's base name, by job number: the name of the pod it was first seen with.
+    bases: Vec<Box<str>>,
     nodes: Interner<str>,
     /// Tests: every pod hashes alike, so that collisions are exercised.
     #[cfg(test)]
     collide_all: bool,
 }
 
+/// The longest start of `name` that is also the start of `base`, cut at a character.
+fn shared_start(base: &str, name: &str) -> usize {
+    let mut n = base
+        .bytes()
+        .zip(name.bytes())
+        .take_while(|(a, b)| a == b)
+        .count()
+        .min(usize::from(u16::MAX));
+    while !name.is_char_boundary(n) {
+        n -= 1;
+    }
+    n
+}
+
 impl RunningPods {
-    fn hash(&self, namespace: &str, name: &str) -> u64 {
+    /// The hash of a pod's namespace and name, the name given in parts.
+    fn hash(&self, namespace: &str, name: [&[u8]; 2]) -> u32 {
         #[cfg(test)]
         if self.collide_all {
             return 0;
         }
-        self.index.hasher().hash_one((namespace, name))
+        let mut hasher = self.index.hasher().build_hasher();
+        hasher.write(namespace.as_bytes());
+        hasher.write_u8(0xff);
+        // Byte by byte: a name hashes alike however it is split.
+        for &b in name.iter().copied().flatten() {
+            hasher.write_u8(b);
+        }
+        hasher.finish() as u32
+    }
+
+    /// The pod's name in two parts: the start it shares with its job's base name, and the
+    /// rest.
+    fn name_of(&self, pod: &RunningPod) -> [&str; 2] {
+        let base = self.bases.get(pod.job as usize).map_or("", |b| &**b);
+        let start = usize::from(pod.prefix);
+        let at = pod.at as usize;
+        [
+            base.get(..start).unwrap_or_default(),
+            self.names
+                .get(at..at + usize::from(pod.len))
+                .unwrap_or_default(),
+        ]
     }
 
     fn namespace_of(&self, pod: &RunningPod) -> &str {
         self.jobs.get(pod.job).map_or("", |job| &job.namespace)
     }
 
-    fn hash_at(&self, at: u32) -> u64 {
+    fn hash_at(&self, at: u32) -> u32 {
         let pod = &self.pods[at as usize];
-        self.hash(self.namespace_of(pod), &pod.name)
+        let [start, rest] = self.name_of(pod);
+        self.hash(self.namespace_of(pod), [start.as_bytes(), rest.as_bytes()])
     }
 
     fn is(&self, at: u32, namespace: &str, name: &str) -> bool {
-        self.pods
-            .get(at as usize)
-            .is_some_and(|pod| &*pod.name == name && self.namespace_of(pod) == namespace)
+        let Some(pod) = self.pods.get(at as usize) else {
+            return false;
+        };
+        let [start, rest] = self.name_of(pod);
+        name.len() == start.len() + rest.len()
+            && name.starts_with(start)
+            && name.ends_with(rest)
+            && self.namespace_of(pod) == namespace
     }
 
     /// The place of the pod `namespace/name`, whose hash is `hash`.
-    fn find(&self, hash: u64, namespace: &str, name: &str) -> Option<u32> {
+    fn find(&self, hash: u32, namespace: &str, name: &str) -> Option<u32> {
         let &at = self.index.get(&hash)?;
         if self.is(at, namespace, name) {
             return Some(at);
@@ -213,8 +327,50 @@ impl RunningPods {
             .find(|&c| self.is(c, namespace, name))
     }
 
+    /// Keeps the end of `name` (of a pod of job number `job`) in `names`: where, how long, and
+    /// how much of the job's base name comes first. `None` past 64 KiB of name or 4 GiB of
+    /// names, which no apiserver object has.
+    fn keep_name(&mut self, job: u32, name: &str) -> Option<(u32, u16, u16)> {
+        let base = self.bases.get(job as usize).map_or("", |b| &**b);
+        let start = shared_start(base, name);
+        let rest = name.get(start..)?;
+        let len = u16::try_from(rest.len()).ok()?;
+        let at = u32::try_from(self.names.len()).ok()?;
+        u32::try_from(self.names.len() + rest.len()).ok()?;
+        self.names.push_str(rest);
+        Some((at, len, u16::try_from(start).ok()?))
+    }
+
+    /// Rewrites `names` without the unused bytes once they are most of it.
+    fn tidy(&mut self) {
+        if self.unused <= 4096 || self.unused <= self.names.len() / 2 {
+            return;
+        }
+        let mut names = String::with_capacity(self.names.len() - self.unused);
+        for pod in &mut self.pods {
+            let at = pod.at as usize;
+            let rest = self
+                .names
+                .get(at..at + usize::from(pod.len))
+                .unwrap_or_default();
+            pod.at = u32::try_from(names.len()).unwrap_or(u32::MAX);
+            names.push_str(rest);
+        }
+        self.names = names;
+        self.unused = 0;
+    }
+
+    /// One pod less holds job number `job`.
+    fn release_job(&mut self, job: u32) {
+        if self.jobs.release(job)
+            && let Some(base) = self.bases.get_mut(job as usize)
+        {
+            *base = Box::default();
+        }
+    }
+
     /// Drops the pod at `at`, whose hash is `hash`.
-    fn remove(&mut self, hash: u64, at: u32) {
+    fn remove(&mut self, hash: u32, at: u32) {
         if self.index.get(&hash) == Some(&at) {
             self.index.remove(&hash);
             // A pod kept apart under the same hash takes the freed slot.
@@ -226,7 +382,8 @@ impl RunningPods {
             self.collided.retain(|&c| c != at);
         }
         let gone = self.pods.swap_remove(at as usize);
-        self.jobs.release(gone.job);
+        self.unused += usize::from(gone.len);
+        self.release_job(gone.job);
         self.nodes.release(gone.node);
         // The last pod moved into `at`: point its slot there.
         let from = u32::try_from(self.pods.len()).unwrap_or(u32::MAX);
@@ -241,6 +398,7 @@ impl RunningPods {
                 }
             }
         }
+        self.tidy();
     }
 
     /// Records `pod` as it now is: kept while it runs and names a job, dropped otherwise.
@@ -249,7 +407,7 @@ impl RunningPods {
         let meta = &pod.metadata;
         let namespace = meta.namespace.as_deref().unwrap_or_default();
         let name = meta.name.as_deref().unwrap_or_default();
-        let hash = self.hash(namespace, name);
+        let hash = self.hash(namespace, [name.as_bytes(), &[]]);
         let at = self.find(hash, namespace, name);
         let running = pod
             .status
@@ -268,43 +426,66 @@ impl RunningPods {
             return;
         }
         let shape = JobShape::of(pod, steered);
-        let job = self.jobs.hold(&shape, || Arc::new(shape.clone()));
+        let (job, first) = self.jobs.hold(&shape, || Arc::new(shape.clone()));
+        if first {
+            if self.bases.len() <= job as usize {
+                self.bases.resize(job as usize + 1, Box::default());
+            }
+            self.bases[job as usize] = name.into();
+        }
         let node = match pod
             .spec
             .as_ref()
             .and_then(|s| s.node_name.as_deref())
             .filter(|n| !n.is_empty())
         {
-            Some(node) => self.nodes.hold(node, || Arc::from(node)),
+            Some(node) => self.nodes.hold(node, || Arc::from(node)).0,
             None => NO_NODE,
         };
-        let since = started(pod);
-        if let Some(at) = at
-            && let Some(known) = self.pods.get_mut(at as usize)
-        {
-            // Held anew above before these are released: an unchanged job keeps its number.
-            let (old_job, old_node) = (known.job, known.node);
-            *known = RunningPod {
-                name: std::mem::take(&mut known.name),
-                since,
-                job,
-                node,
-            };
-            self.jobs.release(old_job);
-            self.nodes.release(old_node);
-            return;
-        }
-        let Ok(at) = u32::try_from(self.pods.len()) else {
-            self.jobs.release(job);
+        let since = Since::of(started(pod));
+        let kept = match at.and_then(|at| Some((at, *self.pods.get(at as usize)?))) {
+            // Its name is kept against its job's base name: kept anew for another job.
+            Some((_, known)) if known.job != job => self.keep_name(job, name),
+            Some((_, known)) => Some((known.at, known.len, known.prefix)),
+            None => self.keep_name(job, name),
+        };
+        let Some((name_at, len, prefix)) = kept else {
+            // Beyond what a pod's name can be: not kept.
+            self.release_job(job);
             self.nodes.release(node);
+            if let Some(at) = at {
+                self.remove(hash, at);
+            }
             return;
         };
-        self.pods.push(RunningPod {
-            name: name.into(),
+        let now = RunningPod {
             since,
             job,
             node,
-        });
+            at: name_at,
+            len,
+            prefix,
+        };
+        if let Some(at) = at
+            && let Some(known) = self.pods.get_mut(at as usize)
+        {
+            let was = std::mem::replace(known, now);
+            if was.at != name_at {
+                self.unused += usize::from(was.len);
+            }
+            // Held anew above before these are released: an unchanged job keeps its number.
+            self.release_job(was.job);
+            self.nodes.release(was.node);
+            self.tidy();
+            return;
+        }
+        let Ok(at) = u32::try_from(self.pods.len()) else {
+            self.unused += usize::from(len);
+            self.release_job(job);
+            self.nodes.release(node);
+            return;
+        };
+        self.pods.push(now);
         match self.index.entry(hash) {
             std::collections::hash_map::Entry::Vacant(e) => {
                 e.insert(at);
@@ -333,7 +514,7 @@ impl RunningPods {
                 Some(PlacedPod {
                     job: keys.get(known.job as usize)?.clone()?,
                     namespace: shape.namespace.to_string(),
-                    pod: known.name.to_string(),
+                    pod: self.name_of(known).concat(),
                     node: self.nodes.get(known.node)?.to_string(),
                     steered: shape.steered,
                 })
@@ -356,7 +537,7 @@ impl RunningPods {
     pub fn label(&self, snapshot: &mut LoadSnapshot) {
         let taken_at = snapshot.taken_at.unwrap_or_else(SystemTime::now);
         snapshot.pods.retain_mut(|reading| {
-            let hash = self.hash(&reading.namespace, &reading.pod);
+            let hash = self.hash(&reading.namespace, [reading.pod.as_bytes(), &[]]);
             let Some(known) = self
                 .find(hash, &reading.namespace, &reading.pod)
                 .and_then(|at| self.pods.get(at as usize))
@@ -368,7 +549,7 @@ impl RunningPods {
             };
             reading.labels = shape.labels();
             reading.owner = shape.owner.as_deref().map(str::to_string);
-            reading.running_secs = known.since.map(|since| {
+            reading.running_secs = known.since.get().map(|since| {
                 taken_at
                     .duration_since(since)
                     .unwrap_or(Duration::ZERO)
@@ -513,8 +694,8 @@ mod tests {
         assert!(running.is_empty());
     }
 
-    /// A pod as the reference keeps it: where it runs, since when, its job labels and owner.
-    type ReferencePod = (
+    /// A pod as the reference keeps it: where, its start, its job labels and owner.
+    type RefPod = (
         PlacedPod,
         Option<SystemTime>,
         BTreeMap<String, String>,
@@ -524,7 +705,7 @@ mod tests {
     /// The straightforward keeping this one replaced: one entry per pod, by `namespace/name`.
     #[derive(Default)]
     struct Reference {
-        pods: std::collections::HashMap<String, ReferencePod>,
+        pods: std::collections::HashMap<String, RefPod>,
     }
 
     impl Reference {
@@ -578,6 +759,10 @@ mod tests {
         }
     }
 
+    /// Names sharing starts, some cut inside a character (`é` and `è` share their first byte),
+    /// and one never seen.
+    const NAMES: [&str; 6] = ["pod-0", "pod-1", "pod-\u{e9}", "pod-\u{e8}", "p", "pod-2"];
+
     /// One pod as the watch may see it: `seed` picks its namespace, name, labels, owner, node,
     /// phase and start.
     fn varied_pod(seed: u32) -> Pod {
@@ -602,13 +787,57 @@ mod tests {
         let phase = ["Running", "Running", "Pending", "Succeeded"][pick(12, 4) as usize];
         serde_json::from_value(serde_json::json!({
             "metadata": {"namespace": format!("ns-{}", pick(0, 2)),
-                         "name": format!("pod-{}", pick(1, 5)),
+                         "name": NAMES[pick(1, 5) as usize],
                          "labels": labels, "ownerReferences": owners},
             "spec": {"nodeName": node, "containers": []},
             "status": {"phase": phase,
                        "startTime": format!("2026-11-23T09:0{}:00Z", pick(14, 10))}
         }))
         .expect("pod")
+    }
+
+    #[test]
+    fn start_times_survive_their_compact_form() {
+        let epoch = UNIX_EPOCH;
+        for time in [
+            None,
+            Some(epoch),
+            Some(epoch + Duration::new(1_795_000_000, 123_456_789)),
+            Some(epoch - Duration::new(5, 300_000_000)),
+            Some(epoch - Duration::new(7, 0)),
+        ] {
+            assert_eq!(Since::of(time).get(), time, "{time:?}");
+        }
+    }
+
+    #[test]
+    fn unused_name_bytes_are_reclaimed() {
+        let mut running = RunningPods::default();
+        let name = |i: usize| format!("{i:03}-{}", "x".repeat(100));
+        let tm = |i: usize| {
+            let mut p = pod(
+                "x",
+                serde_json::json!({"app": "a", "component": "taskmanager"}),
+                "Running",
+                "2026-11-23T09:50:00Z",
+            );
+            p.metadata.name = Some(name(i));
+            p
+        };
+        for i in 0..200 {
+            running.update(&tm(i), false, false);
+        }
+        for i in 0..150 {
+            running.update(&tm(i), true, false);
+        }
+        // 20 KiB once; at most twice what the 50 left use, unused bytes included.
+        assert!(
+            running.names.len() <= 2 * 50 * 104,
+            "{}",
+            running.names.len()
+        );
+        let names: Vec<String> = running.placed().into_iter().map(|p| p.pod).collect();
+        assert_eq!(names, (150..200).map(name).collect::<Vec<_>>());
     }
 
     proptest::proptest! {
@@ -630,7 +859,10 @@ mod tests {
                 proptest::prop_assert_eq!(running.placed(), reference.placed());
             }
             let names: Vec<(String, String)> = (0..2)
-                .flat_map(|ns| (0..6).map(move |p| (format!("ns-{ns}"), format!("pod-{p}"))))
+                .flat_map(|ns| {
+                    NAMES
+                        .map(|p| (format!("ns-{ns}"), p.to_string()))
+                })
                 .collect();
             let mut snapshot = LoadSnapshot {
                 taken_at: humantime::parse_rfc3339("2026-11-23T10:00:00Z").ok(),
