@@ -3,6 +3,8 @@
 //! ledger's occupancy exactly as the pod watch does, and the view built over the nodes. The
 //! watch keeps each pod's labels and pod (anti-)affinity terms too (for PodTopologySpread and
 //! InterPodAffinity), grouped by workload: half the jobs here carry a preferred anti-affinity.
+//! Every pod is a running TaskManager, so each is also kept by job (what estimates a new pod's
+//! load, and the `hotspots` report).
 //!
 //! `cargo bench --bench inventory_memory` prints the resident set before, after and at its
 //! peak. Target: under 64 MiB.
@@ -138,5 +140,6 @@ fn main() {
     );
     assert_eq!(ledger.occupancy.pods(), pods, "every bound pod counted");
     assert_eq!(ledger.groups.pods(), pods, "every bound pod's labels kept");
+    assert_eq!(ledger.running.len(), pods, "every running TaskManager kept");
     std::hint::black_box((&view, &ledger, &inventory));
 }
