@@ -172,11 +172,16 @@ impl Admission {
         }
     }
 
-    /// The decision for `pod` against `view` as things stand, charging nothing.
-    pub fn dry_decide(&self, pod: &Pod, view: &ClusterView) -> Decision {
+    /// Numbers the ledger's nodes by `view` (once per view), as decisions read them.
+    fn align_ledger(&self, view: &ClusterView) {
         if !self.ledger.read().is_aligned(view.id) {
             self.ledger.write().align(view.id, node_names(view));
         }
+    }
+
+    /// The decision for `pod` against `view` as things stand, charging nothing.
+    pub fn dry_decide(&self, pod: &Pod, view: &ClusterView) -> Decision {
+        self.align_ledger(view);
         self.decide_with(&self.demand(pod, Some(view)), view, &self.ledger.read())
     }
 
@@ -310,9 +315,7 @@ impl Admission {
     ) -> Decision {
         let mode = self.config.mode;
         let charge = charge && (mode.writes_affinity() || mode.observes_only());
-        if !self.ledger.read().is_aligned(view.id) {
-            self.ledger.write().align(view.id, node_names(view));
-        }
+        self.align_ledger(view);
         for _ in 0..OPTIMISTIC_ATTEMPTS {
             let (decision, seen, charged) = {
                 let ledger = self.ledger.read();
@@ -395,7 +398,9 @@ fn charge_decision(ledger: &mut Ledger, id: &str, demand: &PodDemand<'_>, decisi
         &demand.facts.requests,
         Instant::now(),
     );
-    if cares_about_other_pods(&demand.facts) {
+    // Other pods are tagged only once bound: a review stays cheap for the many pods without
+    // such terms.
+    if demand.facts.counts_other_pods() {
         ledger.set_group(id, PodGroup::of_facts(&demand.facts));
     }
     // The landing nodes are tier-1 nodes; at 5,000 nodes there are ~50 of each.
@@ -410,15 +415,6 @@ fn charge_decision(ledger: &mut Ledger, id: &str, demand: &PodDemand<'_>, decisi
         .filter_map(|(name, _)| Some((name.clone(), *first.get(name.as_str())?)))
         .collect();
     ledger.remember_decision(id, heats);
-}
-
-/// The pod has terms that count other pods: its pending siblings must count where they will
-/// land. (Other pods are tagged only once bound: a review stays cheap for the many pods
-/// without such terms.)
-fn cares_about_other_pods(facts: &PodFacts<'_>) -> bool {
-    !facts.spread_constraints.is_empty()
-        || facts.pod_affinity.is_some()
-        || facts.pod_anti_affinity.is_some()
 }
 
 /// Reads an AdmissionReview request, checking what must hold to answer it at all.

@@ -36,7 +36,7 @@ use crate::inflight::ledger::Ledger;
 use crate::inflight::note::{ANNOTATION, DecisionNote};
 use crate::inflight::pod_groups::PodGroup;
 use crate::readiness::Readiness;
-use crate::scheduler::PodRequests;
+use crate::scheduler::{PodFacts, PodRequests};
 use crate::telemetry::{Landing, Metrics, NodeHeat};
 
 /// What one pod event did to the ledger.
@@ -149,13 +149,11 @@ pub fn apply_pod_event(
         return PodEffect::Ignored;
     };
     ledger.charge(&note.id, &note.nodes, note.load, &requests, steered_at);
-    let spec = pod.spec.as_ref();
-    if spec.is_some_and(|s| {
-        s.topology_spread_constraints.is_some()
-            || s.affinity
-                .as_ref()
-                .is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some())
-    }) {
+    if pod
+        .spec
+        .as_ref()
+        .is_some_and(|spec| PodFacts::of_spec(spec).counts_other_pods())
+    {
         ledger.set_group(&note.id, PodGroup::of(pod));
     }
     if ledger.contains(&note.id) {

@@ -74,6 +74,14 @@ impl<'a> PodFacts<'a> {
                 .as_ref()
         }))
     }
+
+    /// The pod has terms that count other pods (topology spread, pod affinity or
+    /// anti-affinity): its pending siblings must count where they will land.
+    pub fn counts_other_pods(&self) -> bool {
+        !self.spread_constraints.is_empty()
+            || self.pod_affinity.is_some()
+            || self.pod_anti_affinity.is_some()
+    }
 }
 
 /// The incoming pod's term selects an existing pod (its namespaceSelector merged into the
