@@ -436,6 +436,65 @@ fn replicas_take_near_ties_in_their_own_order() {
     assert_eq!(again(3), again(3));
 }
 
+/// Two replicas, `a` deciding: its own nodes at 0.30, `b`'s at 0.10. A foreign node is ranked
+/// as if `b` had just put a pod there too (0.35 after this pod, cooler than 0.425 at home); when
+/// the watch runs behind, as if `b` had also decided as many unheard pods as `a`, water-filled
+/// over its own nodes: home is cooler then. Once the watch has reported that `b` gets no reviews,
+/// nothing is mirrored.
+#[test]
+fn a_replica_the_watch_runs_behind_mirrors_the_others_unheard_pods() {
+    use placement_webhook::inflight::ledger::HeardMix;
+    use placement_webhook::placement::{Replica, ReplicaSet};
+    use std::sync::Arc;
+    let set = Arc::new(ReplicaSet::new("a", ["a".to_string(), "b".to_string()]).expect("set"));
+    let nodes: Vec<NodeLoad> = (0..20)
+        .map(|i| {
+            let name = format!("n{i}");
+            let cpu = if set.owner(&name) == "a" { 0.30 } else { 0.10 };
+            node(&name, cpu)
+        })
+        .collect();
+    assert!((4..=16).contains(&nodes.iter().filter(|n| n.cpu > 0.2).count()));
+    let snapshot = LoadSnapshot {
+        taken_at: None,
+        pods: Vec::new(),
+        nodes,
+    };
+    let policy = PlacementConfig::default();
+    let view = ClusterView::build(&snapshot, None, &policy);
+    let p = pod(json!({}));
+    let d = demand(&p, &[]);
+    let owner_of_landing = |unheard: usize, heard: HeardMix| {
+        let replica = Replica {
+            salt: 1,
+            set: Some(set.clone()),
+            unheard,
+            heard,
+        };
+        let decision = decide(
+            &d,
+            &view,
+            None,
+            &policy,
+            &SchedulerConfig::default(),
+            replica,
+        );
+        set.owner(&decision.landing[0].0).to_string()
+    };
+    assert_eq!(owner_of_landing(0, HeardMix::default()), "b");
+    assert_eq!(
+        owner_of_landing(1, HeardMix::default()),
+        "b",
+        "the usual lag"
+    );
+    assert_eq!(owner_of_landing(20, HeardMix::default()), "a");
+    let b_gets_nothing = HeardMix {
+        own: 50.0,
+        others: 0.0,
+    };
+    assert_eq!(owner_of_landing(20, b_gets_nothing), "b");
+}
+
 fn run_salted(
     d: &PodDemand<'_>,
     view: &ClusterView,

@@ -143,6 +143,7 @@ impl Admission {
         Replica {
             salt: self.salt,
             set: self.replicas.load_full(),
+            ..Replica::default()
         }
     }
 
@@ -348,7 +349,11 @@ impl Admission {
             Some(ledger),
             &self.config.placement,
             &self.config.scheduler,
-            self.replica(),
+            Replica {
+                unheard: ledger.unheard(),
+                heard: ledger.heard_mix(),
+                ..self.replica()
+            },
             &self.indexes,
         );
         if self.config.mode.observes_only() {

@@ -122,8 +122,34 @@ struct Entry {
     /// For pods this replica decided, until their bind is counted: each share's node heat at
     /// decision time, in `shares` order (NaN: not known), for landing accuracy.
     decided_here: Option<Box<[f32]>>,
+    /// Decided here and not yet reported by the pod watch.
+    unheard: bool,
     /// Its labels and terms, for the plugins that count other pods while it is pending.
     group: Option<Arc<PodGroup>>,
+}
+
+/// The decisions the pod watch reported lately, this replica's and the others', each count
+/// decaying by [`HeardMix::KEEP`] per report: how the apiserver splits the reviews now.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct HeardMix {
+    pub own: f64,
+    pub others: f64,
+}
+
+impl HeardMix {
+    /// Per report: about the last 50 reports count.
+    const KEEP: f64 = 0.98;
+
+    fn add(&mut self, own: bool) {
+        self.own = self.own * Self::KEEP + f64::from(u8::from(own));
+        self.others = self.others * Self::KEEP + f64::from(u8::from(!own));
+    }
+
+    /// Decisions the other replicas (`others` of them) make per decision of this one: an even
+    /// split until reports say otherwise (one report of each kind as the prior).
+    pub fn others_per_own(&self, others: usize) -> f64 {
+        (self.others + others as f64) / (self.own + 1.0)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -146,6 +172,10 @@ pub struct Ledger {
     max_entries: usize,
     /// Entries dropped early to stay within `max_entries`.
     evicted: u64,
+    /// Entries decided here that the pod watch has not reported yet.
+    unheard: usize,
+    /// Whose decisions the pod watch reported lately.
+    heard: HeardMix,
     /// Requests of every bound pod, from the pod watch.
     pub occupancy: Occupancy,
     /// Running TaskManagers by job, from the pod watch.
@@ -199,6 +229,8 @@ impl Ledger {
             next_seq: 0,
             max_entries: crate::config::DEFAULT_MAX_INFLIGHT,
             evicted: 0,
+            unheard: 0,
+            heard: HeardMix::default(),
             occupancy: Occupancy::default(),
             running: RunningPods::default(),
             groups: PodGroups::default(),
@@ -243,6 +275,7 @@ impl Ledger {
             bound: false,
             charge_seq: self.next_seq,
             decided_here: None,
+            unheard: false,
             group: None,
         };
         self.next_seq += 1;
@@ -293,6 +326,10 @@ impl Ledger {
                 .or_else(|| heats.iter().find(|(h, _)| h == node))
                 .map_or(f32::NAN, |(_, heat)| *heat)
         };
+        if !entry.unheard {
+            entry.unheard = true;
+            self.unheard += 1;
+        }
         entry.decided_here = Some(
             entry
                 .shares
@@ -359,9 +396,39 @@ impl Ledger {
             .end_relist_with(|node, group| groups.release(node, group));
     }
 
+    /// The pod watch reported the pod `id` (created or bound).
+    pub fn heard(&mut self, id: &str) {
+        if let Some(entry) = self.entries.get_mut(id)
+            && entry.unheard
+        {
+            entry.unheard = false;
+            self.unheard -= 1;
+            self.heard.add(true);
+        }
+    }
+
+    /// The pod watch reported a pod another replica decided, for the first time.
+    pub fn heard_from_another(&mut self) {
+        self.heard.add(false);
+    }
+
+    /// Whose decisions the pod watch reported lately.
+    pub fn heard_mix(&self) -> HeardMix {
+        self.heard
+    }
+
+    /// Pods this replica decided that the pod watch has not reported yet: how far behind the
+    /// watch runs, in this replica's own pods.
+    pub fn unheard(&self) -> usize {
+        self.unheard
+    }
+
     /// The pod is gone (deleted, or failed before running).
     pub fn forget(&mut self, id: &str) {
         if let Some(entry) = self.entries.remove(id) {
+            if entry.unheard {
+                self.unheard -= 1;
+            }
             self.apply(&entry, -1.0);
         }
     }
@@ -586,6 +653,36 @@ mod tests {
         );
         assert_eq!(l.shares("p1"), Some(shares(&[("c", 1.0)])));
         assert!(!l.bind("unknown", "c"));
+    }
+
+    #[test]
+    fn own_decisions_count_as_unheard_until_the_watch_reports_or_drops_them() {
+        let mut l = Ledger::new(Duration::from_secs(60));
+        let now = Instant::now();
+        for id in ["p1", "p2", "p3"] {
+            l.charge(id, &shares(&[("a", 1.0)]), TWO_CPU, &requests(), now);
+        }
+        // Another replica's pod (charged from its note) is never unheard.
+        l.charge("other", &shares(&[("a", 1.0)]), TWO_CPU, &requests(), now);
+        for id in ["p1", "p2", "p3"] {
+            l.remember_decision(id, vec![("a".into(), 0.5)]);
+        }
+        l.remember_decision("p1", vec![("a".into(), 0.5)]);
+        assert_eq!(l.unheard(), 3);
+        l.heard("p1");
+        l.heard("p1");
+        l.heard("other");
+        assert_eq!(l.unheard(), 2);
+        l.forget("p2");
+        assert_eq!(l.unheard(), 1);
+        assert!(l.bind("p3", "a"));
+        assert_eq!(
+            l.unheard(),
+            1,
+            "a bind seen only by the ledger is not a report"
+        );
+        l.expire(now + Duration::from_secs(61));
+        assert_eq!(l.unheard(), 0);
     }
 
     #[test]

@@ -115,6 +115,7 @@ pub fn apply_pod_event(
     let Some(note) = note else {
         return PodEffect::Ignored;
     };
+    ledger.heard(&note.id);
     if deleted || is_finished(pod) {
         if ledger.contains(&note.id) {
             ledger.forget(&note.id);
@@ -124,6 +125,7 @@ pub fn apply_pod_event(
     }
     if let Some(node) = node {
         if !ledger.contains(&note.id) {
+            ledger.heard_from_another();
             let Some(steered_at) = steered_at(pod, now_instant, now_wall) else {
                 return PodEffect::Ignored;
             };
@@ -145,6 +147,7 @@ pub fn apply_pod_event(
     if ledger.contains(&note.id) {
         return PodEffect::Unchanged;
     }
+    ledger.heard_from_another();
     let Some(steered_at) = steered_at(pod, now_instant, now_wall) else {
         return PodEffect::Ignored;
     };

@@ -17,10 +17,10 @@ use super::constraints::{Ineligible, eligible_nodes};
 use super::decision::{Decision, RankedNode, TierChoice};
 use super::landing::{Coverage, Named, Window, landing_odds, landing_shares, order_positions};
 use super::rank_index::{RankIndex, RankIndexes};
-use super::replica::Replica;
+use super::replica::{Partition, Replica};
 use super::standing::{
     Candidate, InFlight, PodDemand, PodHeat, Ranking, Standing, cover_in_order, effective_load,
-    fits_with, load_with, model_node_with, pod_heat, standing, tie_breakers,
+    fits_with, load_with, mirrored_level, model_node_with, pod_heat, standing, tie_breakers,
 };
 use crate::config::scheduler::SchedulerConfig;
 use crate::config::{NodeMatch, PlacementConfig};
@@ -53,7 +53,7 @@ impl<'v> Walk<'v> {
         view: &'v ClusterView,
         eligible: &[u32],
         ties: &[u32],
-        owned: Option<&[u32]>,
+        partition: Option<&Partition>,
         inflight: InFlight<'_>,
         pod: &PodDemand<'_>,
         policy: &PlacementConfig,
@@ -71,7 +71,7 @@ impl<'v> Walk<'v> {
                 heat,
                 tie: ties[index],
             };
-            match standing(index, view, inflight, pod, policy, owned) {
+            match standing(index, view, inflight, pod, policy, partition) {
                 Standing::Full => continue,
                 Standing::Hot { heat, pod } => {
                     walk.hot.push((heat, index));
@@ -176,9 +176,9 @@ pub fn decide(
 ) -> Decision {
     let replica = replica.into();
     let ties = tie_breakers(view, replica.salt);
-    let owned = replica.owned(view);
     let inflight = InFlight::new(ledger, view);
     let node_eligible = eligible_nodes(&pod.constraints, view);
+    let partition = partition_for(&replica, view, &node_eligible, inflight, pod, policy);
     let mut eligible = node_eligible.clone();
     if let Some(ledger) = ledger
         && let Some(allowed) = super::pod_level::restrict(
@@ -195,7 +195,7 @@ pub fn decide(
         view,
         &eligible,
         &ties,
-        owned.as_deref(),
+        partition.as_ref(),
         inflight,
         pod,
         policy,
@@ -210,7 +210,7 @@ pub fn decide(
             view,
             &node_eligible,
             &ties,
-            owned.as_deref(),
+            partition.as_ref(),
             inflight,
             pod,
             policy,
@@ -218,6 +218,31 @@ pub fn decide(
         cover_spread_domains(&mut picked, &cool_anywhere.candidates, &domains, policy);
     }
     finish(picked, pod, view, inflight, policy, scheduler)
+}
+
+/// This replica's nodes, and the level the other replicas' unheard pods are taken to have
+/// filled theirs to.
+fn partition_for(
+    replica: &Replica,
+    view: &ClusterView,
+    eligible: &[u32],
+    inflight: InFlight<'_>,
+    pod: &PodDemand<'_>,
+    policy: &PlacementConfig,
+) -> Option<Partition> {
+    let mut partition = replica.partition(view)?;
+    if replica.mirrors() {
+        partition.foreign_level = mirrored_level(
+            view,
+            eligible,
+            inflight,
+            pod,
+            policy,
+            &partition.owned,
+            replica.unheard_elsewhere(),
+        );
+    }
+    Some(partition)
 }
 
 /// The NodeAffinity points between a first-tier node and a node of the next tier (or an
@@ -294,6 +319,11 @@ pub fn decide_indexed(
         // Which nodes such a pod may take changes with every pod bound or steered: the
         // per-shape index does not follow that; the walk does.
         (Some(ledger), true) if super::pod_level::depends_on_pods_around(&pod.facts, ledger) => {
+            decide(pod, view, Some(ledger), policy, scheduler, replica)
+        }
+        // The level the other replicas' unheard pods reach moves with every decision: the
+        // index does not follow that either.
+        (Some(ledger), true) if replica.mirrors() => {
             decide(pod, view, Some(ledger), policy, scheduler, replica)
         }
         (Some(ledger), true) => {
@@ -591,7 +621,14 @@ pub fn assess_all(
     decision: &Decision,
 ) -> Vec<NodeAssessment> {
     let inflight = InFlight::new(ledger, view);
-    let owned = replica.owned(view);
+    let partition = partition_for(
+        replica,
+        view,
+        &eligible_nodes(&pod.constraints, view),
+        inflight,
+        pod,
+        policy,
+    );
     let around = ledger
         .filter(|l| super::pod_level::applies(&pod.facts, l))
         .map(|l| super::pod_level::pods_around(&pod.facts, view, l));
@@ -610,7 +647,7 @@ pub fn assess_all(
             });
             let ranked = match eligibility
                 .ok()
-                .map(|()| standing(index, view, inflight, pod, policy, owned.as_deref()))
+                .map(|()| standing(index, view, inflight, pod, policy, partition.as_ref()))
             {
                 Some(Standing::Cool(heat) | Standing::Hot { pod: heat, .. }) => Some(heat),
                 _ => None,
@@ -631,7 +668,9 @@ pub fn assess_all(
                 hot: is_hot(&load, &node.scale, &policy.hot),
                 ranked,
                 after: after_of(node, &cautious, pod, policy),
-                foreign: owned.as_deref().is_some_and(|o| o.get(index) == Some(&0)),
+                foreign: partition
+                    .as_ref()
+                    .is_some_and(|p| p.owned.get(index) == Some(&0)),
                 tier: decision
                     .tiers
                     .iter()

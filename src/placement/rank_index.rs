@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::hashing::HashMap;
 
 use super::landing::Coverage;
-use super::replica::Replica;
+use super::replica::{Partition, Replica};
 use super::standing::{
     Candidate, InFlight, PodDemand, PodHeat, Ranking, Standing, cover_in_order, standing,
     tie_breakers,
@@ -184,8 +184,8 @@ pub struct RankIndex {
     hot_order: BTreeSet<ByOrder>,
     feasible: usize,
     ties: Arc<[u32]>,
-    /// By position, 1 for this replica's nodes; `None` when it decides alone.
-    owned: Option<Arc<[u32]>>,
+    /// This replica's nodes and how it weighs the others'; `None` when it decides alone.
+    partition: Option<Partition>,
     name_ranks: Arc<[u32]>,
 }
 
@@ -235,7 +235,7 @@ impl RankIndex {
             hot_order: BTreeSet::new(),
             feasible: 0,
             ties: tie_breakers(view, replica.salt),
-            owned: replica.owned(view),
+            partition: replica.partition(view),
             name_ranks: name_ranks(view),
         };
         for &position in super::constraints::eligible_nodes(&pod.constraints, view).iter() {
@@ -246,7 +246,7 @@ impl RankIndex {
                 inflight,
                 pod,
                 policy,
-                index.owned.as_deref(),
+                index.partition.as_ref(),
             );
             index.insert(position, now);
             index.standings[position] = Some(now);
@@ -266,7 +266,14 @@ impl RankIndex {
         let Some(Some(before)) = self.standings.get(position).copied() else {
             return;
         };
-        let now = standing(position, view, inflight, pod, policy, self.owned.as_deref());
+        let now = standing(
+            position,
+            view,
+            inflight,
+            pod,
+            policy,
+            self.partition.as_ref(),
+        );
         if now == before {
             return;
         }

@@ -12,6 +12,7 @@
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
+use crate::inflight::ledger::HeardMix;
 use crate::view::ClusterView;
 
 /// The live replicas, as this one knows them (the webhook Service's ready endpoints).
@@ -70,13 +71,22 @@ impl ReplicaSet {
             })
     }
 
+    /// How many of `view`'s nodes this replica owns. Once per view.
+    pub fn owned_count(&self, view: &ClusterView) -> usize {
+        let count = view
+            .memo
+            .get_or_compute(format!("owned-count/{:x}", self.key), || {
+                vec![self.owned(view).iter().sum::<u32>()]
+            });
+        count.first().copied().unwrap_or(0) as usize
+    }
+
     /// Share of `view`'s nodes this replica owns.
     pub fn share(&self, view: &ClusterView) -> f64 {
-        let owned = self.owned(view);
-        if owned.is_empty() {
+        if view.nodes.is_empty() {
             return 0.0;
         }
-        owned.iter().map(|&o| f64::from(o)).sum::<f64>() / owned.len() as f64
+        self.owned_count(view) as f64 / view.nodes.len() as f64
     }
 
     pub(super) fn key(&self) -> u64 {
@@ -96,18 +106,65 @@ pub struct Replica {
     pub salt: u64,
     /// The live replicas; `None`: this replica decides as if alone (near-ties still salted).
     pub set: Option<Arc<ReplicaSet>>,
+    /// Pods this replica decided that its pod watch has not reported yet (see
+    /// [`crate::inflight::ledger::Ledger::unheard`]): the other replicas are taken to have
+    /// decided as many that this one has not heard of.
+    pub unheard: usize,
+    /// Whose decisions the pod watch reported lately: how the reviews are split.
+    pub heard: HeardMix,
 }
 
 impl From<u64> for Replica {
     fn from(salt: u64) -> Self {
-        Replica { salt, set: None }
+        Replica {
+            salt,
+            ..Replica::default()
+        }
     }
 }
 
+/// The nodes that are this replica's, and how another replica's nodes are weighed.
+#[derive(Debug, Clone)]
+pub(super) struct Partition {
+    /// By position in the view, 1 for this replica's nodes.
+    pub owned: Arc<[u32]>,
+    /// The rank the other replicas' unheard pods are taken to have filled their coolest nodes
+    /// to (see [`Replica::mirrors`]); minus infinity when they are not.
+    pub foreign_level: f64,
+}
+
+/// Unheard decisions from which a replica mirrors them onto the other replicas' nodes: fewer
+/// is the watch's usual lag, which ranking a foreign node as if its owner had just put one
+/// more pod there already covers.
+const MIRROR_FROM: usize = 2;
+
 impl Replica {
-    /// By position in `view`, 1 for this replica's nodes; `None` when it decides alone.
-    pub(super) fn owned(&self, view: &ClusterView) -> Option<Arc<[u32]>> {
-        self.set.as_ref().map(|set| set.owned(view))
+    /// Its nodes and how it weighs the others' (with no foreign level); `None` when it decides
+    /// alone.
+    pub(super) fn partition(&self, view: &ClusterView) -> Option<Partition> {
+        let set = self.set.as_ref()?;
+        Some(Partition {
+            owned: set.owned(view),
+            foreign_level: f64::NEG_INFINITY,
+        })
+    }
+
+    /// The watch runs behind this replica's own decisions: the other replicas are taken to
+    /// have decided, in the split the watch reported lately, pods this one has not heard of, water-filled over their own nodes
+    /// as this one fills its own. Without this, a replica that saw the others' nodes as
+    /// untouched would pile onto their coolest while their owners fill them too.
+    pub(super) fn mirrors(&self) -> bool {
+        self.unheard_elsewhere() >= MIRROR_FROM
+    }
+
+    /// The pods the other replicas are taken to have decided unheard, all together: as many
+    /// per decision of this one as the watch reported lately (an even split before it has).
+    pub(super) fn unheard_elsewhere(&self) -> usize {
+        let Some(set) = &self.set else {
+            return 0;
+        };
+        let others = set.members().len().saturating_sub(1);
+        (self.unheard as f64 * self.heard.others_per_own(others)).round() as usize
     }
 
     /// Memo and index key part: the salt and the membership.

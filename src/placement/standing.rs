@@ -6,6 +6,7 @@ use std::hash::BuildHasher;
 
 use super::constraints::PodConstraints;
 use super::landing::Coverage;
+use super::replica::Partition;
 use crate::config::PlacementConfig;
 use crate::inflight::ledger::{Ledger, NodeExtra, PodLoad};
 use crate::inflight::occupancy::NodeRequests;
@@ -107,6 +108,43 @@ pub(super) fn fits_with(
             + expected
     };
     fits_in(&node.allocatable, requested, &pod.requests)
+}
+
+/// How many more pods with `pod`'s requests fit on `node` ([`fits_with`]'s count): unbounded
+/// when its allocatable is unknown.
+pub(super) fn room_with(
+    node: &NodeView,
+    bound: Option<&NodeRequests>,
+    extra: Option<NodeExtra>,
+    pod: &PodFacts<'_>,
+) -> usize {
+    use crate::scheduler::resources::{CPU, MEMORY, PODS};
+    if !node.allocatable_known {
+        return usize::MAX;
+    }
+    let requested = |name: &str| {
+        let expected = extra.map_or(0, |x| match name {
+            CPU => x.milli_cpu.round() as i64,
+            MEMORY => x.memory.round() as i64,
+            PODS => x.pods.round() as i64,
+            _ => 0,
+        });
+        node.base_requested.requested.get(name)
+            + bound.map_or(0, |b| b.requested.get(name))
+            + expected
+    };
+    let free = |name: &str| (node.allocatable.get(name) - requested(name)).max(0);
+    let mut room = if node.allocatable.pods > 0 {
+        free(PODS) as usize
+    } else {
+        usize::MAX
+    };
+    for (name, value) in pod.requests.requested.iter() {
+        if name != PODS && value > 0 {
+            room = room.min((free(name) / value) as usize);
+        }
+    }
+    room
 }
 
 /// The ledger's counts for each node of one view: by position when the ledger is aligned with
@@ -281,15 +319,15 @@ pub(super) enum Standing {
 }
 
 /// How the node at `index` stands for `pod`, with in-flight load and requests counted.
-/// `owned`: by view position, 1 for this replica's nodes (see `replica`); `None` when it
-/// decides alone.
+/// `partition`: this replica's nodes and how it weighs the others' (see `replica`); `None`
+/// when it decides alone.
 pub(super) fn standing(
     index: usize,
     view: &ClusterView,
     inflight: InFlight<'_>,
     pod: &PodDemand<'_>,
     policy: &PlacementConfig,
-    owned: Option<&[u32]>,
+    partition: Option<&Partition>,
 ) -> Standing {
     let node = &view.nodes[index];
     let extra = inflight.extra(index, node);
@@ -298,12 +336,19 @@ pub(super) fn standing(
     }
     let load = load_with(node, extra, policy.uncertainty);
     let mut after = pod_heat(node, &load, pod, policy, 1.0);
-    if let Some(owned) = owned {
+    if let Some(partition) = partition {
         // Other replicas decide too (a replica set has two members at least).
         let both = pod_heat(node, &load, pod, policy, 2.0);
-        if owned.get(index) == Some(&0) {
-            // Its owner may be putting a pod there right now: ranked as if both pods landed.
+        if partition.owned.get(index) == Some(&0) {
+            // Its owner may be putting a pod there right now: ranked as if both pods landed,
+            // and no cooler than the level its owner's unheard pods are taken to have reached.
             after.rank = both.rank;
+            if partition.foreign_level > f64::NEG_INFINITY {
+                let empty = pod_heat(node, &load, pod, policy, 0.0).rank;
+                after.rank = after
+                    .rank
+                    .max(partition.foreign_level + (after.rank - empty) / 2.0);
+            }
         }
         // Another replica may be adding a pod anywhere before this one hears of it: a NIC is
         // not taken to its threshold on the assumption that none does.
@@ -316,6 +361,71 @@ pub(super) fn standing(
         };
     }
     Standing::Cool(after)
+}
+
+/// The rank `pods` pods like `pod`, water-filled over the other replicas' eligible nodes
+/// (`owned` 0) where its requests fit, fill them to: the lowest level under which that many
+/// fit, each node taking pods at the rank one adds there, as many as its requests leave room
+/// for. Minus infinity when none fits, infinity when they do not all fit.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn mirrored_level(
+    view: &ClusterView,
+    eligible: &[u32],
+    inflight: InFlight<'_>,
+    pod: &PodDemand<'_>,
+    policy: &PlacementConfig,
+    owned: &[u32],
+    pods: usize,
+) -> f64 {
+    // (rank with no pod, what one pod adds, how many fit)
+    let mut nodes: Vec<(f64, f64, usize)> = Vec::new();
+    for index in eligible.iter().map(|&i| i as usize) {
+        if owned.get(index) != Some(&0) {
+            continue;
+        }
+        let node = &view.nodes[index];
+        let extra = inflight.extra(index, node);
+        let room = room_with(node, inflight.bound(index, node), extra, &pod.facts);
+        if room == 0 {
+            continue;
+        }
+        let load = load_with(node, extra, policy.uncertainty);
+        let empty = pod_heat(node, &load, pod, policy, 0.0).rank;
+        let step = pod_heat(node, &load, pod, policy, 1.0).rank - empty;
+        if step.is_finite() && empty.is_finite() && step > 0.0 {
+            nodes.push((empty, step, room));
+        }
+    }
+    let Some(lowest) = nodes.iter().map(|n| n.0).min_by(f64::total_cmp) else {
+        return f64::NEG_INFINITY;
+    };
+    if pods == 0 {
+        return f64::NEG_INFINITY;
+    }
+    let fill = |level: f64| -> usize {
+        nodes
+            .iter()
+            .map(|&(empty, step, room)| {
+                (((level - empty) / step).floor().max(0.0) as usize).min(room)
+            })
+            .fold(0usize, usize::saturating_add)
+    };
+    if fill(f64::MAX) < pods {
+        // More pods than fit: the owners' nodes are as full as they get.
+        return f64::INFINITY;
+    }
+    let widest = nodes.iter().map(|n| n.1).fold(0.0, f64::max);
+    let highest = nodes.iter().map(|n| n.0).fold(lowest, f64::max);
+    let (mut low, mut high) = (lowest, highest + (pods as f64 + 1.0) * widest);
+    for _ in 0..48 {
+        let middle = (low + high) / 2.0;
+        if fill(middle) >= pods {
+            high = middle;
+        } else {
+            low = middle;
+        }
+    }
+    high
 }
 
 /// The feasible nodes in the orders a decision reads them: by walking every node
