@@ -221,22 +221,6 @@ pub(super) fn webhook(
             }
         }
     }
-    if std::env::var_os("DEBUG_LAND").is_some() {
-        for (pod, doc) in patched.iter().enumerate() {
-            let note = doc
-                .as_ref()
-                .and_then(|d| {
-                    d["metadata"]["annotations"][crate::inflight::note::ANNOTATION]
-                        .as_str()
-                        .map(String::from)
-                })
-                .unwrap_or_default();
-            let node = landed[pod]
-                .map(|k| nodes[k].name.clone())
-                .unwrap_or_default();
-            eprintln!("LAND\t{}\t{pod}\t{node}\t{note}", timing.replicas);
-        }
-    }
     outcome.landed = landed;
     outcome
 }
