@@ -176,6 +176,12 @@ pub struct Ledger {
     unheard: usize,
     /// Whose decisions the pod watch reported lately.
     heard: HeardMix,
+    /// The group of the pending pod tagged last.
+    last_pending_group: Option<Arc<PodGroup>>,
+    /// Pending pods with a group, counted by group and the node they most likely land on:
+    /// what the plugins that count pods read, kept as pods come and go rather than gathered
+    /// from every entry at each decision.
+    pending_tally: HashMap<(usize, u32), (Arc<PodGroup>, u32)>,
     /// Requests of every bound pod, from the pod watch.
     pub occupancy: Occupancy,
     /// Running TaskManagers by job, from the pod watch.
@@ -231,6 +237,8 @@ impl Ledger {
             evicted: 0,
             unheard: 0,
             heard: HeardMix::default(),
+            last_pending_group: None,
+            pending_tally: HashMap::default(),
             occupancy: Occupancy::default(),
             running: RunningPods::default(),
             groups: PodGroups::default(),
@@ -298,6 +306,7 @@ impl Ledger {
             return true;
         }
         let entry = Entry::clone(entry);
+        self.untally(&entry);
         self.apply(&entry, -1.0);
         let bound = Entry {
             shares: Box::new([Share {
@@ -358,25 +367,39 @@ impl Ledger {
 
     /// The labels and terms of the pending pod `id`, interned with the bound pods' groups.
     pub fn set_group(&mut self, id: &str, group: PodGroup) {
-        let group = self.groups.intern(group);
-        if let Some(entry) = self.entries.get_mut(id) {
-            entry.group = Some(group);
+        // A burst's pods share one template: while none is bound, the last pending pod's copy
+        // is shared, so the plugins match the burst's pods once (see `AlikeMemo`).
+        let group = match &self.last_pending_group {
+            Some(last) if **last == group => last.clone(),
+            _ => self.groups.intern(group),
+        };
+        self.last_pending_group = Some(group.clone());
+        let Some(entry) = self.entries.get_mut(id) else {
+            return;
+        };
+        let old = entry.group.replace(group.clone());
+        if entry.bound {
+            return;
         }
+        let Some(node) = most_likely(entry) else {
+            return;
+        };
+        if let Some(old) = old {
+            tally(&mut self.pending_tally, &old, node, false);
+        }
+        tally(&mut self.pending_tally, &group, node, true);
     }
 
-    /// Pods charged and not yet bound, with their labels, each at the position (in the aligned
-    /// view) where it most likely lands: where the plugins that count pods will find it.
-    pub fn pending_groups(&self) -> impl Iterator<Item = (&Arc<PodGroup>, usize)> {
-        self.entries.values().filter(|e| !e.bound).filter_map(|e| {
-            let group = e.group.as_ref()?;
-            let (node, _) = e
-                .shares
-                .iter()
-                .map(|s| s.parts())
-                .max_by(|a, b| a.1.total_cmp(&b.1))?;
-            let position = *self.aligned.by_ledger_number.get(node as usize)?;
-            (position != u32::MAX).then_some((group, position as usize))
-        })
+    /// Pods charged and not yet bound, with their labels, counted at the position (in the
+    /// aligned view) where they most likely land: where the plugins that count pods will find
+    /// them. (group, position, pods)
+    pub fn pending_groups(&self) -> impl Iterator<Item = (&Arc<PodGroup>, usize, u32)> {
+        self.pending_tally
+            .iter()
+            .filter_map(|(&(_, node), (group, count))| {
+                let position = *self.aligned.by_ledger_number.get(node as usize)?;
+                (position != u32::MAX).then_some((group, position as usize, *count))
+            })
     }
 
     /// The position in the aligned view of the node the occupancy numbers `number`.
@@ -429,6 +452,7 @@ impl Ledger {
             if entry.unheard {
                 self.unheard -= 1;
             }
+            self.untally(&entry);
             self.apply(&entry, -1.0);
         }
     }
@@ -580,6 +604,13 @@ impl Ledger {
     }
 
     /// The number of `node`, given it on first sight.
+    /// A pending entry leaves the tally of pending groups.
+    fn untally(&mut self, entry: &Entry) {
+        if let (false, Some(group), Some(node)) = (entry.bound, &entry.group, most_likely(entry)) {
+            tally(&mut self.pending_tally, group, node, false);
+        }
+    }
+
     fn node_id(&mut self, node: &str) -> u32 {
         if let Some(&id) = self.node_ids.get(node) {
             return id;
@@ -602,6 +633,34 @@ impl Ledger {
                 *total = NodeExtra::default();
             }
             self.changes.record(node);
+        }
+    }
+}
+
+/// The node (ledger number) the entry most likely lands on.
+fn most_likely(entry: &Entry) -> Option<u32> {
+    entry
+        .shares
+        .iter()
+        .map(|s| s.parts())
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(node, _)| node)
+}
+
+/// Counts one pending pod of `group` on `node` in or out of `tally`.
+fn tally(
+    tally: &mut HashMap<(usize, u32), (Arc<PodGroup>, u32)>,
+    group: &Arc<PodGroup>,
+    node: u32,
+    add: bool,
+) {
+    let key = (Arc::as_ptr(group) as usize, node);
+    if add {
+        tally.entry(key).or_insert_with(|| (group.clone(), 0)).1 += 1;
+    } else if let Some(slot) = tally.get_mut(&key) {
+        slot.1 -= 1;
+        if slot.1 == 0 {
+            tally.remove(&key);
         }
     }
 }
@@ -683,6 +742,40 @@ mod tests {
         );
         l.expire(now + Duration::from_secs(61));
         assert_eq!(l.unheard(), 0);
+    }
+
+    #[test]
+    fn pending_pods_of_one_template_are_counted_together_until_bound_or_gone() {
+        let mut l = Ledger::new(Duration::from_secs(60));
+        let now = Instant::now();
+        let group = || PodGroup {
+            namespace: "flink".into(),
+            labels: Arc::new([("app".to_string(), "wordcount".to_string())].into()),
+            terms: None,
+        };
+        for (id, node) in [("p1", "a"), ("p2", "a"), ("p3", "b")] {
+            l.charge(
+                id,
+                &shares(&[(node, 0.7), ("c", 0.3)]),
+                TWO_CPU,
+                &requests(),
+                now,
+            );
+            l.set_group(id, group());
+        }
+        l.align(1, ["a", "b", "c"].into_iter());
+        let mut counts: Vec<(usize, u32)> = l.pending_groups().map(|(_, p, n)| (p, n)).collect();
+        counts.sort_unstable();
+        assert_eq!(counts, vec![(0, 2), (1, 1)]);
+        let groups: Vec<*const PodGroup> =
+            l.pending_groups().map(|(g, _, _)| Arc::as_ptr(g)).collect();
+        assert!(groups.windows(2).all(|w| w[0] == w[1]), "one shared copy");
+        assert!(l.bind("p1", "c"));
+        l.forget("p3");
+        let counts: Vec<(usize, u32)> = l.pending_groups().map(|(_, p, n)| (p, n)).collect();
+        assert_eq!(counts, vec![(0, 1)]);
+        l.forget("p2");
+        assert_eq!(l.pending_groups().count(), 0);
     }
 
     #[test]

@@ -103,13 +103,16 @@ pub fn pods_around(facts: &PodFacts<'_>, view: &ClusterView, ledger: &Ledger) ->
     let relevant = |group: &PodGroup| {
         everywhere || &*group.namespace == facts.namespace || group.terms.is_some()
     };
-    let existing = |group: &Arc<PodGroup>, node: usize| ExistingPod {
+    let existing = |group: &Arc<PodGroup>, node: usize, count: u32| ExistingPod {
         namespace: group.namespace.clone(),
         labels: group.labels.clone(),
         node,
         terminating: false,
         terms: group.terms.clone(),
+        count,
     };
+    // One entry per group and node, counting its pods there: a burst's thousands of pods of
+    // one template are matched against the pod's terms once per node, not once per pod.
     let mut pods = Vec::new();
     for (group, on_node) in ledger.groups.groups() {
         if !relevant(group) {
@@ -117,15 +120,21 @@ pub fn pods_around(facts: &PodFacts<'_>, view: &ClusterView, ledger: &Ledger) ->
         }
         for &(number, count) in on_node {
             if let Some(position) = ledger.position_of_occupancy_number(number) {
-                pods.extend((0..count).map(|_| existing(group, position)));
+                pods.push(existing(group, position, count));
             }
         }
     }
-    for (group, position) in ledger.pending_groups() {
-        if relevant(group) {
-            pods.push(existing(group, position));
-        }
-    }
+    let mut pending: Vec<(&Arc<PodGroup>, usize, u32)> = ledger
+        .pending_groups()
+        .filter(|(group, _, _)| relevant(group))
+        .collect();
+    // Alike entries side by side (counts add up the same in any order).
+    pending.sort_unstable_by_key(|&(group, position, _)| (Arc::as_ptr(group) as usize, position));
+    pods.extend(
+        pending
+            .into_iter()
+            .map(|(group, position, count)| existing(group, position, count)),
+    );
     pods
 }
 

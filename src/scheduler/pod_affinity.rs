@@ -5,13 +5,13 @@
 //! required affinity at `hardPodAffinityWeight`. A term's `namespaceSelector` is read against the
 //! namespaces' labels the caller passes.
 
-use std::collections::HashMap;
+use crate::hashing::HashMap;
 
 use k8s_openapi::api::core::v1::{PodAffinityTerm, WeightedPodAffinityTerm};
 
 use super::cycle::{Code, PodFacts};
 use super::node::ModelNode;
-use super::pods::{ClusterPods, ExistingPod, Labels, NO_LABELS, term_selects};
+use super::pods::{AlikeMemo, ClusterPods, ExistingPod, Labels, NO_LABELS, term_selects};
 use super::scores::MAX_NODE_SCORE;
 
 /// Why the filter rejects a node, in upstream's order of checks.
@@ -161,9 +161,9 @@ impl<'a> AffinityFilter<'a> {
     ) -> Option<Self> {
         let affinity = pod.required_affinity();
         let anti_affinity = pod.required_anti_affinity();
-        let mut existing_anti_affinity_counts = Pairs::new();
-        let mut affinity_counts = Pairs::new();
-        let mut anti_affinity_counts = Pairs::new();
+        let mut existing_anti_affinity_counts = Pairs::default();
+        let mut affinity_counts = Pairs::default();
+        let mut anti_affinity_counts = Pairs::default();
         for (p, node) in placed(cluster, nodes) {
             if let Some(terms) = p.terms.as_deref() {
                 for t in &terms.required_anti_affinity {
@@ -172,7 +172,7 @@ impl<'a> AffinityFilter<'a> {
                             &mut existing_anti_affinity_counts,
                             &t.topology_key,
                             &node.labels,
-                            1,
+                            i64::from(p.count),
                         );
                     }
                 }
@@ -183,12 +183,22 @@ impl<'a> AffinityFilter<'a> {
                     .all(|t| incoming_selects(t, pod, cluster, p))
             {
                 for t in affinity {
-                    bump(&mut affinity_counts, &t.topology_key, &node.labels, 1);
+                    bump(
+                        &mut affinity_counts,
+                        &t.topology_key,
+                        &node.labels,
+                        i64::from(p.count),
+                    );
                 }
             }
             for t in anti_affinity {
                 if incoming_selects(t, pod, cluster, p) {
-                    bump(&mut anti_affinity_counts, &t.topology_key, &node.labels, 1);
+                    bump(
+                        &mut anti_affinity_counts,
+                        &t.topology_key,
+                        &node.labels,
+                        i64::from(p.count),
+                    );
                 }
             }
         }
@@ -287,49 +297,48 @@ pub fn affinity_scores(
     let preferred_anti_affinity = pod.preferred_anti_affinity();
     let has_constraints = !preferred_affinity.is_empty() || !preferred_anti_affinity.is_empty();
     let hard_weight = i64::from(cluster.hard_pod_affinity_weight);
-    let mut scores = TopologyScore::new();
+    let mut scores = TopologyScore::default();
+    // What one pod of a run of alike pods adds, by topology key.
+    let mut adds: AlikeMemo<Vec<(&str, i64)>> = AlikeMemo::default();
     for (p, node) in placed(cluster, nodes) {
         if node.labels.is_empty() || (!has_constraints && p.terms.is_none()) {
             continue;
         }
-        for (terms, sign) in [(preferred_affinity, 1), (preferred_anti_affinity, -1)] {
-            for wt in terms {
-                let t = &wt.pod_affinity_term;
-                if incoming_selects(t, pod, cluster, p) {
-                    add(
-                        &mut scores,
-                        &t.topology_key,
-                        node,
-                        sign * i64::from(wt.weight),
-                    );
+        let adds = adds.get(p, || {
+            let mut adds = Vec::new();
+            for (terms, sign) in [(preferred_affinity, 1), (preferred_anti_affinity, -1)] {
+                for wt in terms {
+                    let t = &wt.pod_affinity_term;
+                    if incoming_selects(t, pod, cluster, p) {
+                        adds.push((t.topology_key.as_str(), sign * i64::from(wt.weight)));
+                    }
                 }
             }
-        }
-        let Some(terms) = p.terms.as_deref() else {
-            continue;
-        };
-        if hard_weight > 0 {
-            for t in &terms.required_affinity {
-                if existing_selects(t, p, pod, cluster) {
-                    add(&mut scores, &t.topology_key, node, hard_weight);
+            let Some(terms) = p.terms.as_deref() else {
+                return adds;
+            };
+            if hard_weight > 0 {
+                for t in &terms.required_affinity {
+                    if existing_selects(t, p, pod, cluster) {
+                        adds.push((t.topology_key.as_str(), hard_weight));
+                    }
                 }
             }
-        }
-        for (terms, sign) in [
-            (&terms.preferred_affinity, 1),
-            (&terms.preferred_anti_affinity, -1),
-        ] {
-            for wt in terms {
-                let t = &wt.pod_affinity_term;
-                if existing_selects(t, p, pod, cluster) {
-                    add(
-                        &mut scores,
-                        &t.topology_key,
-                        node,
-                        sign * i64::from(wt.weight),
-                    );
+            for (terms, sign) in [
+                (&terms.preferred_affinity, 1),
+                (&terms.preferred_anti_affinity, -1),
+            ] {
+                for wt in terms {
+                    let t = &wt.pod_affinity_term;
+                    if existing_selects(t, p, pod, cluster) {
+                        adds.push((t.topology_key.as_str(), sign * i64::from(wt.weight)));
+                    }
                 }
             }
+            adds
+        });
+        for &(key, weight) in adds {
+            add(&mut scores, key, node, weight * i64::from(p.count));
         }
     }
     if scores.is_empty() {

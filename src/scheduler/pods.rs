@@ -32,6 +32,9 @@ pub struct ExistingPod {
     pub terminating: bool,
     /// Its own pod affinity and anti-affinity, `None` for the (many) pods without any.
     pub terms: Option<Arc<AffinityTerms>>,
+    /// How many pods this entry stands for: pods alike in namespace, labels, terms, node and
+    /// deletion count once each, but are matched once for all.
+    pub count: u32,
 }
 
 /// The pod (anti-)affinity terms of an existing pod, as `framework.PodInfo` parses them.
@@ -99,7 +102,42 @@ impl ExistingPod {
             terminating: pod.metadata.deletion_timestamp.is_some(),
             terms: AffinityTerms::of(pod.spec.as_ref().and_then(|s| s.affinity.as_ref()))
                 .map(Arc::new),
+            count: 1,
         }
+    }
+}
+
+/// One answer per run of alike pods: the plugins ask the same of every pod (does a term select
+/// it, does one of its terms select the incoming pod), and pods of one template come side by
+/// side sharing their namespace, labels and terms (see [`ExistingPod::count`]). The answer
+/// for the last pod is kept while the next shares all three, by pointer.
+pub struct AlikeMemo<T> {
+    last: Option<(*const u8, *const Labels, *const AffinityTerms)>,
+    answer: Option<T>,
+}
+
+impl<T> Default for AlikeMemo<T> {
+    fn default() -> Self {
+        AlikeMemo {
+            last: None,
+            answer: None,
+        }
+    }
+}
+
+impl<T> AlikeMemo<T> {
+    /// The answer for `pod`: the last one when `pod` is alike the last pod asked about.
+    pub fn get(&mut self, pod: &ExistingPod, compute: impl FnOnce() -> T) -> &T {
+        let key = (
+            pod.namespace.as_ptr(),
+            Arc::as_ptr(&pod.labels),
+            pod.terms.as_ref().map_or(std::ptr::null(), Arc::as_ptr),
+        );
+        if self.last != Some(key) {
+            self.last = Some(key);
+            self.answer = None;
+        }
+        self.answer.get_or_insert_with(compute)
     }
 }
 

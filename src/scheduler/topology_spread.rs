@@ -5,7 +5,9 @@
 //! cluster-level default constraints (which apply only to a pod without constraints of its own
 //! that a Service, ReplicaSet, StatefulSet or ReplicationController selects).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use crate::hashing::HashMap;
 use std::sync::LazyLock;
 
 use k8s_openapi::api::core::v1::TopologySpreadConstraint;
@@ -13,7 +15,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::cycle::{Code, PodFacts, required_node_affinity_matches};
 use super::node::ModelNode;
-use super::pods::{ClusterPods, ExistingPod, Labels, selector_matches, selects_everything};
+use super::pods::{
+    AlikeMemo, ClusterPods, ExistingPod, Labels, selector_matches, selects_everything,
+};
 use super::scores::MAX_NODE_SCORE;
 use super::terms::tolerated;
 
@@ -215,14 +219,23 @@ fn matching_per_node(
     nodes: usize,
 ) -> Vec<Vec<i64>> {
     let mut counts = vec![vec![0i64; nodes]; constraints.len()];
+    let mut selected = AlikeMemo::default();
     for p in pods {
-        if p.terminating || p.node >= nodes || &*p.namespace != namespace {
+        if p.terminating || p.node >= nodes {
             continue;
         }
-        for (c, per_node) in constraints.iter().zip(counts.iter_mut()) {
-            if !c.selector.is_empty() && c.selector.matches(&p.labels) {
-                per_node[p.node] += 1;
-            }
+        let selected: &Vec<bool> = selected.get(p, || {
+            constraints
+                .iter()
+                .map(|c| {
+                    &*p.namespace == namespace
+                        && !c.selector.is_empty()
+                        && c.selector.matches(&p.labels)
+                })
+                .collect()
+        });
+        for (per_node, _) in counts.iter_mut().zip(selected).filter(|(_, s)| **s) {
+            per_node[p.node] += i64::from(p.count);
         }
     }
     counts
@@ -254,7 +267,7 @@ impl<'a> SpreadFilter<'a> {
             return None;
         }
         let per_node = matching_per_node(&constraints, pod.namespace, cluster.pods, nodes.len());
-        let mut counts = vec![HashMap::new(); constraints.len()];
+        let mut counts = vec![HashMap::default(); constraints.len()];
         for (i, node) in nodes.iter().enumerate() {
             if !has_all_keys(node, &constraints) {
                 continue;
@@ -346,7 +359,7 @@ pub fn spread_scores(
     let qualifies = |node: &ModelNode| !require_all || has_all_keys(node, &constraints);
     let ignored: Vec<bool> = candidates.iter().map(|&i| !qualifies(&nodes[i])).collect();
     let scored_nodes = ignored.iter().filter(|ignored| !**ignored).count();
-    let mut domains: Vec<HashMap<&str, i64>> = vec![HashMap::new(); constraints.len()];
+    let mut domains: Vec<HashMap<&str, i64>> = vec![HashMap::default(); constraints.len()];
     for (&i, _) in candidates.iter().zip(&ignored).filter(|(_, ig)| !**ig) {
         for (c, d) in constraints.iter().zip(domains.iter_mut()) {
             if !c.is_hostname() {
