@@ -411,13 +411,8 @@ fn replicas_take_near_ties_in_their_own_order() {
         .map(|i| node(&format!("n{i}"), 0.20 + i as f64 * 0.005))
         .collect();
     nodes.push(node("warm", 0.5));
-    let snapshot = LoadSnapshot {
-        taken_at: None,
-        pods: Vec::new(),
-        nodes,
-    };
     let policy = PlacementConfig::default();
-    let view = ClusterView::build(&snapshot, None, &policy);
+    let view = view_of(nodes, &policy);
     let p = pod(json!({}));
     let d = demand(&p, &[]);
     let picks: std::collections::BTreeSet<String> = (0..40)
@@ -455,13 +450,8 @@ fn a_replica_the_watch_runs_behind_mirrors_the_others_unheard_pods() {
         })
         .collect();
     assert!((4..=16).contains(&nodes.iter().filter(|n| n.cpu > 0.2).count()));
-    let snapshot = LoadSnapshot {
-        taken_at: None,
-        pods: Vec::new(),
-        nodes,
-    };
     let policy = PlacementConfig::default();
-    let view = ClusterView::build(&snapshot, None, &policy);
+    let view = view_of(nodes, &policy);
     let p = pod(json!({}));
     let d = demand(&p, &[]);
     let owner_of_landing = |unheard: usize, heard: HeardMix| {
@@ -493,6 +483,16 @@ fn a_replica_the_watch_runs_behind_mirrors_the_others_unheard_pods() {
         others: 0.0,
     };
     assert_eq!(owner_of_landing(20, b_gets_nothing), "b");
+}
+
+/// The view of a snapshot of `nodes` alone.
+fn view_of(nodes: Vec<NodeLoad>, policy: &PlacementConfig) -> ClusterView {
+    let snapshot = LoadSnapshot {
+        taken_at: None,
+        pods: Vec::new(),
+        nodes,
+    };
+    ClusterView::build(&snapshot, None, policy)
 }
 
 fn run_salted(

@@ -240,18 +240,30 @@ impl RankIndex {
         };
         for &position in super::constraints::eligible_nodes(&pod.constraints, view).iter() {
             let position = position as usize;
-            let now = standing(
-                position,
-                view,
-                inflight,
-                pod,
-                policy,
-                index.partition.as_ref(),
-            );
+            let now = index.standing_of(position, view, inflight, pod, policy);
             index.insert(position, now);
             index.standings[position] = Some(now);
         }
         index
+    }
+
+    /// How the node at `position` stands now, for this replica.
+    fn standing_of(
+        &self,
+        position: usize,
+        view: &ClusterView,
+        inflight: InFlight<'_>,
+        pod: &PodDemand<'_>,
+        policy: &PlacementConfig,
+    ) -> Standing {
+        standing(
+            position,
+            view,
+            inflight,
+            pod,
+            policy,
+            self.partition.as_ref(),
+        )
     }
 
     /// Moves the node at `position` (if eligible) to where it stands now.
@@ -266,14 +278,7 @@ impl RankIndex {
         let Some(Some(before)) = self.standings.get(position).copied() else {
             return;
         };
-        let now = standing(
-            position,
-            view,
-            inflight,
-            pod,
-            policy,
-            self.partition.as_ref(),
-        );
+        let now = self.standing_of(position, view, inflight, pod, policy);
         if now == before {
             return;
         }

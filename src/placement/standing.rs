@@ -91,12 +91,25 @@ pub(super) fn fits_with(
     extra: Option<NodeExtra>,
     pod: &PodFacts<'_>,
 ) -> bool {
-    use crate::scheduler::resources::{CPU, MEMORY, PODS};
     if !node.allocatable_known {
         return true;
     }
-    // Same rounding of expected requests as `model_node_with`.
-    let requested = |name: &str| {
+    fits_in(
+        &node.allocatable,
+        requested_with(node, bound, extra),
+        &pod.requests,
+    )
+}
+
+/// What is requested on `node` of each resource: its base, what is bound and what steered pods
+/// are expected to bring, rounded as [`model_node_with`] rounds it.
+fn requested_with<'a>(
+    node: &'a NodeView,
+    bound: Option<&'a NodeRequests>,
+    extra: Option<NodeExtra>,
+) -> impl Fn(&str) -> i64 + 'a {
+    use crate::scheduler::resources::{CPU, MEMORY, PODS};
+    move |name: &str| {
         let expected = extra.map_or(0, |x| match name {
             CPU => x.milli_cpu.round() as i64,
             MEMORY => x.memory.round() as i64,
@@ -106,8 +119,7 @@ pub(super) fn fits_with(
         node.base_requested.requested.get(name)
             + bound.map_or(0, |b| b.requested.get(name))
             + expected
-    };
-    fits_in(&node.allocatable, requested, &pod.requests)
+    }
 }
 
 /// How many more pods with `pod`'s requests fit on `node` ([`fits_with`]'s count): unbounded
@@ -118,21 +130,11 @@ pub(super) fn room_with(
     extra: Option<NodeExtra>,
     pod: &PodFacts<'_>,
 ) -> usize {
-    use crate::scheduler::resources::{CPU, MEMORY, PODS};
+    use crate::scheduler::resources::PODS;
     if !node.allocatable_known {
         return usize::MAX;
     }
-    let requested = |name: &str| {
-        let expected = extra.map_or(0, |x| match name {
-            CPU => x.milli_cpu.round() as i64,
-            MEMORY => x.memory.round() as i64,
-            PODS => x.pods.round() as i64,
-            _ => 0,
-        });
-        node.base_requested.requested.get(name)
-            + bound.map_or(0, |b| b.requested.get(name))
-            + expected
-    };
+    let requested = requested_with(node, bound, extra);
     let free = |name: &str| (node.allocatable.get(name) - requested(name)).max(0);
     let mut room = if node.allocatable.pods > 0 {
         free(PODS) as usize
