@@ -181,7 +181,8 @@ pub struct Ledger {
     /// Pending pods with a group, counted by group and the node they most likely land on:
     /// what the plugins that count pods read, kept as pods come and go rather than gathered
     /// from every entry at each decision.
-    pending_tally: HashMap<(usize, u32), (Arc<PodGroup>, u32)>,
+    /// By group (its address): the group and its pending pods by node (ledger number).
+    pending_tally: HashMap<usize, (Arc<PodGroup>, HashMap<u32, u32>)>,
     /// Requests of every bound pod, from the pod watch.
     pub occupancy: Occupancy,
     /// Running TaskManagers by job, from the pod watch.
@@ -394,11 +395,15 @@ impl Ledger {
     /// aligned view) where they most likely land: where the plugins that count pods will find
     /// them. (group, position, pods)
     pub fn pending_groups(&self) -> impl Iterator<Item = (&Arc<PodGroup>, usize, u32)> {
+        // Group by group: the plugins match a run of one group's pods once.
+        let positions = &self.aligned.by_ledger_number;
         self.pending_tally
-            .iter()
-            .filter_map(|(&(_, node), (group, count))| {
-                let position = *self.aligned.by_ledger_number.get(node as usize)?;
-                (position != u32::MAX).then_some((group, position as usize, *count))
+            .values()
+            .flat_map(move |(group, on_node)| {
+                on_node.iter().filter_map(move |(&node, &count)| {
+                    let position = *positions.get(node as usize)?;
+                    (position != u32::MAX).then_some((group, position as usize, count))
+                })
             })
     }
 
@@ -649,19 +654,30 @@ fn most_likely(entry: &Entry) -> Option<u32> {
 
 /// Counts one pending pod of `group` on `node` in or out of `tally`.
 fn tally(
-    tally: &mut HashMap<(usize, u32), (Arc<PodGroup>, u32)>,
+    tally: &mut HashMap<usize, (Arc<PodGroup>, HashMap<u32, u32>)>,
     group: &Arc<PodGroup>,
     node: u32,
     add: bool,
 ) {
-    let key = (Arc::as_ptr(group) as usize, node);
+    let key = Arc::as_ptr(group) as usize;
     if add {
-        tally.entry(key).or_insert_with(|| (group.clone(), 0)).1 += 1;
-    } else if let Some(slot) = tally.get_mut(&key) {
-        slot.1 -= 1;
-        if slot.1 == 0 {
-            tally.remove(&key);
+        let (_, on_node) = tally
+            .entry(key)
+            .or_insert_with(|| (group.clone(), HashMap::default()));
+        *on_node.entry(node).or_insert(0) += 1;
+        return;
+    }
+    let Some((_, on_node)) = tally.get_mut(&key) else {
+        return;
+    };
+    if let Some(count) = on_node.get_mut(&node) {
+        *count -= 1;
+        if *count == 0 {
+            on_node.remove(&node);
         }
+    }
+    if on_node.is_empty() {
+        tally.remove(&key);
     }
 }
 

@@ -124,15 +124,11 @@ pub fn pods_around(facts: &PodFacts<'_>, view: &ClusterView, ledger: &Ledger) ->
             }
         }
     }
-    let mut pending: Vec<(&Arc<PodGroup>, usize, u32)> = ledger
-        .pending_groups()
-        .filter(|(group, _, _)| relevant(group))
-        .collect();
-    // Alike entries side by side (counts add up the same in any order).
-    pending.sort_unstable_by_key(|&(group, position, _)| (Arc::as_ptr(group) as usize, position));
+    // The ledger lists them group by group: alike entries come side by side.
     pods.extend(
-        pending
-            .into_iter()
+        ledger
+            .pending_groups()
+            .filter(|(group, _, _)| relevant(group))
             .map(|(group, position, count)| existing(group, position, count)),
     );
     pods

@@ -271,11 +271,19 @@ impl<'a> AffinityFilter<'a> {
 /// Per topology key, per value: the summed weights (`scoreMap`).
 type TopologyScore<'a> = HashMap<&'a str, HashMap<&'a str, i64>>;
 
-fn add<'a>(scores: &mut TopologyScore<'a>, key: &'a str, node: &'a ModelNode, weight: i64) {
+/// Adds `weight` to the domain of `node` for `key`; a key's map is made for `domains` domains
+/// (at most one per existing pod), so it does not grow step by step.
+fn add<'a>(
+    scores: &mut TopologyScore<'a>,
+    key: &'a str,
+    node: &'a ModelNode,
+    weight: i64,
+    domains: usize,
+) {
     if let Some(value) = node.labels.get(key) {
         *scores
             .entry(key)
-            .or_default()
+            .or_insert_with(|| HashMap::with_capacity_and_hasher(domains, Default::default()))
             .entry(value.as_str())
             .or_insert(0) += weight;
     }
@@ -298,6 +306,7 @@ pub fn affinity_scores(
     let has_constraints = !preferred_affinity.is_empty() || !preferred_anti_affinity.is_empty();
     let hard_weight = i64::from(cluster.hard_pod_affinity_weight);
     let mut scores = TopologyScore::default();
+    let domains = cluster.pods.len().min(nodes.len());
     // What one pod of a run of alike pods adds, by topology key.
     let mut adds: AlikeMemo<Vec<(&str, i64)>> = AlikeMemo::default();
     for (p, node) in placed(cluster, nodes) {
@@ -338,7 +347,7 @@ pub fn affinity_scores(
             adds
         });
         for &(key, weight) in adds {
-            add(&mut scores, key, node, weight * i64::from(p.count));
+            add(&mut scores, key, node, weight * i64::from(p.count), domains);
         }
     }
     if scores.is_empty() {
