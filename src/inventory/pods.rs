@@ -125,7 +125,6 @@ pub fn apply_pod_event(
     }
     if let Some(node) = node {
         if !ledger.contains(&note.id) {
-            ledger.heard_from_another();
             let Some(steered_at) = steered_at(pod, now_instant, now_wall) else {
                 return PodEffect::Ignored;
             };
@@ -136,6 +135,7 @@ pub fn apply_pod_event(
                 &requests,
                 steered_at,
             );
+            heard_if_recent(ledger, &note.id);
         }
         // Absent after charge: older than the ttl, the metrics show it already.
         return if ledger.bind(&note.id, node) {
@@ -147,11 +147,11 @@ pub fn apply_pod_event(
     if ledger.contains(&note.id) {
         return PodEffect::Unchanged;
     }
-    ledger.heard_from_another();
     let Some(steered_at) = steered_at(pod, now_instant, now_wall) else {
         return PodEffect::Ignored;
     };
     ledger.charge(&note.id, &note.nodes, note.load, &requests, steered_at);
+    heard_if_recent(ledger, &note.id);
     if pod
         .spec
         .as_ref()
@@ -163,6 +163,15 @@ pub fn apply_pod_event(
         PodEffect::Charged
     } else {
         PodEffect::Ignored
+    }
+}
+
+/// Another replica's pod, reported for the first time, counts in the split of the reviews only
+/// when it was charged (steered within the ttl): a re-list's old pods say nothing of the split
+/// now.
+fn heard_if_recent(ledger: &mut Ledger, id: &str) {
+    if ledger.contains(id) {
+        ledger.heard_from_another();
     }
 }
 
@@ -425,6 +434,22 @@ mod tests {
             assert_eq!(bound_milli_cpu(&l, "worker-1"), 0, "deleted");
         }
         assert!(l.is_empty());
+    }
+
+    #[test]
+    fn only_recent_pods_of_other_replicas_count_in_the_split() {
+        let mut l = Ledger::new(TTL);
+        // A re-list's pod steered long ago says nothing of how reviews are split now.
+        let old = pod(Some(NOTE), Some("worker-4"), "Running", 600);
+        assert_eq!(apply(&mut l, &old, false), PodEffect::Ignored);
+        assert_eq!(l.heard_mix().others, 0.0);
+        let recent = pod(Some(NOTE), None, "Pending", 1);
+        assert_eq!(apply(&mut l, &recent, false), PodEffect::Charged);
+        assert_eq!(l.heard_mix().others, 1.0);
+        // Its bind is the same pod: not counted again.
+        let bound = pod(Some(NOTE), Some("worker-4"), "Running", 1);
+        assert_eq!(apply(&mut l, &bound, false), PodEffect::Bound);
+        assert_eq!(l.heard_mix().others, 1.0);
     }
 
     #[test]

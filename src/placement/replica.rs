@@ -150,9 +150,10 @@ impl Replica {
     }
 
     /// The watch runs behind this replica's own decisions: the other replicas are taken to
-    /// have decided, in the split the watch reported lately, pods this one has not heard of, water-filled over their own nodes
-    /// as this one fills its own. Without this, a replica that saw the others' nodes as
-    /// untouched would pile onto their coolest while their owners fill them too.
+    /// have decided, in the split the watch reported lately, pods this one has not heard of,
+    /// water-filled over their own nodes as this one fills its own. Without this, a replica
+    /// that saw the others' nodes as untouched would pile onto their coolest while their
+    /// owners fill them too.
     pub(super) fn mirrors(&self) -> bool {
         self.unheard_elsewhere() >= MIRROR_FROM
     }
