@@ -142,6 +142,7 @@ pub struct Metrics {
     pub prometheus_query_errors: Family<QueryLabels, Counter>,
     pub prometheus_refresh_duration: Histogram,
     pub inflight_entries: Gauge,
+    pub inflight_unheard: Gauge,
     pub inflight_evicted: Counter,
     pub saturated_decisions: Counter,
     pub empty_decisions: Counter,
@@ -214,6 +215,12 @@ impl Metrics {
             "inflight_entries",
             "Steered pods whose estimated load is still counted on their nodes",
             inflight_entries.clone(),
+        );
+        let inflight_unheard = Gauge::default();
+        registry.register(
+            "inflight_unheard",
+            "Pods this replica steered that its pod watch has not reported yet",
+            inflight_unheard.clone(),
         );
         let inflight_evicted = Counter::default();
         registry.register(
@@ -324,6 +331,7 @@ impl Metrics {
             prometheus_query_errors,
             prometheus_refresh_duration,
             inflight_entries,
+            inflight_unheard,
             inflight_evicted,
             landings,
             saturated_decisions,

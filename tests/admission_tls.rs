@@ -470,6 +470,9 @@ async fn health_and_metrics_endpoints() {
         "placement_webhook_review_duration_seconds_count 2",
         "placement_webhook_nodes_in_snapshot 24",
         "placement_webhook_snapshot_age_seconds 0",
+        // The steered pod, which no pod watch has reported (there is none here).
+        "placement_webhook_inflight_entries 1\n",
+        "placement_webhook_inflight_unheard 1\n",
     ] {
         assert!(text.contains(want), "missing {want:?} in\n{text}");
     }

@@ -297,14 +297,14 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
             m.nodes_in_snapshot.set(0);
         }
     }
-    let (ledger_len, evicted, watched) = {
+    let (ledger_len, unheard, evicted, watched) = {
         let ledger = state.admission.ledger().read();
         // Who runs where: the pod watch when there is one.
         let watched = state
             .readiness
             .has_cluster_access()
             .then(|| ledger.running.placed());
-        (ledger.len(), ledger.evicted(), watched)
+        (ledger.len(), ledger.unheard(), ledger.evicted(), watched)
     };
     let hot_jobs = match state.admission.store().current() {
         Some(view) => {
@@ -324,6 +324,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     };
     m.set_taskmanagers_on_hot_nodes(&hot_jobs);
     m.inflight_entries.set(ledger_len as i64);
+    m.inflight_unheard.set(unheard as i64);
     // The ledger counts; the counter catches up at each scrape.
     m.inflight_evicted
         .inc_by(evicted.saturating_sub(m.inflight_evicted.get()));
