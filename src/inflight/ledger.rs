@@ -178,10 +178,9 @@ pub struct Ledger {
     heard: HeardMix,
     /// The group of the pending pod tagged last.
     last_pending_group: Option<Arc<PodGroup>>,
-    /// Pending pods with a group, counted by group and the node they most likely land on:
-    /// what the plugins that count pods read, kept as pods come and go rather than gathered
-    /// from every entry at each decision.
-    /// By group (its address): the group and its pending pods by node (ledger number).
+    /// Pending pods with a group, by group (its address): the group and its pods counted by
+    /// the node (ledger number) they most likely land on. What the plugins that count pods
+    /// read, kept as pods come and go rather than gathered from every entry at each decision.
     pending_tally: HashMap<usize, (Arc<PodGroup>, HashMap<u32, u32>)>,
     /// Requests of every bound pod, from the pod watch.
     pub occupancy: Occupancy,
@@ -608,7 +607,6 @@ impl Ledger {
         self.entries.is_empty()
     }
 
-    /// The number of `node`, given it on first sight.
     /// A pending entry leaves the tally of pending groups.
     fn untally(&mut self, entry: &Entry) {
         if let (false, Some(group), Some(node)) = (entry.bound, &entry.group, most_likely(entry)) {
@@ -616,6 +614,7 @@ impl Ledger {
         }
     }
 
+    /// The number of `node`, given it on first sight.
     fn node_id(&mut self, node: &str) -> u32 {
         if let Some(&id) = self.node_ids.get(node) {
             return id;

@@ -71,22 +71,13 @@ impl ReplicaSet {
             })
     }
 
-    /// How many of `view`'s nodes this replica owns. Once per view.
-    pub fn owned_count(&self, view: &ClusterView) -> usize {
-        let count = view
-            .memo
-            .get_or_compute(format!("owned-count/{:x}", self.key), || {
-                vec![self.owned(view).iter().sum::<u32>()]
-            });
-        count.first().copied().unwrap_or(0) as usize
-    }
-
     /// Share of `view`'s nodes this replica owns.
     pub fn share(&self, view: &ClusterView) -> f64 {
-        if view.nodes.is_empty() {
+        let owned = self.owned(view);
+        if owned.is_empty() {
             return 0.0;
         }
-        self.owned_count(view) as f64 / view.nodes.len() as f64
+        owned.iter().map(|&o| f64::from(o)).sum::<f64>() / owned.len() as f64
     }
 
     pub(super) fn key(&self) -> u64 {

@@ -369,7 +369,6 @@ pub(super) fn standing(
 /// (`owned` 0) where its requests fit, fill them to: the lowest level under which that many
 /// fit, each node taking pods at the rank one adds there, as many as its requests leave room
 /// for. Minus infinity when none fits, infinity when they do not all fit.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn mirrored_level(
     view: &ClusterView,
     eligible: &[u32],
@@ -379,6 +378,9 @@ pub(super) fn mirrored_level(
     owned: &[u32],
     pods: usize,
 ) -> f64 {
+    if pods == 0 {
+        return f64::NEG_INFINITY;
+    }
     // (rank with no pod, what one pod adds, how many fit)
     let mut nodes: Vec<(f64, f64, usize)> = Vec::new();
     for index in eligible.iter().map(|&i| i as usize) {
@@ -401,9 +403,6 @@ pub(super) fn mirrored_level(
     let Some(lowest) = nodes.iter().map(|n| n.0).min_by(f64::total_cmp) else {
         return f64::NEG_INFINITY;
     };
-    if pods == 0 {
-        return f64::NEG_INFINITY;
-    }
     let fill = |level: f64| -> usize {
         nodes
             .iter()

@@ -33,7 +33,7 @@ pub struct ExistingPod {
     /// Its own pod affinity and anti-affinity, `None` for the (many) pods without any.
     pub terms: Option<Arc<AffinityTerms>>,
     /// How many pods this entry stands for: pods alike in namespace, labels, terms, node and
-    /// deletion count once each, but are matched once for all.
+    /// deletion each count, but are matched against the terms once.
     pub count: u32,
 }
 

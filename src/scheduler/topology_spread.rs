@@ -6,9 +6,9 @@
 //! that a Service, ReplicaSet, StatefulSet or ReplicationController selects).
 
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
 use crate::hashing::HashMap;
-use std::sync::LazyLock;
 
 use k8s_openapi::api::core::v1::TopologySpreadConstraint;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
