@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use placement_webhook::config::PlacementConfig;
 use placement_webhook::config::scheduler::SchedulerConfig;
 use placement_webhook::inflight::ledger::{Ledger, PodLoad};
+use placement_webhook::inflight::pod_groups::PodGroup;
 use placement_webhook::placement::{
     PodConstraints, PodDemand, RankIndexes, decide, decide_indexed,
 };
@@ -82,7 +83,7 @@ enum Op {
 
 fn gen_op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        6 => (0usize..3).prop_map(|shape| Op::Steer { shape }),
+        6 => (0usize..SHAPES).prop_map(|shape| Op::Steer { shape }),
         2 => (0usize..64, 0usize..400).prop_map(|(k, node)| Op::Bind { k, node }),
         1 => (0usize..64).prop_map(|k| Op::Forget { k }),
         2 => (0usize..8, prop::option::of(0usize..400))
@@ -110,6 +111,10 @@ fn snapshot(nodes: &[GenNode]) -> LoadSnapshot {
                 node.labels = BTreeMap::from([
                     ("kubernetes.io/hostname".to_string(), name),
                     ("node-pool".to_string(), pool.to_string()),
+                    (
+                        "topology.kubernetes.io/zone".to_string(),
+                        format!("zone-{}", i % 3),
+                    ),
                 ]);
                 node.allocatable = BTreeMap::from([
                     ("cpu".to_string(), g.cores.to_string()),
@@ -127,19 +132,35 @@ fn snapshot(nodes: &[GenNode]) -> LoadSnapshot {
     }
 }
 
-/// Three shapes: 2 cores, 4 cores carrying network, and 1 core restricted to the flink pool.
+const SHAPES: usize = 5;
+
+/// Five shapes: 2 cores, 4 cores carrying network, 1 core restricted to the flink pool, and two
+/// of a job's TaskManagers the scheduler scores by the pods around them: kept apart by host
+/// (preferred anti-affinity) and drawn to the zones that hold the job (preferred affinity).
 fn pod(shape: usize) -> (Pod, PodLoad) {
     let (cpu, selector, network) = match shape {
-        0 => ("2", None, 0.0),
+        0 | 3 | 4 => ("2", None, 0.0),
         1 => ("4", None, 2e8),
         _ => ("1", Some(json!({"node-pool": "flink"})), 0.0),
+    };
+    let job = json!({"matchLabels": {"app": "wordcount"}});
+    let affinity = match shape {
+        3 => json!({"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "podAffinityTerm":
+                {"labelSelector": job, "topologyKey": "kubernetes.io/hostname"}}]}}),
+        4 => json!({"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 30, "podAffinityTerm":
+                {"labelSelector": job, "topologyKey": "topology.kubernetes.io/zone"}}]}}),
+        _ => json!(null),
     };
     let pod = json!({
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": format!("tm-{shape}"), "namespace": "flink"},
+        "metadata": {"name": format!("tm-{shape}"), "namespace": "flink",
+                     "labels": {"app": "wordcount"}},
         "spec": {
             "nodeSelector": selector,
+            "affinity": affinity,
             "containers": [{"name": "flink-main-container", "image": "flink:1.20",
                 "resources": {"requests": {"cpu": cpu, "memory": "4Gi"}}}]
         }
@@ -180,7 +201,7 @@ proptest! {
         let scheduler = SchedulerConfig::default();
         let snapshot = snapshot(&nodes);
         let mut view = ClusterView::build(&snapshot, None, &policy);
-        let shapes: Vec<(Pod, PodLoad)> = (0..3).map(pod).collect();
+        let shapes: Vec<(Pod, PodLoad)> = (0..SHAPES).map(pod).collect();
         let demands: Vec<PodDemand<'_>> = shapes.iter().map(|(p, l)| demand(p, *l)).collect();
         let indexes = RankIndexes::default();
         let mut ledger = Ledger::new(TTL);
@@ -193,6 +214,7 @@ proptest! {
                     let decision = decide(d, &view, Some(&ledger), &policy, &scheduler, 3);
                     let id = format!("pod-{step}");
                     ledger.charge(&id, &decision.landing, d.load, &d.facts.requests, Instant::now());
+                    ledger.set_group(&id, PodGroup::of_facts(&d.facts));
                     steered.push((id, *shape));
                 }
                 Op::Bind { k, node } => {
@@ -210,7 +232,7 @@ proptest! {
                     }
                 }
                 Op::Watch { pod, node } => {
-                    let requests: PodRequests = demands[pod % 3].facts.requests.clone();
+                    let requests: PodRequests = demands[pod % SHAPES].facts.requests.clone();
                     let on = node.map(|n| name(n % nodes.len()));
                     ledger.occupancy.set(&format!("watched-{pod}"), on.as_deref(), &requests);
                 }

@@ -395,15 +395,23 @@ impl Ledger {
     /// them. (group, position, pods)
     pub fn pending_groups(&self) -> impl Iterator<Item = (&Arc<PodGroup>, usize, u32)> {
         // Group by group: the plugins match a run of one group's pods once.
+        self.pending_by_group().flat_map(|(group, placed)| {
+            placed.map(move |(position, count)| (group, position, count))
+        })
+    }
+
+    /// [`Ledger::pending_groups`] one group at a time: the group and its pods by position.
+    pub fn pending_by_group(
+        &self,
+    ) -> impl Iterator<Item = (&Arc<PodGroup>, impl Iterator<Item = (usize, u32)> + '_)> {
         let positions = &self.aligned.by_ledger_number;
-        self.pending_tally
-            .values()
-            .flat_map(move |(group, on_node)| {
-                on_node.iter().filter_map(move |(&node, &count)| {
-                    let position = *positions.get(node as usize)?;
-                    (position != u32::MAX).then_some((group, position as usize, count))
-                })
-            })
+        self.pending_tally.values().map(move |(group, on_node)| {
+            let placed = on_node.iter().filter_map(move |(&node, &count)| {
+                let position = *positions.get(node as usize)?;
+                (position != u32::MAX).then_some((position as usize, count))
+            });
+            (group, placed)
+        })
     }
 
     /// The position in the aligned view of the node the occupancy numbers `number`.

@@ -16,6 +16,7 @@ use super::occupancy::NO_GROUP;
 use super::occupancy::Occupancy;
 use crate::hashing::HashMap;
 use crate::scheduler::PodFacts;
+use crate::scheduler::pod_affinity::PodKind;
 use crate::scheduler::pods::{AffinityTerms, Labels};
 
 /// What the plugins read from an existing pod besides its node; shared by the pods of a workload.
@@ -55,6 +56,15 @@ impl PodGroup {
             labels: Arc::new(facts.labels().clone()),
             terms: AffinityTerms::of_parts(facts.pod_affinity, facts.pod_anti_affinity)
                 .map(Arc::new),
+        }
+    }
+
+    /// The group as InterPodAffinity's score reads it.
+    pub fn kind(&self) -> PodKind<'_> {
+        PodKind {
+            namespace: &self.namespace,
+            labels: &self.labels,
+            terms: self.terms.as_deref(),
         }
     }
 

@@ -318,7 +318,7 @@ pub fn decide_indexed(
     match (ledger, inflight.aligned) {
         // Which nodes such a pod may take changes with every pod bound or steered: the
         // per-shape index does not follow that; the walk does.
-        (Some(ledger), true) if super::pod_level::depends_on_pods_around(&pod.facts, ledger) => {
+        (Some(ledger), true) if super::pod_level::applies(&pod.facts, ledger) => {
             decide(pod, view, Some(ledger), policy, scheduler, replica)
         }
         // The level the other replicas' unheard pods reach moves with every decision: the
@@ -330,11 +330,36 @@ pub fn decide_indexed(
             let Some(slot) = indexes.slot(view, pod, policy, &replica) else {
                 return decide(pod, view, Some(ledger), policy, scheduler, replica);
             };
+            // Scores that count other pods keep some nodes of the shape's ranking for this pod
+            // only: the index is read through them.
+            let allowed = super::pod_level::restrict(
+                &eligible_nodes(&pod.constraints, view),
+                &pod.facts,
+                view,
+                ledger,
+                affinity_gap(policy, scheduler),
+            )
+            .map(|allowed| {
+                let mut mask = vec![false; view.nodes.len()];
+                for &position in allowed.iter() {
+                    if let Some(kept) = mask.get_mut(position as usize) {
+                        *kept = true;
+                    }
+                }
+                mask
+            });
             // The index is held while it catches up and is read, not while the answer is built.
             let picked = {
                 let mut index = RankIndexes::lock(&slot);
                 let index = RankIndex::up_to_date(&mut index, view, ledger, pod, policy, &replica);
-                pick(index, pod, view, inflight, policy, scheduler)
+                pick(
+                    &mut index.ranking(allowed.as_deref()),
+                    pod,
+                    view,
+                    inflight,
+                    policy,
+                    scheduler,
+                )
             };
             finish(picked, pod, view, inflight, policy, scheduler)
         }

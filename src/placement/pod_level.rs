@@ -15,8 +15,9 @@ use crate::inflight::ledger::Ledger;
 use crate::inflight::pod_groups::PodGroup;
 use crate::scheduler::cycle::PodFacts;
 use crate::scheduler::cycle::{INTER_POD_AFFINITY_WEIGHT, POD_TOPOLOGY_SPREAD_WEIGHT};
-use crate::scheduler::pod_affinity::{AffinityUnfit, affinity_scores};
-use crate::scheduler::pods::{Labels, term_selects};
+use crate::scheduler::domains::Domains;
+use crate::scheduler::pod_affinity::{AffinityScore, AffinityUnfit};
+use crate::scheduler::pods::{DEFAULT_HARD_POD_AFFINITY_WEIGHT, Labels, term_selects};
 use crate::scheduler::topology_spread::spread_scores;
 use crate::scheduler::{ClusterPods, ExistingPod, PodFilters, SpreadUnfit, Unfit};
 use crate::view::ClusterView;
@@ -43,18 +44,18 @@ pub fn applies(facts: &PodFacts<'_>, ledger: &Ledger) -> bool {
 /// The pod has terms the scheduler scores by the pods around it: a `ScheduleAnyway` spread
 /// constraint, or preferred pod affinity or anti-affinity.
 pub fn scores_apply(facts: &PodFacts<'_>) -> bool {
-    facts
-        .spread_constraints
-        .iter()
-        .any(|c| c.when_unsatisfiable != "DoNotSchedule")
+    spread_scored(facts)
         || !facts.preferred_affinity().is_empty()
         || !facts.preferred_anti_affinity().is_empty()
 }
 
-/// The pods around decide where this pod may go or how the scheduler ranks the nodes: the
-/// decision walks every node (the per-shape index does not follow other pods).
-pub fn depends_on_pods_around(facts: &PodFacts<'_>, ledger: &Ledger) -> bool {
-    applies(facts, ledger) || scores_apply(facts)
+/// The pod has a `ScheduleAnyway` spread constraint: PodTopologySpread's score reads the
+/// pods around it one by one.
+fn spread_scored(facts: &PodFacts<'_>) -> bool {
+    facts
+        .spread_constraints
+        .iter()
+        .any(|c| c.when_unsatisfiable != "DoNotSchedule")
 }
 
 /// A required anti-affinity term of the group's pods selects the pod.
@@ -93,45 +94,84 @@ fn looks_beyond_namespace(facts: &PodFacts<'_>) -> bool {
     })
 }
 
-/// The pods the plugins may read for this pod, at their positions in `view` (which `ledger`
-/// is aligned with): those of its namespace, and those whose terms reach out to other pods.
-pub fn pods_around(facts: &PodFacts<'_>, view: &ClusterView, ledger: &Ledger) -> Vec<ExistingPod> {
-    if !ledger.is_aligned(view.id) {
-        return Vec::new();
-    }
+/// Each group of pods the plugins may read for this pod, with its pods by position in the
+/// view the ledger is aligned with: those of its namespace, and those whose terms reach out to
+/// other pods. Bound groups first, then pending ones, each group's pods side by side.
+fn for_each_group_around<'l>(
+    facts: &PodFacts<'_>,
+    ledger: &'l Ledger,
+    mut visit: impl FnMut(&'l Arc<PodGroup>, &mut dyn Iterator<Item = (usize, u32)>),
+) {
     let everywhere = looks_beyond_namespace(facts);
     let relevant = |group: &PodGroup| {
         everywhere || &*group.namespace == facts.namespace || group.terms.is_some()
     };
-    let existing = |group: &Arc<PodGroup>, node: usize, count: u32| ExistingPod {
-        namespace: group.namespace.clone(),
-        labels: group.labels.clone(),
-        node,
-        terminating: false,
-        terms: group.terms.clone(),
-        count,
-    };
-    // One entry per group and node, counting its pods there: a burst's thousands of pods of
-    // one template are matched against the pod's terms once per node, not once per pod.
-    let mut pods = Vec::new();
     for (group, on_node) in ledger.groups.groups() {
-        if !relevant(group) {
-            continue;
-        }
-        for &(number, count) in on_node {
-            if let Some(position) = ledger.position_of_occupancy_number(number) {
-                pods.push(existing(group, position, count));
-            }
+        if relevant(group) {
+            let mut placed = on_node.iter().filter_map(|&(number, count)| {
+                Some((ledger.position_of_occupancy_number(number)?, count))
+            });
+            visit(group, &mut placed);
         }
     }
-    // The ledger lists them group by group: alike entries come side by side.
-    pods.extend(
-        ledger
-            .pending_groups()
-            .filter(|(group, _, _)| relevant(group))
-            .map(|(group, position, count)| existing(group, position, count)),
-    );
+    for (group, mut placed) in ledger.pending_by_group() {
+        if relevant(group) {
+            visit(group, &mut placed);
+        }
+    }
+}
+
+/// The pods the plugins may read for this pod, at their positions in `view` (which `ledger`
+/// is aligned with), one entry per group and node counting its pods there: a burst's
+/// thousands of pods of one template are matched against the pod's terms once per node, not
+/// once per pod.
+pub fn pods_around(facts: &PodFacts<'_>, view: &ClusterView, ledger: &Ledger) -> Vec<ExistingPod> {
+    let mut pods = Vec::new();
+    if !ledger.is_aligned(view.id) {
+        return pods;
+    }
+    for_each_group_around(facts, ledger, |group, placed| {
+        pods.extend(placed.map(|(node, count)| ExistingPod {
+            namespace: group.namespace.clone(),
+            labels: group.labels.clone(),
+            node,
+            terminating: false,
+            terms: group.terms.clone(),
+            count,
+        }));
+    });
     pods
+}
+
+/// InterPodAffinity's scores of `candidates` (view positions) for this pod, read group by
+/// group from the ledger without listing the pods: see [`AffinityScore`].
+pub fn around_affinity_scores(
+    facts: &PodFacts<'_>,
+    view: &ClusterView,
+    ledger: &Ledger,
+    candidates: &[usize],
+) -> Option<Vec<i64>> {
+    if !ledger.is_aligned(view.id) {
+        return None;
+    }
+    let domains = |key: &str| view_domains(view, key);
+    let mut score = AffinityScore::new(
+        facts,
+        &ledger.namespace_labels,
+        DEFAULT_HARD_POD_AFFINITY_WEIGHT,
+        &domains,
+    );
+    for_each_group_around(facts, ledger, |group, placed| {
+        score.add(group.kind(), placed);
+    });
+    score.scores(candidates)
+}
+
+/// The domains of topology key `key` over the view's nodes, numbered once per view.
+fn view_domains(view: &ClusterView, key: &str) -> Domains {
+    Domains::from(view.memo.get_or_compute(format!("domains/{key}"), || {
+        Domains::numbered(view.model_nodes(), key)
+    }))
 }
 
 /// The filters of one pod against the pods around it, ready to check each node.
@@ -196,7 +236,12 @@ pub fn restrict(
     if !filtered && !scored {
         return None;
     }
-    let pods = pods_around(facts, view, ledger);
+    // PodTopologySpread reads the pods one by one; InterPodAffinity's score reads the groups.
+    let pods = if filtered || spread_scored(facts) {
+        pods_around(facts, view, ledger)
+    } else {
+        Vec::new()
+    };
     let mut allowed: Vec<u32> = if filtered {
         let filters = AroundFilters::new(facts, view, &pods, &ledger.namespace_labels);
         eligible
@@ -208,8 +253,7 @@ pub fn restrict(
         eligible.to_vec()
     };
     if scored {
-        let cluster = ClusterPods::new(&pods, &ledger.namespace_labels);
-        allowed = best_scored(&allowed, facts, view, &cluster, affinity_gap);
+        allowed = best_scored(&allowed, facts, view, ledger, &pods, affinity_gap);
     }
     Some(allowed.into())
 }
@@ -219,11 +263,13 @@ pub fn restrict(
 /// than half of `affinity_gap`, the NodeAffinity points between the first tier and the
 /// next. A node further behind would be named in vain: the scheduler would prefer an
 /// unnamed or lower-tier node that these plugins favour, and the landing would be mispredicted.
+/// `pods`: the pods around, for PodTopologySpread's score.
 pub fn best_scored(
     allowed: &[u32],
     facts: &PodFacts<'_>,
     view: &ClusterView,
-    cluster: &ClusterPods<'_>,
+    ledger: &Ledger,
+    pods: &[ExistingPod],
     affinity_gap: i64,
 ) -> Vec<u32> {
     let nodes = view.model_nodes();
@@ -234,12 +280,13 @@ pub fn best_scored(
             |s| s.into_iter().map(|v| v * weight).collect::<Vec<i64>>(),
         )
     };
+    let cluster = ClusterPods::new(pods, &ledger.namespace_labels);
     let spread = weighted(
-        spread_scores(facts, nodes, &candidates, cluster),
+        spread_scores(facts, nodes, &candidates, &cluster),
         POD_TOPOLOGY_SPREAD_WEIGHT,
     );
     let inter_pod = weighted(
-        affinity_scores(facts, nodes, &candidates, cluster),
+        around_affinity_scores(facts, view, ledger, &candidates),
         INTER_POD_AFFINITY_WEIGHT,
     );
     let total: Vec<i64> = spread.iter().zip(&inter_pod).map(|(a, b)| a + b).collect();

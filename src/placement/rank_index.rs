@@ -328,17 +328,56 @@ impl RankIndex {
     }
 }
 
-impl Ranking for RankIndex {
+impl RankIndex {
+    /// The ranking of the nodes `allowed` marks (by view position), or of every node.
+    pub fn ranking<'a>(&'a self, allowed: Option<&'a [bool]>) -> Restricted<'a> {
+        Restricted {
+            index: self,
+            allowed,
+        }
+    }
+}
+
+/// An index read over some nodes only: those the scores of the plugins that count pods keep
+/// for one pod (see `pod_level::best_scored`), which other pods of its shape may not share.
+pub struct Restricted<'a> {
+    index: &'a RankIndex,
+    allowed: Option<&'a [bool]>,
+}
+
+impl Restricted<'_> {
+    fn keeps(&self, position: usize) -> bool {
+        self.allowed
+            .is_none_or(|allowed| allowed.get(position).copied().unwrap_or(false))
+    }
+
+    fn in_order<'s>(&'s self, set: &'s BTreeSet<ByOrder>) -> impl Iterator<Item = Candidate> + 's {
+        set.iter().map(|c| c.0).filter(|c| self.keeps(c.index))
+    }
+}
+
+impl Ranking for Restricted<'_> {
     fn feasible(&self) -> usize {
-        self.feasible
+        match self.allowed {
+            None => self.index.feasible,
+            Some(allowed) => self
+                .index
+                .standings
+                .iter()
+                .zip(allowed)
+                .filter(|&(standing, &kept)| {
+                    kept && matches!(standing, Some(Standing::Cool(_) | Standing::Hot { .. }))
+                })
+                .count(),
+        }
     }
 
     fn best(&self) -> Option<Candidate> {
-        self.cool.first().map(|c| c.0)
+        self.in_order(&self.index.cool).next()
     }
 
     fn named(&mut self, used: usize, is_tied: &dyn Fn(&Candidate) -> bool) -> Vec<Candidate> {
-        let mut in_order = self.cool.iter().map(|c| c.0);
+        let mut in_order = self.in_order(&self.index.cool);
         // The near-ties are a prefix of the order (the best's NIC side, up to a heat).
         let mut named = Vec::with_capacity(used);
         let mut first_untied = None;
@@ -365,15 +404,17 @@ impl Ranking for RankIndex {
     }
 
     fn hottest(&mut self, max: usize) -> Vec<(f64, usize)> {
-        self.hot
+        self.index
+            .hot
             .iter()
+            .filter(|h| self.keeps(h.index))
             .take(max)
             .map(|h| (h.heat, h.index))
             .collect()
     }
 
     fn least_bad(&mut self, max: usize) -> Vec<Candidate> {
-        self.hot_order.iter().take(max).map(|c| c.0).collect()
+        self.in_order(&self.index.hot_order).take(max).collect()
     }
 
     fn cover(
@@ -383,7 +424,11 @@ impl Ranking for RankIndex {
         positions: &[u32],
         taken: &dyn Fn(usize) -> bool,
     ) -> Vec<Candidate> {
-        let set = if hot { &self.hot_order } else { &self.cool };
-        cover_in_order(set.iter().map(|c| c.0), coverage, positions, taken)
+        let set = if hot {
+            &self.index.hot_order
+        } else {
+            &self.index.cool
+        };
+        cover_in_order(self.in_order(set), coverage, positions, taken)
     }
 }

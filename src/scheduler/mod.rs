@@ -28,6 +28,7 @@
 
 pub mod cores;
 pub mod cycle;
+pub mod domains;
 pub mod node;
 pub mod order;
 pub mod pod_affinity;

@@ -11,7 +11,10 @@ use k8s_openapi::api::core::v1::{PodAffinityTerm, WeightedPodAffinityTerm};
 
 use super::cycle::{Code, PodFacts};
 use super::node::ModelNode;
-use super::pods::{AlikeMemo, ClusterPods, ExistingPod, Labels, NO_LABELS, term_selects};
+use std::collections::BTreeMap;
+
+use super::domains::Domains;
+use super::pods::{AffinityTerms, ClusterPods, ExistingPod, Labels, NO_LABELS, term_selects};
 use super::scores::MAX_NODE_SCORE;
 
 /// Why the filter rejects a node, in upstream's order of checks.
@@ -84,37 +87,35 @@ impl<'a> PodFacts<'a> {
     }
 }
 
-/// The incoming pod's term selects an existing pod (its namespaceSelector merged into the
+/// The incoming pod's term selects pods of `target` (its namespaceSelector merged into the
 /// namespaces that exist, as PreFilter does).
 fn incoming_selects(
     term: &PodAffinityTerm,
     pod: &PodFacts<'_>,
-    cluster: &ClusterPods<'_>,
-    target: &ExistingPod,
+    namespace_labels: &BTreeMap<String, Labels>,
+    target: &PodKind<'_>,
 ) -> bool {
     term_selects(
         term,
         pod.namespace,
-        &target.namespace,
-        cluster.namespace_labels.get(&*target.namespace),
-        &target.labels,
+        target.namespace,
+        namespace_labels.get(target.namespace),
+        target.labels,
     )
 }
 
-/// An existing pod's term selects the incoming pod (read against its namespace's labels).
+/// A term of a pod in `owner_namespace` selects the incoming pod (read against its
+/// namespace's labels).
 fn existing_selects(
     term: &PodAffinityTerm,
-    owner: &ExistingPod,
+    owner_namespace: &str,
     pod: &PodFacts<'_>,
-    cluster: &ClusterPods<'_>,
+    namespace_labels: &BTreeMap<String, Labels>,
 ) -> bool {
-    let ns_labels = cluster
-        .namespace_labels
-        .get(pod.namespace)
-        .unwrap_or(&NO_LABELS);
+    let ns_labels = namespace_labels.get(pod.namespace).unwrap_or(&NO_LABELS);
     term_selects(
         term,
-        &owner.namespace,
+        owner_namespace,
         pod.namespace,
         Some(ns_labels),
         pod.labels(),
@@ -167,7 +168,7 @@ impl<'a> AffinityFilter<'a> {
         for (p, node) in placed(cluster, nodes) {
             if let Some(terms) = p.terms.as_deref() {
                 for t in &terms.required_anti_affinity {
-                    if existing_selects(t, p, pod, cluster) {
+                    if existing_selects(t, &p.namespace, pod, cluster.namespace_labels) {
                         bump(
                             &mut existing_anti_affinity_counts,
                             &t.topology_key,
@@ -180,7 +181,7 @@ impl<'a> AffinityFilter<'a> {
             if !affinity.is_empty()
                 && affinity
                     .iter()
-                    .all(|t| incoming_selects(t, pod, cluster, p))
+                    .all(|t| incoming_selects(t, pod, cluster.namespace_labels, &p.kind()))
             {
                 for t in affinity {
                     bump(
@@ -192,7 +193,7 @@ impl<'a> AffinityFilter<'a> {
                 }
             }
             for t in anti_affinity {
-                if incoming_selects(t, pod, cluster, p) {
+                if incoming_selects(t, pod, cluster.namespace_labels, &p.kind()) {
                     bump(
                         &mut anti_affinity_counts,
                         &t.topology_key,
@@ -268,68 +269,127 @@ impl<'a> AffinityFilter<'a> {
     }
 }
 
-/// Per topology key, per value: the summed weights (`scoreMap`).
-type TopologyScore<'a> = HashMap<&'a str, HashMap<&'a str, i64>>;
+/// Where a kind's namespace, labels and terms are: kinds at one address are alike.
+type KindAddress = (*const u8, *const Labels, *const AffinityTerms);
 
-/// Adds `weight` to the domain of `node` for `key`; a key's map is made for `domains` domains
-/// (at most one per existing pod), so it does not grow step by step.
-fn add<'a>(
-    scores: &mut TopologyScore<'a>,
-    key: &'a str,
-    node: &'a ModelNode,
-    weight: i64,
-    domains: usize,
-) {
-    if let Some(value) = node.labels.get(key) {
-        *scores
-            .entry(key)
-            .or_insert_with(|| HashMap::with_capacity_and_hasher(domains, Default::default()))
-            .entry(value.as_str())
-            .or_insert(0) += weight;
+/// Pods alike in namespace, labels and terms (one workload's): the score asks the same of
+/// each, so it asks once per kind.
+#[derive(Debug, Clone, Copy)]
+pub struct PodKind<'a> {
+    pub namespace: &'a str,
+    pub labels: &'a Labels,
+    pub terms: Option<&'a AffinityTerms>,
+}
+
+impl PodKind<'_> {
+    /// Two kinds that share their namespace, labels and terms by address are alike.
+    fn address(&self) -> KindAddress {
+        (
+            self.namespace.as_ptr(),
+            self.labels,
+            self.terms.map_or(std::ptr::null(), |t| t),
+        )
     }
 }
 
-/// Score and NormalizeScore for each of `candidates` (indexes into `nodes`): 0..100, min-max
-/// normalised. `None` when PreScore skips (no term of either side matched anything), which
-/// scores every node 0.
-pub fn affinity_scores(
-    pod: &PodFacts<'_>,
-    nodes: &[ModelNode],
-    candidates: &[usize],
-    cluster: &ClusterPods<'_>,
-) -> Option<Vec<i64>> {
-    if candidates.is_empty() {
-        return None;
-    }
-    let preferred_affinity = pod.preferred_affinity();
-    let preferred_anti_affinity = pod.preferred_anti_affinity();
-    let has_constraints = !preferred_affinity.is_empty() || !preferred_anti_affinity.is_empty();
-    let hard_weight = i64::from(cluster.hard_pod_affinity_weight);
-    let mut scores = TopologyScore::default();
-    let domains = cluster.pods.len().min(nodes.len());
-    // What one pod of a run of alike pods adds, by topology key.
-    let mut adds: AlikeMemo<Vec<(&str, i64)>> = AlikeMemo::default();
-    for (p, node) in placed(cluster, nodes) {
-        if node.labels.is_empty() || (!has_constraints && p.terms.is_none()) {
-            continue;
+impl ExistingPod {
+    pub fn kind(&self) -> PodKind<'_> {
+        PodKind {
+            namespace: &self.namespace,
+            labels: &self.labels,
+            terms: self.terms.as_deref(),
         }
-        let adds = adds.get(p, || {
-            let mut adds = Vec::new();
-            for (terms, sign) in [(preferred_affinity, 1), (preferred_anti_affinity, -1)] {
-                for wt in terms {
-                    let t = &wt.pod_affinity_term;
-                    if incoming_selects(t, pod, cluster, p) {
-                        adds.push((t.topology_key.as_str(), sign * i64::from(wt.weight)));
-                    }
+    }
+}
+
+/// One topology key's domains and the weights summed in each (`scoreMap[key]`).
+struct KeyScores {
+    key: String,
+    domains: Domains,
+    sums: Vec<i64>,
+}
+
+/// InterPodAffinity's Score and NormalizeScore for one pod, fed the pods around it kind by
+/// kind: each kind's terms are matched once, then its pods add their weight to the domain of
+/// the node they are on. Upstream sums per (topology key, value); here per domain number of
+/// `domains(key)`, which is the same sum.
+pub struct AffinityScore<'p, 'd> {
+    pod: &'d PodFacts<'p>,
+    namespace_labels: &'d BTreeMap<String, Labels>,
+    hard_weight: i64,
+    domains: &'d dyn Fn(&str) -> Domains,
+    keys: Vec<KeyScores>,
+    /// Some pod added weight to some domain (upstream: the score map is not empty).
+    scored: bool,
+    /// The last kind added and what each of its pods adds, by key slot.
+    last: Option<(KindAddress, Vec<(usize, i64)>)>,
+}
+
+impl<'p, 'd> AffinityScore<'p, 'd> {
+    /// `hard_pod_affinity_weight`: the plugin argument (0 ignores existing pods' required
+    /// affinity).
+    pub fn new(
+        pod: &'d PodFacts<'p>,
+        namespace_labels: &'d BTreeMap<String, Labels>,
+        hard_pod_affinity_weight: i32,
+        domains: &'d dyn Fn(&str) -> Domains,
+    ) -> Self {
+        AffinityScore {
+            pod,
+            namespace_labels,
+            hard_weight: i64::from(hard_pod_affinity_weight),
+            domains,
+            keys: Vec::new(),
+            scored: false,
+            last: None,
+        }
+    }
+
+    /// Pods of `kind` on the nodes of `placements` (node index, pods there).
+    pub fn add(&mut self, kind: PodKind<'_>, placements: impl IntoIterator<Item = (usize, u32)>) {
+        let address = kind.address();
+        if self.last.as_ref().is_none_or(|(last, _)| *last != address) {
+            let adds = self.adds(kind);
+            self.last = Some((address, adds));
+        }
+        let Some((_, adds)) = &self.last else {
+            return;
+        };
+        if adds.is_empty() {
+            return;
+        }
+        for (node, count) in placements {
+            for &(slot, weight) in adds {
+                let key = &mut self.keys[slot];
+                if let Some(domain) = key.domains.of_node(node) {
+                    key.sums[domain] += weight * i64::from(count);
+                    self.scored = true;
                 }
             }
-            let Some(terms) = p.terms.as_deref() else {
-                return adds;
-            };
-            if hard_weight > 0 {
+        }
+    }
+
+    /// What one pod of `kind` adds, by key slot: the incoming pod's preferred terms that
+    /// select it, and its own terms that select the incoming pod.
+    fn adds(&mut self, kind: PodKind<'_>) -> Vec<(usize, i64)> {
+        let pod = self.pod;
+        let mut adds: Vec<(&str, i64)> = Vec::new();
+        for (terms, sign) in [
+            (pod.preferred_affinity(), 1),
+            (pod.preferred_anti_affinity(), -1),
+        ] {
+            for wt in terms {
+                let t = &wt.pod_affinity_term;
+                if incoming_selects(t, pod, self.namespace_labels, &kind) {
+                    adds.push((t.topology_key.as_str(), sign * i64::from(wt.weight)));
+                }
+            }
+        }
+        if let Some(terms) = kind.terms {
+            if self.hard_weight > 0 {
                 for t in &terms.required_affinity {
-                    if existing_selects(t, p, pod, cluster) {
-                        adds.push((t.topology_key.as_str(), hard_weight));
+                    if existing_selects(t, kind.namespace, pod, self.namespace_labels) {
+                        adds.push((t.topology_key.as_str(), self.hard_weight));
                     }
                 }
             }
@@ -339,44 +399,83 @@ pub fn affinity_scores(
             ] {
                 for wt in terms {
                     let t = &wt.pod_affinity_term;
-                    if existing_selects(t, p, pod, cluster) {
+                    if existing_selects(t, kind.namespace, pod, self.namespace_labels) {
                         adds.push((t.topology_key.as_str(), sign * i64::from(wt.weight)));
                     }
                 }
             }
-            adds
-        });
-        for &(key, weight) in adds {
-            add(&mut scores, key, node, weight * i64::from(p.count), domains);
         }
+        adds.into_iter()
+            .map(|(key, weight)| (self.slot(key), weight))
+            .collect()
     }
-    if scores.is_empty() {
+
+    /// The slot of `key`, its domains looked up the first time.
+    fn slot(&mut self, key: &str) -> usize {
+        if let Some(slot) = self.keys.iter().position(|k| k.key == key) {
+            return slot;
+        }
+        let domains = (self.domains)(key);
+        self.keys.push(KeyScores {
+            key: key.to_string(),
+            sums: vec![0; domains.count()],
+            domains,
+        });
+        self.keys.len() - 1
+    }
+
+    /// The scores of `candidates` (node indexes): 0..100, min-max normalised. `None` when
+    /// PreScore skips (no term of either side matched anything), which scores every node 0.
+    pub fn scores(&self, candidates: &[usize]) -> Option<Vec<i64>> {
+        if candidates.is_empty() || !self.scored {
+            return None;
+        }
+        let raw: Vec<i64> = candidates
+            .iter()
+            .map(|&i| {
+                self.keys
+                    .iter()
+                    .filter_map(|k| Some(k.sums[k.domains.of_node(i)?]))
+                    .sum()
+            })
+            .collect();
+        let min = raw.iter().copied().min().unwrap_or(0);
+        let max = raw.iter().copied().max().unwrap_or(0);
+        let spread = max - min;
+        Some(
+            raw.iter()
+                .map(|&s| {
+                    if spread > 0 {
+                        (MAX_NODE_SCORE as f64 * ((s - min) as f64 / spread as f64)) as i64
+                    } else {
+                        0
+                    }
+                })
+                .collect(),
+        )
+    }
+}
+
+/// Score and NormalizeScore for each of `candidates` (indexes into `nodes`), over the pods of
+/// `cluster`: see [`AffinityScore::scores`].
+pub fn affinity_scores(
+    pod: &PodFacts<'_>,
+    nodes: &[ModelNode],
+    candidates: &[usize],
+    cluster: &ClusterPods<'_>,
+) -> Option<Vec<i64>> {
+    if candidates.is_empty() {
         return None;
     }
-    let raw: Vec<i64> = candidates
-        .iter()
-        .map(|&i| {
-            scores
-                .iter()
-                .filter_map(|(key, values)| {
-                    let value = nodes[i].labels.get(*key)?;
-                    values.get(value.as_str()).copied()
-                })
-                .sum()
-        })
-        .collect();
-    let min = raw.iter().copied().min().unwrap_or(0);
-    let max = raw.iter().copied().max().unwrap_or(0);
-    let spread = max - min;
-    Some(
-        raw.iter()
-            .map(|&s| {
-                if spread > 0 {
-                    (MAX_NODE_SCORE as f64 * ((s - min) as f64 / spread as f64)) as i64
-                } else {
-                    0
-                }
-            })
-            .collect(),
-    )
+    let domains = |key: &str| Domains::of(nodes, key);
+    let mut score = AffinityScore::new(
+        pod,
+        cluster.namespace_labels,
+        cluster.hard_pod_affinity_weight,
+        &domains,
+    );
+    for p in cluster.pods {
+        score.add(p.kind(), [(p.node, p.count)]);
+    }
+    score.scores(candidates)
 }
