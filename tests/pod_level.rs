@@ -316,3 +316,38 @@ fn required_pod_affinity_with_no_match_anywhere_is_unresolvable_everywhere() {
         Some(Ineligible::PodAffinity)
     );
 }
+
+/// Pods like this one that another replica is taken to have placed unheard (the mirror, see
+/// `placement::replica`) count in InterPodAffinity's score where they are taken to be: a
+/// TaskManager kept apart from its job's others keeps off those nodes too.
+#[test]
+fn mirrored_pods_count_in_the_affinity_score() {
+    use placement_webhook::placement::pod_level::{around_affinity_scores, restrict};
+    let view = view();
+    let ledger = aligned_ledger(&view);
+    let tm = taskmanager(
+        "wordcount",
+        json!({"affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+            "weight": 100,
+            "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                                "labelSelector": {"matchLabels": {"app": "wordcount"}}}}]}}}),
+    );
+    let d = demand(&tm);
+    let all: Vec<usize> = (0..view.nodes.len()).collect();
+    assert_eq!(
+        around_affinity_scores(&d.facts, &view, &ledger, &[], &all),
+        None,
+        "no pod of the job anywhere: the score does not apply"
+    );
+    let a1 = view.nodes.iter().position(|n| n.name == "a1").expect("a1");
+    let scores = around_affinity_scores(&d.facts, &view, &ledger, &[(a1, 1)], &all)
+        .expect("the mirrored pod is scored");
+    for (k, score) in scores.iter().enumerate() {
+        assert_eq!(*score, if k == a1 { 0 } else { 100 }, "node {k}");
+    }
+    let eligible: Vec<u32> = (0..6).collect();
+    let allowed =
+        restrict(&eligible, &d.facts, &view, &ledger, &[(a1, 1)], 160).expect("scores apply");
+    assert_eq!(allowed.len(), 5);
+    assert!(!allowed.contains(&(a1 as u32)));
+}

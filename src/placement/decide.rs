@@ -186,6 +186,7 @@ pub fn decide(
             &pod.facts,
             view,
             ledger,
+            partition.as_ref().map_or(&[][..], |p| &p.mirrored),
             affinity_gap(policy, scheduler),
         )
     {
@@ -232,7 +233,7 @@ fn partition_for(
 ) -> Option<Partition> {
     let mut partition = replica.partition(view)?;
     if replica.mirrors() {
-        partition.foreign_level = mirrored_level(
+        (partition.foreign_level, partition.mirrored) = mirrored_level(
             view,
             eligible,
             inflight,
@@ -337,6 +338,7 @@ pub fn decide_indexed(
                 &pod.facts,
                 view,
                 ledger,
+                &[],
                 affinity_gap(policy, scheduler),
             )
             .map(|allowed| {

@@ -144,11 +144,13 @@ pub fn pods_around(facts: &PodFacts<'_>, view: &ClusterView, ledger: &Ledger) ->
 }
 
 /// InterPodAffinity's scores of `candidates` (view positions) for this pod, read group by
-/// group from the ledger without listing the pods: see [`AffinityScore`].
+/// group from the ledger without listing the pods (see [`AffinityScore`]), with `mirrored`
+/// pods like this one counted too (see [`restrict`]).
 pub fn around_affinity_scores(
     facts: &PodFacts<'_>,
     view: &ClusterView,
     ledger: &Ledger,
+    mirrored: &[(usize, u32)],
     candidates: &[usize],
 ) -> Option<Vec<i64>> {
     if !ledger.is_aligned(view.id) {
@@ -164,6 +166,10 @@ pub fn around_affinity_scores(
     for_each_group_around(facts, ledger, |group, placed| {
         score.add(group.kind(), placed);
     });
+    if !mirrored.is_empty() {
+        let alike = PodGroup::of_facts(facts);
+        score.add(alike.kind(), mirrored.iter().copied());
+    }
     score.scores(candidates)
 }
 
@@ -223,12 +229,15 @@ fn ineligible(unfit: Unfit) -> Ineligible {
 
 /// `eligible` (view positions) less the nodes the filters that count other pods reject, and
 /// less the nodes the scores of those plugins put too far behind the best (see
-/// [`best_scored`]); `None` when the pod has no such filter or score.
+/// [`best_scored`]); `None` when the pod has no such filter or score. `mirrored`: pods like
+/// this one that other replicas are taken to have placed unheard, (position, pods), which the
+/// scores count.
 pub fn restrict(
     eligible: &[u32],
     facts: &PodFacts<'_>,
     view: &ClusterView,
     ledger: &Ledger,
+    mirrored: &[(usize, u32)],
     affinity_gap: i64,
 ) -> Option<Arc<[u32]>> {
     let filtered = applies(facts, ledger);
@@ -253,7 +262,7 @@ pub fn restrict(
         eligible.to_vec()
     };
     if scored {
-        allowed = best_scored(&allowed, facts, view, ledger, &pods, affinity_gap);
+        allowed = best_scored(&allowed, facts, view, ledger, &pods, mirrored, affinity_gap);
     }
     Some(allowed.into())
 }
@@ -263,13 +272,14 @@ pub fn restrict(
 /// than half of `affinity_gap`, the NodeAffinity points between the first tier and the
 /// next. A node further behind would be named in vain: the scheduler would prefer an
 /// unnamed or lower-tier node that these plugins favour, and the landing would be mispredicted.
-/// `pods`: the pods around, for PodTopologySpread's score.
+/// `pods`: the pods around, for PodTopologySpread's score; `mirrored`: see [`restrict`].
 pub fn best_scored(
     allowed: &[u32],
     facts: &PodFacts<'_>,
     view: &ClusterView,
     ledger: &Ledger,
     pods: &[ExistingPod],
+    mirrored: &[(usize, u32)],
     affinity_gap: i64,
 ) -> Vec<u32> {
     let nodes = view.model_nodes();
@@ -286,7 +296,7 @@ pub fn best_scored(
         POD_TOPOLOGY_SPREAD_WEIGHT,
     );
     let inter_pod = weighted(
-        around_affinity_scores(facts, view, ledger, &candidates),
+        around_affinity_scores(facts, view, ledger, mirrored, &candidates),
         INTER_POD_AFFINITY_WEIGHT,
     );
     let total: Vec<i64> = spread.iter().zip(&inter_pod).map(|(a, b)| a + b).collect();

@@ -122,6 +122,9 @@ pub(super) struct Partition {
     /// The rank the other replicas' unheard pods are taken to have filled their coolest nodes
     /// to (see [`Replica::mirrors`]); minus infinity when they are not.
     pub foreign_level: f64,
+    /// Where that fill puts those pods: (position, pods). The scores that count pods count
+    /// them there, as pods like the one decided.
+    pub mirrored: Vec<(usize, u32)>,
 }
 
 /// Unheard decisions from which a replica mirrors them onto the other replicas' nodes: fewer
@@ -137,6 +140,7 @@ impl Replica {
         Some(Partition {
             owned: set.owned(view),
             foreign_level: f64::NEG_INFINITY,
+            mirrored: Vec::new(),
         })
     }
 

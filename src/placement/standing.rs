@@ -365,24 +365,32 @@ pub(super) fn standing(
     Standing::Cool(after)
 }
 
-/// The rank `pods` pods like `pod`, water-filled over the other replicas' eligible nodes
-/// (`owned` 0) where its requests fit, fill them to: the lowest level under which that many
-/// fit, each node taking pods at the rank one adds there, as many as its requests leave room
-/// for. Minus infinity when none fits, infinity when they do not all fit.
-pub(super) fn mirrored_level(
+/// A node the mirror may fill: its position, its rank with no pod, what one pod adds, and
+/// how many pods its requests leave room for.
+struct FillNode {
+    index: usize,
+    empty: f64,
+    step: f64,
+    room: usize,
+}
+
+impl FillNode {
+    /// Pods the node takes under `level`.
+    fn takes(&self, level: f64) -> usize {
+        (((level - self.empty) / self.step).floor().max(0.0) as usize).min(self.room)
+    }
+}
+
+/// The other replicas' eligible nodes (`owned` 0) where `pod`'s requests fit.
+fn foreign_fill_nodes(
     view: &ClusterView,
     eligible: &[u32],
     inflight: InFlight<'_>,
     pod: &PodDemand<'_>,
     policy: &PlacementConfig,
     owned: &[u32],
-    pods: usize,
-) -> f64 {
-    if pods == 0 {
-        return f64::NEG_INFINITY;
-    }
-    // (rank with no pod, what one pod adds, how many fit)
-    let mut nodes: Vec<(f64, f64, usize)> = Vec::new();
+) -> Vec<FillNode> {
+    let mut nodes = Vec::new();
     for index in eligible.iter().map(|&i| i as usize) {
         if owned.get(index) != Some(&0) {
             continue;
@@ -397,36 +405,69 @@ pub(super) fn mirrored_level(
         let empty = pod_heat(node, &load, pod, policy, 0.0).rank;
         let step = pod_heat(node, &load, pod, policy, 1.0).rank - empty;
         if step.is_finite() && empty.is_finite() && step > 0.0 {
-            nodes.push((empty, step, room));
+            nodes.push(FillNode {
+                index,
+                empty,
+                step,
+                room,
+            });
         }
     }
-    let Some(lowest) = nodes.iter().map(|n| n.0).min_by(f64::total_cmp) else {
-        return f64::NEG_INFINITY;
+    nodes
+}
+
+/// The rank `pods` pods like `pod`, water-filled over the other replicas' eligible nodes
+/// (`owned` 0) where its requests fit, fill them to: the lowest level under which that many
+/// fit, each node taking pods at the rank one adds there, as many as its requests leave room
+/// for. Minus infinity when none fits, infinity when they do not all fit. With the level, the
+/// pods each of those nodes is taken to have received: (position, pods).
+pub(super) fn mirrored_level(
+    view: &ClusterView,
+    eligible: &[u32],
+    inflight: InFlight<'_>,
+    pod: &PodDemand<'_>,
+    policy: &PlacementConfig,
+    owned: &[u32],
+    pods: usize,
+) -> (f64, Vec<(usize, u32)>) {
+    if pods == 0 {
+        return (f64::NEG_INFINITY, Vec::new());
+    }
+    let nodes = foreign_fill_nodes(view, eligible, inflight, pod, policy, owned);
+    let Some(lowest) = nodes.iter().map(|n| n.empty).min_by(f64::total_cmp) else {
+        return (f64::NEG_INFINITY, Vec::new());
     };
     let fill = |level: f64| -> usize {
         nodes
             .iter()
-            .map(|&(empty, step, room)| {
-                (((level - empty) / step).floor().max(0.0) as usize).min(room)
-            })
+            .map(|n| n.takes(level))
             .fold(0usize, usize::saturating_add)
     };
-    if fill(f64::MAX) < pods {
+    let level = if fill(f64::MAX) < pods {
         // More pods than fit: the owners' nodes are as full as they get.
-        return f64::INFINITY;
-    }
-    let widest = nodes.iter().map(|n| n.1).fold(0.0, f64::max);
-    let highest = nodes.iter().map(|n| n.0).fold(lowest, f64::max);
-    let (mut low, mut high) = (lowest, highest + (pods as f64 + 1.0) * widest);
-    for _ in 0..48 {
-        let middle = (low + high) / 2.0;
-        if fill(middle) >= pods {
-            high = middle;
-        } else {
-            low = middle;
+        f64::INFINITY
+    } else {
+        let widest = nodes.iter().map(|n| n.step).fold(0.0, f64::max);
+        let highest = nodes.iter().map(|n| n.empty).fold(lowest, f64::max);
+        let (mut low, mut high) = (lowest, highest + (pods as f64 + 1.0) * widest);
+        for _ in 0..48 {
+            let middle = (low + high) / 2.0;
+            if fill(middle) >= pods {
+                high = middle;
+            } else {
+                low = middle;
+            }
         }
-    }
-    high
+        high
+    };
+    let placed = nodes
+        .iter()
+        .filter_map(|n| {
+            let pods = u32::try_from(n.takes(level)).unwrap_or(u32::MAX);
+            (pods > 0).then_some((n.index, pods))
+        })
+        .collect();
+    (level, placed)
 }
 
 /// The feasible nodes in the orders a decision reads them: by walking every node
