@@ -351,3 +351,71 @@ fn mirrored_pods_count_in_the_affinity_score() {
     assert_eq!(allowed.len(), 5);
     assert!(!allowed.contains(&(a1 as u32)));
 }
+
+/// `placement.per_job`: a node holding `max_per_node` of the job's pods, or a zone that would
+/// hold more than `max_per_zone` of them, is not named while another node is; other jobs'
+/// pods do not count; the index and the walk agree.
+#[test]
+fn a_jobs_own_spread_keeps_it_off_full_nodes_and_zones() {
+    use placement_webhook::config::PerJob;
+    let view = view();
+    let mut ledger = aligned_ledger(&view);
+    for (name, app, node) in [
+        ("w1", "wordcount", "a1"),
+        ("w2", "wordcount", "a1"),
+        ("o1", "other", "a2"),
+        ("o2", "other", "a2"),
+    ] {
+        watch(
+            &mut ledger,
+            &bound(
+                name,
+                json!({"app": app, "component": "taskmanager"}),
+                node,
+                json!({}),
+            ),
+        );
+    }
+    let tm = taskmanager("wordcount", json!({}));
+    let decide_with = |per_job: PerJob| {
+        let policy = PlacementConfig {
+            per_job,
+            ..PlacementConfig::default()
+        };
+        let scheduler = SchedulerConfig::default();
+        let walked = decide(&demand(&tm), &view, Some(&ledger), &policy, &scheduler, 7);
+        let indexed = decide_indexed(
+            &demand(&tm),
+            &view,
+            Some(&ledger),
+            &policy,
+            &scheduler,
+            7,
+            &RankIndexes::default(),
+        );
+        assert_eq!(walked, indexed, "both paths decide alike");
+        named(&walked)
+    };
+    assert_eq!(decide_with(PerJob::default())[0], "a1", "off: the coolest");
+    let per_node = decide_with(PerJob {
+        max_per_node: Some(2),
+        max_per_zone: None,
+    });
+    assert!(!per_node.contains(&"a1".to_string()), "{per_node:?}");
+    assert_eq!(per_node[0], "a2", "another job's pods do not count");
+    let per_zone = decide_with(PerJob {
+        max_per_node: None,
+        max_per_zone: Some(0.5),
+    });
+    assert!(per_zone.iter().all(|n| !n.starts_with('a')), "{per_zone:?}");
+    assert!(
+        per_zone[0].starts_with('b'),
+        "the next coolest zone: {per_zone:?}"
+    );
+    // A bound that leaves no node is not applied.
+    let everywhere = decide_with(PerJob {
+        max_per_node: Some(1),
+        max_per_zone: Some(0.01),
+    });
+    assert!(!everywhere.is_empty());
+}

@@ -183,6 +183,27 @@ pub struct PlacementConfig {
     /// node's traffic when link speeds are unknown). 0.05: the busiest NIC counts as five
     /// points of CPU.
     pub nic_penalty: f64,
+    /// A job's own spread over nodes and zones (off by default).
+    pub per_job: PerJob,
+}
+
+/// How far one job's TaskManagers may concentrate (off when unset). A job is a namespace and
+/// the `app` label of `component: taskmanager` pods (Flink's native integration); its pods
+/// count where they run, are bound or are steered and not bound yet.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PerJob {
+    /// A node holding this many of the job's pods is not a candidate while another is.
+    pub max_per_node: Option<u32>,
+    /// A zone (`topology.kubernetes.io/zone`) that would hold more than this share of the
+    /// job's pods with this one is not a candidate while another is.
+    pub max_per_zone: Option<f64>,
+}
+
+impl PerJob {
+    pub fn is_off(&self) -> bool {
+        self.max_per_node.is_none() && self.max_per_zone.is_none()
+    }
 }
 
 impl Default for PlacementConfig {
@@ -212,6 +233,7 @@ impl Default for PlacementConfig {
             uncertainty: 1.0,
             saturated: true,
             nic_penalty: 0.05,
+            per_job: PerJob::default(),
         }
     }
 }
@@ -485,6 +507,15 @@ impl Config {
         if !(p.nic_penalty >= 0.0 && p.nic_penalty <= 1.0) {
             problems.push("placement.nic_penalty must be in [0, 1]".into());
         }
+        if p.per_job.max_per_node == Some(0) {
+            problems.push("placement.per_job.max_per_node must be >= 1".into());
+        }
+        if p.per_job
+            .max_per_zone
+            .is_some_and(|s| !(s > 0.0 && s <= 1.0))
+        {
+            problems.push("placement.per_job.max_per_zone must be in (0, 1]".into());
+        }
         if !(p.tie_band >= 0.0 && p.tie_band <= 1.0) {
             problems.push("placement.tie_band must be in [0, 1]".into());
         }
@@ -646,11 +677,18 @@ mod tests {
     #[test]
     fn invalid_values_are_named() {
         let c: Config = serde_saphyr::from_str(
-            "placement:\n  tiers: [{nodes: 2, weight: 300}]\n  hot: {cpu: 0}\nmax_staleness: 0s\n",
+            "placement:\n  tiers: [{nodes: 2, weight: 300}]\n  hot: {cpu: 0}\n  \
+             per_job: {max_per_node: 0, max_per_zone: 1.5}\nmax_staleness: 0s\n",
         )
         .expect("parse");
         let msg = c.validate().expect_err("invalid").to_string();
-        for part in ["tiers[0].weight", "hot.cpu", "max_staleness"] {
+        for part in [
+            "tiers[0].weight",
+            "hot.cpu",
+            "per_job.max_per_node",
+            "per_job.max_per_zone",
+            "max_staleness",
+        ] {
             assert!(msg.contains(part), "{part} missing from {msg}");
         }
     }

@@ -13,6 +13,8 @@
 //!    scores decide; under sampling, a node lands the pod when it is in the sample and every
 //!    better-scored tier-1 node is not. The pod is charged there, by probability.
 
+use std::sync::Arc;
+
 use super::constraints::{Ineligible, eligible_nodes};
 use super::decision::{Decision, RankedNode, TierChoice};
 use super::landing::{Coverage, Named, Window, landing_odds, landing_shares, order_positions};
@@ -192,6 +194,12 @@ pub fn decide(
     {
         eligible = allowed;
     }
+    if let Some(ledger) = ledger
+        && let Some(bounded) =
+            super::per_job::within_bounds(&eligible, &pod.facts, view, ledger, &policy.per_job)
+    {
+        eligible = bounded.into();
+    }
     let mut walk = Walk::new(
         view,
         &eligible,
@@ -331,25 +339,36 @@ pub fn decide_indexed(
             let Some(slot) = indexes.slot(view, pod, policy, &replica) else {
                 return decide(pod, view, Some(ledger), policy, scheduler, replica);
             };
-            // Scores that count other pods keep some nodes of the shape's ranking for this pod
-            // only: the index is read through them.
-            let allowed = super::pod_level::restrict(
-                &eligible_nodes(&pod.constraints, view),
+            // Scores that count other pods, and the job's own bounds, keep some nodes of the
+            // shape's ranking for this pod only: the index is read through them.
+            let node_eligible = eligible_nodes(&pod.constraints, view);
+            let restricted = super::pod_level::restrict(
+                &node_eligible,
                 &pod.facts,
                 view,
                 ledger,
                 &[],
                 affinity_gap(policy, scheduler),
-            )
-            .map(|allowed| {
-                let mut mask = vec![false; view.nodes.len()];
-                for &position in allowed.iter() {
-                    if let Some(kept) = mask.get_mut(position as usize) {
-                        *kept = true;
+            );
+            let bounded = super::per_job::within_bounds(
+                restricted.as_deref().unwrap_or(&node_eligible),
+                &pod.facts,
+                view,
+                ledger,
+                &policy.per_job,
+            );
+            let allowed = bounded
+                .map(Arc::<[u32]>::from)
+                .or(restricted)
+                .map(|allowed| {
+                    let mut mask = vec![false; view.nodes.len()];
+                    for &position in allowed.iter() {
+                        if let Some(kept) = mask.get_mut(position as usize) {
+                            *kept = true;
+                        }
                     }
-                }
-                mask
-            });
+                    mask
+                });
             // The index is held while it catches up and is read, not while the answer is built.
             let picked = {
                 let mut index = RankIndexes::lock(&slot);

@@ -5,6 +5,7 @@ pub mod decide;
 pub mod decision;
 pub mod estimate;
 pub mod landing;
+pub mod per_job;
 pub mod pod_level;
 pub mod rank_index;
 pub mod replica;

@@ -174,7 +174,7 @@ pub fn around_affinity_scores(
 }
 
 /// The domains of topology key `key` over the view's nodes, numbered once per view.
-fn view_domains(view: &ClusterView, key: &str) -> Domains {
+pub(super) fn view_domains(view: &ClusterView, key: &str) -> Domains {
     Domains::from(view.memo.get_or_compute(format!("domains/{key}"), || {
         Domains::numbered(view.model_nodes(), key)
     }))

@@ -1,0 +1,94 @@
+//! A job's own spread (`placement.per_job`, off by default): one job's TaskManagers are not
+//! concentrated beyond a bound on a node or a zone. Its pods count where the pod watch has them
+//! (running or bound) and where its steered, not yet bound pods most likely land.
+
+use crate::config::PerJob;
+use crate::inflight::ledger::Ledger;
+use crate::inflight::pod_groups::PodGroup;
+use crate::jobs::{APP_LABEL, COMPONENT_LABEL, TASKMANAGER};
+use crate::scheduler::PodFacts;
+use crate::view::ClusterView;
+
+/// The zone label the zone bound reads.
+pub const ZONE_KEY: &str = "topology.kubernetes.io/zone";
+
+/// The Flink cluster id of a TaskManager (its `app` label); `None` for other pods.
+fn app_of(labels: &crate::scheduler::pods::Labels) -> Option<&str> {
+    let app = labels.get(APP_LABEL)?;
+    (labels.get(COMPONENT_LABEL).map(String::as_str) == Some(TASKMANAGER) && !app.is_empty())
+        .then_some(app.as_str())
+}
+
+/// The job's pods on each node, by position in `view` (which `ledger` is aligned with).
+fn pods_per_node(facts: &PodFacts<'_>, app: &str, view: &ClusterView, ledger: &Ledger) -> Vec<u32> {
+    let mut per_node = vec![0u32; view.nodes.len()];
+    let of_job = |group: &PodGroup| {
+        &*group.namespace == facts.namespace && app_of(&group.labels) == Some(app)
+    };
+    let mut add = |position: usize, count: u32| {
+        if let Some(n) = per_node.get_mut(position) {
+            *n = n.saturating_add(count);
+        }
+    };
+    for (group, on_node) in ledger.groups.groups() {
+        if of_job(group) {
+            for &(number, count) in on_node {
+                if let Some(position) = ledger.position_of_occupancy_number(number) {
+                    add(position, count);
+                }
+            }
+        }
+    }
+    for (group, placed) in ledger.pending_by_group() {
+        if of_job(group) {
+            for (position, count) in placed {
+                add(position, count);
+            }
+        }
+    }
+    per_node
+}
+
+/// Of `allowed` (view positions), the nodes within the job's bounds: none holding
+/// `max_per_node` of the job's pods, none in a zone that would hold more than `max_per_zone`
+/// of them with this pod. A bound that would leave no node is not applied. `None` when no
+/// bound applies (off, not a TaskManager, the ledger not aligned) or none excludes a node.
+pub fn within_bounds(
+    allowed: &[u32],
+    facts: &PodFacts<'_>,
+    view: &ClusterView,
+    ledger: &Ledger,
+    per_job: &PerJob,
+) -> Option<Vec<u32>> {
+    if per_job.is_off() || !ledger.is_aligned(view.id) {
+        return None;
+    }
+    let app = app_of(facts.labels())?;
+    let per_node = pods_per_node(facts, app, view, ledger);
+    let mut kept: Vec<u32> = allowed.to_vec();
+    let mut narrow = |keep: &dyn Fn(usize) -> bool| {
+        let narrower: Vec<u32> = kept.iter().copied().filter(|&p| keep(p as usize)).collect();
+        if !narrower.is_empty() {
+            kept = narrower;
+        }
+    };
+    if let Some(max) = per_job.max_per_node {
+        narrow(&|p| per_node.get(p).copied().unwrap_or(0) < max);
+    }
+    if let Some(share) = per_job.max_per_zone {
+        let zones = super::pod_level::view_domains(view, ZONE_KEY);
+        let mut per_zone = vec![0u64; zones.count()];
+        for (position, &pods) in per_node.iter().enumerate() {
+            if let Some(zone) = zones.of_node(position) {
+                per_zone[zone] += u64::from(pods);
+            }
+        }
+        let with_this_one = per_zone.iter().sum::<u64>() as f64 + 1.0;
+        narrow(&|p| {
+            zones
+                .of_node(p)
+                .is_none_or(|zone| (per_zone[zone] as f64 + 1.0) <= share * with_this_one + 1e-9)
+        });
+    }
+    (kept.len() < allowed.len()).then_some(kept)
+}
