@@ -73,6 +73,14 @@ impl fmt::Display for JobKey {
     }
 }
 
+/// The Flink cluster id of a TaskManager (the `app` label of a `component: taskmanager` pod);
+/// `None` for other pods.
+pub fn taskmanager_app(labels: &BTreeMap<String, String>) -> Option<&str> {
+    let app = labels.get(APP_LABEL)?;
+    (labels.get(COMPONENT_LABEL).map(String::as_str) == Some(TASKMANAGER) && !app.is_empty())
+        .then_some(app.as_str())
+}
+
 /// The uid of the pod's controller owner, else of its first owner.
 pub fn owner_uid(pod: &Pod) -> Option<&str> {
     let owners = pod.metadata.owner_references.as_deref()?;

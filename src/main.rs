@@ -303,7 +303,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             // Progress on stderr when it is a terminal; indicatif stays quiet otherwise.
             let bar = indicatif::ProgressBar::with_draw_target(
-                Some(3 * request.pods as u64),
+                Some((simulate_cmd::runs(&config) * request.pods) as u64),
                 indicatif::ProgressDrawTarget::stderr(),
             );
             let report =

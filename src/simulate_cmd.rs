@@ -276,6 +276,12 @@ pub fn methods(request: &Request) -> [Method; 3] {
     ]
 }
 
+/// How many times the burst is run: once per method, and once more for the webhook without
+/// `placement.per_job` when that is configured.
+pub fn runs(config: &Config) -> usize {
+    3 + usize::from(!config.placement.per_job.is_off())
+}
+
 /// Runs the burst with every method on `snapshot`.
 pub fn simulate(
     snapshot: LoadSnapshot,
@@ -285,7 +291,7 @@ pub fn simulate(
     simulate_observed(snapshot, config, request, &|| {})
 }
 
-/// [`simulate`], calling `tick` once per pod placed by each method (3 x pods in all).
+/// [`simulate`], calling `tick` once per pod placed by each method ([`runs`] x pods in all).
 pub fn simulate_observed(
     snapshot: LoadSnapshot,
     config: &Config,
@@ -298,10 +304,25 @@ pub fn simulate_observed(
     let burst = burst_of(request)?;
     let cluster = Cluster::new(snapshot, config);
     let hot = config.placement.hot.cpu;
-    let outcomes: Vec<Outcome> = methods(request)
+    let mut outcomes: Vec<Outcome> = methods(request)
         .into_iter()
         .map(|m| run_observed(&cluster, config, &burst, m, request.seed, tick))
         .collect();
+    // With a job's own spread configured, the webhook again without it: what the bound costs
+    // and what it spreads ("most on one").
+    if !config.placement.per_job.is_off() {
+        let mut unbounded = config.clone();
+        unbounded.placement.per_job = Default::default();
+        let webhook = methods(request)[1];
+        outcomes.push(run_observed(
+            &cluster,
+            &unbounded,
+            &burst,
+            webhook,
+            request.seed,
+            tick,
+        ));
+    }
     let pods_on = |o: &Outcome| {
         let mut on = vec![0usize; cluster.nodes.len()];
         for &k in o.landed.iter().flatten() {
@@ -309,9 +330,10 @@ pub fn simulate_observed(
         }
         on
     };
-    let methods = outcomes
+    let methods: Vec<MethodReport> = outcomes
         .iter()
-        .map(|o| {
+        .enumerate()
+        .map(|(k, o)| {
             let on = pods_on(o);
             let mut nodes: Vec<NodeAfter> = (0..cluster.nodes.len())
                 .map(|i| NodeAfter {
@@ -324,8 +346,12 @@ pub fn simulate_observed(
                 .collect();
             nodes.sort_by(|a, b| b.cpu_after.total_cmp(&a.cpu_after));
             nodes.truncate(10);
+            let mut figures = figures(&cluster, &burst, o, hot);
+            if k >= 3 {
+                figures.method = format!("{}, per_job off", figures.method);
+            }
             MethodReport {
-                figures: figures(&cluster, &burst, o, hot),
+                figures,
                 hottest_nodes: nodes,
             }
         })
@@ -383,7 +409,7 @@ pub fn table(report: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "\n{:<24} {:>9} {:>9} {:>12} {:>10} {:>13}",
+        "\n{:<34} {:>9} {:>9} {:>12} {:>10} {:>13}",
         "method",
         "hot CPU",
         "hot NIC",
@@ -395,7 +421,7 @@ pub fn table(report: &Report) -> String {
         let f = &m.figures;
         let _ = writeln!(
             out,
-            "{:<24} {:>9} {:>9} {:>12} {:>10} {:>13}",
+            "{:<34} {:>9} {:>9} {:>12} {:>10} {:>13}",
             f.method,
             percent(f.hottest_cpu),
             f.hottest_nic.map_or("-".into(), percent),

@@ -363,3 +363,28 @@ fn a_pod_file_is_used_as_it_is() {
     assert_eq!(cli["unfit_nodes"], 24);
     assert_eq!(cli["pod_cpu_cores"], 1.0);
 }
+
+/// With `placement.per_job` configured, `simulate` runs the webhook again without it: the
+/// bounded row keeps "most on one" within `max_per_node`, the other shows what it would be.
+#[test]
+fn a_jobs_own_spread_is_shown_with_and_without() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "placement:\n  per_job: {max_per_node: 3}\n").expect("write");
+    let config = config.to_str().expect("utf-8 path");
+    let report = simulate_json(&["--pods", "30", "--no-cluster", "--config", config]);
+    let methods = report["methods"].as_array().expect("methods");
+    assert_eq!(methods.len(), 4, "{methods:?}");
+    assert_eq!(methods[1]["method"], "webhook, binds +10ms");
+    assert_eq!(methods[3]["method"], "webhook, binds +10ms, per_job off");
+    let most = |k: usize| {
+        methods[k]["most_pods_on_one_node"]
+            .as_u64()
+            .expect("a count")
+    };
+    assert!(most(1) <= 3, "bounded: {}", most(1));
+    assert!(most(3) > 3, "unbounded: {}", most(3));
+    // Without the section, three rows as before.
+    let plain = simulate_json(&["--pods", "30", "--no-cluster"]);
+    assert_eq!(plain["methods"].as_array().map(Vec::len), Some(3));
+}

@@ -330,14 +330,19 @@ impl Admission {
                 return decision;
             }
             if let Ok(mut ledger) = self.ledger.write_if_unchanged(seen) {
-                charge_decision(&mut ledger, id, demand, &decision);
+                charge_decision(&mut ledger, id, demand, &decision, self.tags_jobs());
                 return decision;
             }
         }
         let mut ledger = self.ledger.write();
         let decision = self.decide_with(demand, view, &ledger);
-        charge_decision(&mut ledger, id, demand, &decision);
+        charge_decision(&mut ledger, id, demand, &decision, self.tags_jobs());
         decision
+    }
+
+    /// Pending TaskManagers are counted by job (`placement.per_job` is on).
+    fn tags_jobs(&self) -> bool {
+        !self.config.placement.per_job.is_off()
     }
 
     /// The decision, with its landing where the pod really goes: in observe mode the pod keeps
@@ -394,8 +399,15 @@ fn node_names(view: &ClusterView) -> impl Iterator<Item = &str> {
 }
 
 /// Charges the pod where `decision` predicts it lands, and remembers the decision's heats
-/// there for landing accuracy.
-fn charge_decision(ledger: &mut Ledger, id: &str, demand: &PodDemand<'_>, decision: &Decision) {
+/// there for landing accuracy. `tag_jobs`: a job's TaskManager is tagged with its group even
+/// without terms that count other pods (the job's own bounds count it).
+fn charge_decision(
+    ledger: &mut Ledger,
+    id: &str,
+    demand: &PodDemand<'_>,
+    decision: &Decision,
+    tag_jobs: bool,
+) {
     ledger.charge(
         id,
         &decision.landing,
@@ -405,7 +417,9 @@ fn charge_decision(ledger: &mut Ledger, id: &str, demand: &PodDemand<'_>, decisi
     );
     // Other pods are tagged only once bound: a review stays cheap for the many pods without
     // such terms.
-    if demand.facts.counts_other_pods() {
+    if demand.facts.counts_other_pods()
+        || (tag_jobs && crate::placement::per_job::is_job_taskmanager(&demand.facts))
+    {
         ledger.set_group(id, PodGroup::of_facts(&demand.facts));
     }
     // The landing nodes are tier-1 nodes; at 5,000 nodes there are ~50 of each.

@@ -19,6 +19,7 @@
 //! vanish while a watch is down are not forgotten explicitly; the ttl bounds their effect.
 
 use crate::inflight::shared::SharedLedger;
+use crate::jobs::taskmanager_app;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -152,11 +153,17 @@ pub fn apply_pod_event(
     };
     ledger.charge(&note.id, &note.nodes, note.load, &requests, steered_at);
     heard_if_recent(ledger, &note.id);
-    if pod
-        .spec
-        .as_ref()
-        .is_some_and(|spec| PodFacts::of_spec(spec).counts_other_pods())
-    {
+    // Another replica's pod: tagged when the plugins that count pods or a job's own bounds
+    // may read it.
+    if pod.spec.as_ref().is_some_and(|spec| {
+        let facts = PodFacts::of_spec(spec);
+        facts.counts_other_pods()
+            || pod
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| taskmanager_app(l).is_some())
+    }) {
         ledger.set_group(&note.id, PodGroup::of(pod));
     }
     if ledger.contains(&note.id) {

@@ -13,8 +13,6 @@
 //!    scores decide; under sampling, a node lands the pod when it is in the sample and every
 //!    better-scored tier-1 node is not. The pod is charged there, by probability.
 
-use std::sync::Arc;
-
 use super::constraints::{Ineligible, eligible_nodes};
 use super::decision::{Decision, RankedNode, TierChoice};
 use super::landing::{Coverage, Named, Window, landing_odds, landing_shares, order_positions};
@@ -194,21 +192,25 @@ pub fn decide(
     {
         eligible = allowed;
     }
-    if let Some(ledger) = ledger
-        && let Some(bounded) =
-            super::per_job::within_bounds(&eligible, &pod.facts, view, ledger, &policy.per_job)
-    {
-        eligible = bounded.into();
-    }
-    let mut walk = Walk::new(
-        view,
-        &eligible,
-        &ties,
-        partition.as_ref(),
-        inflight,
-        pod,
-        policy,
-    );
+    let walk_over = |eligible: &[u32]| {
+        Walk::new(
+            view,
+            eligible,
+            &ties,
+            partition.as_ref(),
+            inflight,
+            pod,
+            policy,
+        )
+    };
+    // The job's own bounds hold while some cool node is within them.
+    let bounded = ledger.and_then(|ledger| {
+        super::per_job::within_bounds(&eligible, &pod.facts, view, ledger, &policy.per_job)
+    });
+    let mut walk = match bounded.map(|b| walk_over(&b)) {
+        Some(walk) if !walk.candidates.is_empty() => walk,
+        _ => walk_over(&eligible),
+    };
     let mut picked = pick(&mut walk, pod, view, inflight, policy, scheduler);
     let domains = super::pod_level::spread_domains(&pod.facts, view);
     if !domains.is_empty() && !picked.saturated {
@@ -357,30 +359,29 @@ pub fn decide_indexed(
                 ledger,
                 &policy.per_job,
             );
-            let allowed = bounded
-                .map(Arc::<[u32]>::from)
-                .or(restricted)
-                .map(|allowed| {
-                    let mut mask = vec![false; view.nodes.len()];
-                    for &position in allowed.iter() {
-                        if let Some(kept) = mask.get_mut(position as usize) {
-                            *kept = true;
-                        }
+            let mask = |allowed: &[u32]| {
+                let mut mask = vec![false; view.nodes.len()];
+                for &position in allowed {
+                    if let Some(kept) = mask.get_mut(position as usize) {
+                        *kept = true;
                     }
-                    mask
-                });
+                }
+                mask
+            };
+            let restricted = restricted.map(|allowed| mask(&allowed));
+            let bounded = bounded.map(|allowed| mask(&allowed));
             // The index is held while it catches up and is read, not while the answer is built.
             let picked = {
                 let mut index = RankIndexes::lock(&slot);
                 let index = RankIndex::up_to_date(&mut index, view, ledger, pod, policy, &replica);
-                pick(
-                    &mut index.ranking(allowed.as_deref()),
-                    pod,
-                    view,
-                    inflight,
-                    policy,
-                    scheduler,
-                )
+                // The job's own bounds hold while some cool node is within them.
+                let mut ranking = match bounded.as_deref() {
+                    Some(bounded) if index.ranking(Some(bounded)).best().is_some() => {
+                        index.ranking(Some(bounded))
+                    }
+                    _ => index.ranking(restricted.as_deref()),
+                };
+                pick(&mut ranking, pod, view, inflight, policy, scheduler)
             };
             finish(picked, pod, view, inflight, policy, scheduler)
         }

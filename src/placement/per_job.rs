@@ -5,18 +5,16 @@
 use crate::config::PerJob;
 use crate::inflight::ledger::Ledger;
 use crate::inflight::pod_groups::PodGroup;
-use crate::jobs::{APP_LABEL, COMPONENT_LABEL, TASKMANAGER};
+use crate::jobs::taskmanager_app as app_of;
 use crate::scheduler::PodFacts;
 use crate::view::ClusterView;
 
 /// The zone label the zone bound reads.
 pub const ZONE_KEY: &str = "topology.kubernetes.io/zone";
 
-/// The Flink cluster id of a TaskManager (its `app` label); `None` for other pods.
-fn app_of(labels: &crate::scheduler::pods::Labels) -> Option<&str> {
-    let app = labels.get(APP_LABEL)?;
-    (labels.get(COMPONENT_LABEL).map(String::as_str) == Some(TASKMANAGER) && !app.is_empty())
-        .then_some(app.as_str())
+/// The pod is a job's TaskManager, which the job's own bounds count.
+pub fn is_job_taskmanager(facts: &PodFacts<'_>) -> bool {
+    app_of(facts.labels()).is_some()
 }
 
 /// The job's pods on each node, by position in `view` (which `ledger` is aligned with).
