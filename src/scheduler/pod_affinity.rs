@@ -14,7 +14,9 @@ use super::node::ModelNode;
 use std::collections::BTreeMap;
 
 use super::domains::Domains;
-use super::pods::{AffinityTerms, ClusterPods, ExistingPod, Labels, NO_LABELS, term_selects};
+use super::pods::{
+    AffinityTerms, AlikeMemo, ClusterPods, ExistingPod, Labels, NO_LABELS, term_selects,
+};
 use super::scores::MAX_NODE_SCORE;
 
 /// Why the filter rejects a node, in upstream's order of checks.
@@ -165,42 +167,52 @@ impl<'a> AffinityFilter<'a> {
         let mut existing_anti_affinity_counts = Pairs::default();
         let mut affinity_counts = Pairs::default();
         let mut anti_affinity_counts = Pairs::default();
+        // Which terms select a pod, once per run of alike pods: (existing pods' required
+        // anti-affinity terms that select the incoming pod, by topology key; all of the pod's
+        // affinity terms select it; which of its anti-affinity terms do).
+        let mut matched: AlikeMemo<(Vec<&'a str>, bool, Vec<bool>)> = AlikeMemo::default();
         for (p, node) in placed(cluster, nodes) {
-            if let Some(terms) = p.terms.as_deref() {
-                for t in &terms.required_anti_affinity {
-                    if existing_selects(t, &p.namespace, pod, cluster.namespace_labels) {
-                        bump(
-                            &mut existing_anti_affinity_counts,
-                            &t.topology_key,
-                            &node.labels,
-                            i64::from(p.count),
-                        );
-                    }
-                }
-            }
-            if !affinity.is_empty()
-                && affinity
+            let (existing_keys, all_affinity, anti) = matched.get(p, || {
+                let existing_keys = p
+                    .terms
+                    .as_deref()
+                    .map(|terms| {
+                        terms
+                            .required_anti_affinity
+                            .iter()
+                            .filter(|t| {
+                                existing_selects(t, &p.namespace, pod, cluster.namespace_labels)
+                            })
+                            .map(|t| t.topology_key.as_str())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let all_affinity = !affinity.is_empty()
+                    && affinity
+                        .iter()
+                        .all(|t| incoming_selects(t, pod, cluster.namespace_labels, &p.kind()));
+                let anti = anti_affinity
                     .iter()
-                    .all(|t| incoming_selects(t, pod, cluster.namespace_labels, &p.kind()))
-            {
+                    .map(|t| incoming_selects(t, pod, cluster.namespace_labels, &p.kind()))
+                    .collect();
+                (existing_keys, all_affinity, anti)
+            });
+            let count = i64::from(p.count);
+            for &key in existing_keys.iter() {
+                bump(&mut existing_anti_affinity_counts, key, &node.labels, count);
+            }
+            if *all_affinity {
                 for t in affinity {
-                    bump(
-                        &mut affinity_counts,
-                        &t.topology_key,
-                        &node.labels,
-                        i64::from(p.count),
-                    );
+                    bump(&mut affinity_counts, &t.topology_key, &node.labels, count);
                 }
             }
-            for t in anti_affinity {
-                if incoming_selects(t, pod, cluster.namespace_labels, &p.kind()) {
-                    bump(
-                        &mut anti_affinity_counts,
-                        &t.topology_key,
-                        &node.labels,
-                        i64::from(p.count),
-                    );
-                }
+            for (t, _) in anti_affinity.iter().zip(anti.iter()).filter(|(_, s)| **s) {
+                bump(
+                    &mut anti_affinity_counts,
+                    &t.topology_key,
+                    &node.labels,
+                    count,
+                );
             }
         }
         if existing_anti_affinity_counts.is_empty()
