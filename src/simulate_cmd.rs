@@ -308,6 +308,7 @@ pub fn simulate_observed(
         .into_iter()
         .map(|m| run_observed(&cluster, config, &burst, m, request.seed, tick))
         .collect();
+    let compared = outcomes.len();
     // With a job's own spread configured, the webhook again without it: what the bound costs
     // and what it spreads ("most on one").
     if !config.placement.per_job.is_off() {
@@ -347,7 +348,7 @@ pub fn simulate_observed(
             nodes.sort_by(|a, b| b.cpu_after.total_cmp(&a.cpu_after));
             nodes.truncate(10);
             let mut figures = figures(&cluster, &burst, o, hot);
-            if k >= 3 {
+            if k >= compared {
                 figures.method = format!("{}, per_job off", figures.method);
             }
             MethodReport {

@@ -390,17 +390,9 @@ impl Ledger {
         tally(&mut self.pending_tally, &group, node, true);
     }
 
-    /// Pods charged and not yet bound, with their labels, counted at the position (in the
-    /// aligned view) where they most likely land: where the plugins that count pods will find
-    /// them. (group, position, pods)
-    pub fn pending_groups(&self) -> impl Iterator<Item = (&Arc<PodGroup>, usize, u32)> {
-        // Group by group: the plugins match a run of one group's pods once.
-        self.pending_by_group().flat_map(|(group, placed)| {
-            placed.map(move |(position, count)| (group, position, count))
-        })
-    }
-
-    /// [`Ledger::pending_groups`] one group at a time: the group and its pods by position.
+    /// Pods charged and not yet bound, with their labels, group by group: each group with its
+    /// pods counted at the position (in the aligned view) where they most likely land, which is
+    /// where the plugins that count pods will find them.
     pub fn pending_by_group(
         &self,
     ) -> impl Iterator<Item = (&Arc<PodGroup>, impl Iterator<Item = (usize, u32)> + '_)> {
@@ -767,6 +759,15 @@ mod tests {
         assert_eq!(l.unheard(), 0);
     }
 
+    /// Every pending (group, position, pods).
+    fn pending_groups(l: &Ledger) -> Vec<(&Arc<PodGroup>, usize, u32)> {
+        l.pending_by_group()
+            .flat_map(|(group, placed)| {
+                placed.map(move |(position, count)| (group, position, count))
+            })
+            .collect()
+    }
+
     #[test]
     fn pending_pods_of_one_template_are_counted_together_until_bound_or_gone() {
         let mut l = Ledger::new(Duration::from_secs(60));
@@ -787,18 +788,26 @@ mod tests {
             l.set_group(id, group());
         }
         l.align(1, ["a", "b", "c"].into_iter());
-        let mut counts: Vec<(usize, u32)> = l.pending_groups().map(|(_, p, n)| (p, n)).collect();
+        let mut counts: Vec<(usize, u32)> = pending_groups(&l)
+            .into_iter()
+            .map(|(_, p, n)| (p, n))
+            .collect();
         counts.sort_unstable();
         assert_eq!(counts, vec![(0, 2), (1, 1)]);
-        let groups: Vec<*const PodGroup> =
-            l.pending_groups().map(|(g, _, _)| Arc::as_ptr(g)).collect();
+        let groups: Vec<*const PodGroup> = pending_groups(&l)
+            .into_iter()
+            .map(|(g, _, _)| Arc::as_ptr(g))
+            .collect();
         assert!(groups.windows(2).all(|w| w[0] == w[1]), "one shared copy");
         assert!(l.bind("p1", "c"));
         l.forget("p3");
-        let counts: Vec<(usize, u32)> = l.pending_groups().map(|(_, p, n)| (p, n)).collect();
+        let counts: Vec<(usize, u32)> = pending_groups(&l)
+            .into_iter()
+            .map(|(_, p, n)| (p, n))
+            .collect();
         assert_eq!(counts, vec![(0, 1)]);
         l.forget("p2");
-        assert_eq!(l.pending_groups().count(), 0);
+        assert_eq!(pending_groups(&l).len(), 0);
     }
 
     #[test]

@@ -23,27 +23,13 @@ fn pods_per_node(facts: &PodFacts<'_>, app: &str, view: &ClusterView, ledger: &L
     let of_job = |group: &PodGroup| {
         &*group.namespace == facts.namespace && app_of(&group.labels) == Some(app)
     };
-    let mut add = |position: usize, count: u32| {
-        if let Some(n) = per_node.get_mut(position) {
-            *n = n.saturating_add(count);
-        }
-    };
-    for (group, on_node) in ledger.groups.groups() {
-        if of_job(group) {
-            for &(number, count) in on_node {
-                if let Some(position) = ledger.position_of_occupancy_number(number) {
-                    add(position, count);
-                }
+    super::pod_level::for_each_group(ledger, of_job, |_, placed| {
+        for (position, count) in placed {
+            if let Some(n) = per_node.get_mut(position) {
+                *n = n.saturating_add(count);
             }
         }
-    }
-    for (group, placed) in ledger.pending_by_group() {
-        if of_job(group) {
-            for (position, count) in placed {
-                add(position, count);
-            }
-        }
-    }
+    });
     per_node
 }
 

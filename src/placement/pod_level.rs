@@ -96,18 +96,29 @@ fn looks_beyond_namespace(facts: &PodFacts<'_>) -> bool {
 
 /// Each group of pods the plugins may read for this pod, with its pods by position in the
 /// view the ledger is aligned with: those of its namespace, and those whose terms reach out to
-/// other pods. Bound groups first, then pending ones, each group's pods side by side.
+/// other pods.
 fn for_each_group_around<'l>(
     facts: &PodFacts<'_>,
     ledger: &'l Ledger,
-    mut visit: impl FnMut(&'l Arc<PodGroup>, &mut dyn Iterator<Item = (usize, u32)>),
+    visit: impl FnMut(&'l Arc<PodGroup>, &mut dyn Iterator<Item = (usize, u32)>),
 ) {
     let everywhere = looks_beyond_namespace(facts);
     let relevant = |group: &PodGroup| {
         everywhere || &*group.namespace == facts.namespace || group.terms.is_some()
     };
+    for_each_group(ledger, relevant, visit);
+}
+
+/// Each group `keep` selects, with its pods by position in the view the ledger is aligned
+/// with: bound groups (the pod watch) first, then pending ones (steered, counted where they
+/// most likely land), each group's pods side by side.
+pub(super) fn for_each_group<'l>(
+    ledger: &'l Ledger,
+    keep: impl Fn(&PodGroup) -> bool,
+    mut visit: impl FnMut(&'l Arc<PodGroup>, &mut dyn Iterator<Item = (usize, u32)>),
+) {
     for (group, on_node) in ledger.groups.groups() {
-        if relevant(group) {
+        if keep(group) {
             let mut placed = on_node.iter().filter_map(|&(number, count)| {
                 Some((ledger.position_of_occupancy_number(number)?, count))
             });
@@ -115,7 +126,7 @@ fn for_each_group_around<'l>(
         }
     }
     for (group, mut placed) in ledger.pending_by_group() {
-        if relevant(group) {
+        if keep(group) {
             visit(group, &mut placed);
         }
     }
