@@ -350,6 +350,44 @@ fn a_network_heavy_pod_avoids_busy_nics_a_cpu_only_pod_does_not() {
     assert_eq!(heavy.landing[0].0, "busy-cpu");
 }
 
+/// A pod is ranked by the level it sits at, halfway through its own load: not sent onto a node
+/// already busier, where it adds little, ahead of a cooler one where it adds more.
+#[test]
+fn a_pod_is_ranked_halfway_through_its_own_load() {
+    let nic = 1.25e9;
+    // NIC at 75%: 50 MB/s adds 4 points. The CPU node: 2 cores of 16 add 12.5 points.
+    let mut nic_bound = node("nic-bound", 0.05);
+    nic_bound.network_bytes_per_second = Some(0.75 * nic);
+    nic_bound.network_capacity_bytes_per_second = Some(nic);
+    let cpu_node = |name: &str, cpu: f64| {
+        let mut n = node(name, cpu);
+        n.network_bytes_per_second = Some(0.10 * nic);
+        n.network_capacity_bytes_per_second = Some(nic);
+        n
+    };
+    // No near-ties: the order alone decides.
+    let policy = PlacementConfig {
+        tie_band: 0.0,
+        ..PlacementConfig::default()
+    };
+    let p = pod(json!({}));
+    let heavy = demand_with_network(&p, &[], 5e7);
+    let first = |cpu: f64| {
+        let snapshot = LoadSnapshot {
+            taken_at: None,
+            pods: Vec::new(),
+            nodes: vec![nic_bound.clone(), cpu_node("cpu", cpu)],
+        };
+        let view = ClusterView::build(&snapshot, None, &policy);
+        run(&heavy, &view, None, &policy).landing[0].0.clone()
+    };
+    // After the pod the NIC-bound node would win (0.79 against 0.805); halfway it is 0.77
+    // against 0.7425, and the cooler node takes the pod.
+    assert_eq!(first(0.68), "cpu");
+    // Halfway 0.77 against 0.7725: the NIC-bound node, where the pod now sits lower.
+    assert_eq!(first(0.71), "nic-bound");
+}
+
 /// Above 100 nodes the sample is a run of the scheduler's order from an unknown start: tier 1
 /// holds a node in every run, so no pod falls to the request scores alone.
 #[test]

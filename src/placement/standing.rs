@@ -213,9 +213,13 @@ pub struct PodHeat {
     pub sum: f64,
     /// The pod would take a NIC of known capacity to the hot threshold or past it.
     pub nic_over: bool,
-    /// What candidates are ranked by: `bottleneck`, plus the NIC penalty for a pod without a
-    /// network estimate, plus on another replica's node what one more pod adds there (see
-    /// `replica`).
+    /// What candidates are ranked by: the bottleneck halfway through the pod (the level it
+    /// sits at, as water fills a vessel), plus the NIC penalty for a pod without a network
+    /// estimate, plus on another replica's node what one more pod adds there (see `replica`).
+    /// Halfway, not after: a pod that adds little where the bottleneck is already high (a
+    /// NIC-bound node, a large node that is busy) is not sent there ahead of a node that is
+    /// cooler now but where it adds more; nor, as the level before it would have it, onto a
+    /// small node where it adds a lot.
     pub rank: f64,
     /// For a pod without a network estimate, the node's NIC load (a share of its link speed,
     /// or of the busiest node's traffic; at most 1): what the NIC penalty and the tie order
@@ -230,7 +234,8 @@ pub struct PodHeat {
 const NIC_TIE_STEP: f64 = 0.25;
 
 /// The utilisation the pod leaves behind in the dimensions it loads, bottleneck first. With
-/// `share` 0: the same dimensions without the pod.
+/// `share` 0: the same dimensions without the pod. Its rank is read halfway through the last
+/// pod (`share` - 1/2): see [`PodHeat::rank`].
 pub fn pod_heat(
     node: &NodeView,
     load: &Load,
@@ -238,10 +243,23 @@ pub fn pod_heat(
     policy: &PlacementConfig,
     share: f64,
 ) -> PodHeat {
-    let cpu = load.cpu + share * pod.load.cpu_cores / node.scale.cpu_cores;
-    let network_bytes_per_second =
-        load.network_bytes_per_second + share * pod.load.network_bytes_per_second;
-    let net = node.scale.network_fraction(network_bytes_per_second);
+    let with_network =
+        pod.load.network_bytes_per_second > 0.0 && node.scale.network_bytes_per_second > 0.0;
+    let with_memory = policy.weights.memory > 0.0 && node.allocatable.memory > 0;
+    // Each dimension the pod loads, with `share` of it added.
+    let at = |share: f64| {
+        let cpu = load.cpu + share * pod.load.cpu_cores / node.scale.cpu_cores;
+        let net = node.scale.network_fraction(
+            load.network_bytes_per_second + share * pod.load.network_bytes_per_second,
+        );
+        let mem = with_memory.then(|| {
+            load.memory
+                + share * pod.facts.requests.requested.memory as f64
+                    / node.allocatable.memory as f64
+        });
+        (cpu, net, mem)
+    };
+    let (cpu, net, mem) = at(share);
     let mut after = PodHeat {
         bottleneck: cpu,
         by: Dimension::Cpu,
@@ -250,7 +268,7 @@ pub fn pod_heat(
         rank: 0.0,
         quiet_nic: 0.0,
     };
-    if pod.load.network_bytes_per_second > 0.0 && node.scale.network_bytes_per_second > 0.0 {
+    if with_network {
         if net > after.bottleneck {
             after.bottleneck = net;
             after.by = Dimension::Nic;
@@ -261,16 +279,24 @@ pub fn pod_heat(
         // No estimate of its traffic, but it has some: a busy NIC still counts, boundedly.
         after.quiet_nic = net.min(1.0);
     }
-    if policy.weights.memory > 0.0 && node.allocatable.memory > 0 {
-        let mem = load.memory
-            + share * pod.facts.requests.requested.memory as f64 / node.allocatable.memory as f64;
+    if let Some(mem) = mem {
         if mem > after.bottleneck {
             after.bottleneck = mem;
             after.by = Dimension::Memory;
         }
         after.sum += mem;
     }
-    after.rank = after.bottleneck + policy.nic_penalty * after.quiet_nic;
+    let level = if share > 0.0 {
+        let (cpu, net, mem) = at((share - 0.5).max(0.0));
+        let mut level = cpu;
+        if with_network {
+            level = level.max(net);
+        }
+        mem.map_or(level, |mem| level.max(mem))
+    } else {
+        after.bottleneck
+    };
+    after.rank = level + policy.nic_penalty * after.quiet_nic;
     after
 }
 
@@ -346,10 +372,11 @@ pub(super) fn standing(
             // and no cooler than the level its owner's unheard pods are taken to have reached.
             after.rank = both.rank;
             if partition.foreign_level > f64::NEG_INFINITY {
-                let empty = pod_heat(node, &load, pod, policy, 0.0).rank;
+                // Its owner's pods reach the level; the next one there sits half a pod above.
+                let empty = pod_heat(node, &load, pod, policy, 0.0).bottleneck;
                 after.rank = after
                     .rank
-                    .max(partition.foreign_level + (after.rank - empty) / 2.0);
+                    .max(partition.foreign_level + (after.bottleneck - empty) / 2.0);
             }
         }
         // Another replica may be adding a pod anywhere before this one hears of it: a NIC is
@@ -402,8 +429,10 @@ fn foreign_fill_nodes(
             continue;
         }
         let load = load_with(node, extra, policy.uncertainty);
-        let empty = pod_heat(node, &load, pod, policy, 0.0).rank;
-        let step = pod_heat(node, &load, pod, policy, 1.0).rank - empty;
+        // In levels a pod leaves behind (bottleneck, not the halfway rank).
+        let before = pod_heat(node, &load, pod, policy, 0.0);
+        let empty = before.rank;
+        let step = pod_heat(node, &load, pod, policy, 1.0).bottleneck - before.bottleneck;
         if step.is_finite() && empty.is_finite() && step > 0.0 {
             nodes.push(FillNode {
                 index,
