@@ -202,8 +202,8 @@ fn explain_order(a: &NodeAssessment, b: &NodeAssessment) -> std::cmp::Ordering {
 fn rows_table(rows: &[NodeAssessment]) -> String {
     let mut out = String::new();
     out.push_str(
-        "RANK: the utilisation this pod would leave behind in the dimensions it loads (the \
-         highest, BY), in-flight pods counted; cool nodes first, lowest first. CPU: with the \
+        "RANK: the utilisation in the dimensions this pod loads (the highest, BY) halfway \
+         through the pod, in-flight pods counted; cool nodes first, lowest first. CPU: with the \
          pod. NIC: with the pod for a pod with a network estimate, else the NIC's load now (a \
          busy one adds a bounded penalty). HEAT: the node's weighted heat now.\n\n",
     );
@@ -274,6 +274,10 @@ fn why_not_chosen(
     for (r, heat) in losers {
         let why = if r.foreign {
             "another replica's node: ranked as if its owner had just put a pod there too"
+                .to_string()
+        } else if r.beyond_job_bounds {
+            "the job's own spread: it holds as many of the job's pods as placement.per_job \
+             allows (on the node or in its zone)"
                 .to_string()
         } else if decision.tie_limit.is_some_and(|limit| heat.rank <= limit) {
             "a near-tie of the best: this replica takes near-ties in its own order".to_string()

@@ -403,6 +403,29 @@ fn a_jobs_own_spread_keeps_it_off_full_nodes_and_zones() {
     });
     assert!(!per_node.contains(&"a1".to_string()), "{per_node:?}");
     assert_eq!(per_node[0], "a2", "another job's pods do not count");
+    // `review --explain` says why the coolest node was left out.
+    let policy = PlacementConfig {
+        per_job: PerJob {
+            max_per_node: Some(2),
+            max_per_zone: None,
+        },
+        ..PlacementConfig::default()
+    };
+    let scheduler = SchedulerConfig::default();
+    let decision = decide(&demand(&tm), &view, Some(&ledger), &policy, &scheduler, 7);
+    let beyond: Vec<String> = assess_all(
+        &demand(&tm),
+        &view,
+        Some(&ledger),
+        &policy,
+        &Replica::from(7),
+        &decision,
+    )
+    .into_iter()
+    .filter(|a| a.beyond_job_bounds)
+    .map(|a| a.name)
+    .collect();
+    assert_eq!(beyond, vec!["a1".to_string()]);
     let per_zone = decide_with(PerJob {
         max_per_node: None,
         max_per_zone: Some(0.5),

@@ -641,6 +641,9 @@ pub struct NodeAssessment {
     pub after: After,
     /// Another replica's node: ranked as if its owner had just put a pod there too.
     pub foreign: bool,
+    /// Beyond the job's own bounds (`placement.per_job`): named only when no cool node is
+    /// within them.
+    pub beyond_job_bounds: bool,
     /// Tier number (1-based) when the node was chosen.
     pub tier: Option<usize>,
     pub avoided: bool,
@@ -682,6 +685,12 @@ pub fn assess_all(
     let around_filters = around.as_deref().zip(ledger).map(|(pods, ledger)| {
         super::pod_level::AroundFilters::new(&pod.facts, view, pods, &ledger.namespace_labels)
     });
+    let every_node: Vec<u32> = (0..view.nodes.len())
+        .filter_map(|i| u32::try_from(i).ok())
+        .collect();
+    let within_bounds = ledger.and_then(|ledger| {
+        super::per_job::within_bounds(&every_node, &pod.facts, view, ledger, &policy.per_job)
+    });
     view.nodes
         .iter()
         .enumerate()
@@ -718,6 +727,9 @@ pub fn assess_all(
                 foreign: partition
                     .as_ref()
                     .is_some_and(|p| p.owned.get(index) == Some(&0)),
+                beyond_job_bounds: within_bounds.as_ref().is_some_and(|kept| {
+                    u32::try_from(index).map_or(true, |i| kept.binary_search(&i).is_err())
+                }),
                 tier: decision
                     .tiers
                     .iter()
