@@ -143,7 +143,17 @@ fn node_table(admission: &Admission, body: &[u8]) -> String {
                 }
             );
             // Read here, not in every decision: it counts the whole view.
-            match admission.replica().set.map(|set| set.share(&view)) {
+            let replica = admission.replica();
+            match replica.set.as_ref().map(|set| set.share(&view)) {
+                Some(share) if replica.others_idle() => {
+                    let _ = writeln!(
+                        out,
+                        "replica share: this replica owns {:.0}% of the nodes; the watch reports \
+                         almost only this replica's decisions lately, so the others' nodes rank \
+                         as its own",
+                        share * 100.0
+                    );
+                }
                 Some(share) => {
                     let _ = writeln!(
                         out,

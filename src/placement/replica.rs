@@ -125,7 +125,16 @@ pub(super) struct Partition {
     /// Where that fill puts those pods: (position, pods). The scores that count pods count
     /// them there, as pods like the one decided.
     pub mirrored: Vec<(usize, u32)>,
+    /// The other replicas decide next to nothing lately (see [`Replica::others_idle`]): their
+    /// nodes rank as this one's own.
+    pub others_idle: bool,
 }
+
+/// Below this many decisions per other replica for each of this one's, as the watch reported
+/// lately, the others are taken to be idle: the apiserver's connections feed this replica
+/// alone. One in eight: about six of another replica's decisions heard after some fifty of
+/// this one's bring its nodes' margin back.
+const IDLE_BELOW: f64 = 0.125;
 
 /// Unheard decisions from which a replica mirrors them onto the other replicas' nodes: fewer
 /// is the watch's usual lag, which ranking a foreign node as if its owner had just put one
@@ -141,7 +150,21 @@ impl Replica {
             owned: set.owned(view),
             foreign_level: f64::NEG_INFINITY,
             mirrored: Vec::new(),
+            others_idle: self.others_idle(),
         })
+    }
+
+    /// The watch reported lately almost only this replica's decisions (not before it reported
+    /// any: an even split is the prior). A replica fed alone then ranks the others' nodes as
+    /// its own instead of keeping off half the cluster for pods nobody is placing; until the
+    /// watch reports the others' first few decisions, a burst that moves to them can meet
+    /// this replica on their nodes.
+    pub fn others_idle(&self) -> bool {
+        let Some(set) = &self.set else {
+            return false;
+        };
+        let others = set.members().len().saturating_sub(1).max(1);
+        self.heard.others_per_own(others) / (others as f64) < IDLE_BELOW
     }
 
     /// The watch runs behind this replica's own decisions: the other replicas are taken to
@@ -166,7 +189,7 @@ impl Replica {
     /// Memo and index key part: the salt and the membership.
     pub(super) fn key(&self) -> String {
         match &self.set {
-            Some(set) => format!("{}/{:x}", self.salt, set.key()),
+            Some(set) => format!("{}/{:x}/{}", self.salt, set.key(), self.others_idle()),
             None => self.salt.to_string(),
         }
     }
@@ -178,6 +201,27 @@ mod tests {
 
     fn set(me: &str, members: &[&str]) -> Option<ReplicaSet> {
         ReplicaSet::new(me, members.iter().map(|m| m.to_string()))
+    }
+
+    #[test]
+    fn others_are_idle_only_once_the_watch_reports_almost_only_this_replica() {
+        let replica = |own: f64, others: f64| Replica {
+            set: set("a", &["a", "b"]).map(Arc::new),
+            heard: HeardMix { own, others },
+            ..Replica::default()
+        };
+        // Nothing reported yet: an even split.
+        assert!(!replica(0.0, 0.0).others_idle());
+        assert!(!replica(25.0, 25.0).others_idle());
+        // 80/20, from either side: the margin holds.
+        assert!(!replica(40.0, 10.0).others_idle());
+        assert!(!replica(10.0, 40.0).others_idle());
+        // Fed alone for a while.
+        assert!(replica(50.0, 0.0).others_idle());
+        // Another replica's decisions heard again.
+        assert!(!replica(45.0, 6.0).others_idle());
+        // Alone, there are no others.
+        assert!(!Replica::default().others_idle());
     }
 
     #[test]
