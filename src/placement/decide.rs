@@ -726,7 +726,7 @@ pub fn assess_all(
                 after: after_of(node, &cautious, pod, policy),
                 foreign: partition
                     .as_ref()
-                    .is_some_and(|p| p.owned.get(index) == Some(&0) && !p.others_idle),
+                    .is_some_and(|p| p.weighs_as_foreign(index)),
                 beyond_job_bounds: within_bounds.as_ref().is_some_and(|kept| {
                     u32::try_from(index).map_or(true, |i| kept.binary_search(&i).is_err())
                 }),

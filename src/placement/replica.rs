@@ -130,6 +130,14 @@ pub(super) struct Partition {
     pub others_idle: bool,
 }
 
+impl Partition {
+    /// The node at `position` is another replica's and weighed as such: ranked as if its
+    /// owner had just put a pod there too (not while the others are idle).
+    pub fn weighs_as_foreign(&self, position: usize) -> bool {
+        self.owned.get(position) == Some(&0) && !self.others_idle
+    }
+}
+
 /// Below this many decisions per other replica for each of this one's, as the watch reported
 /// lately, the others are taken to be idle: the apiserver's connections feed this replica
 /// alone. One in eight: about six of another replica's decisions heard after some fifty of

@@ -367,7 +367,7 @@ pub(super) fn standing(
     if let Some(partition) = partition {
         // Other replicas decide too (a replica set has two members at least).
         let both = pod_heat(node, &load, pod, policy, 2.0);
-        if partition.owned.get(index) == Some(&0) && !partition.others_idle {
+        if partition.weighs_as_foreign(index) {
             // Its owner may be putting a pod there right now: ranked as if both pods landed,
             // and no cooler than the level its owner's unheard pods are taken to have reached.
             after.rank = both.rank;
