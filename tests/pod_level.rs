@@ -322,7 +322,7 @@ fn required_pod_affinity_with_no_match_anywhere_is_unresolvable_everywhere() {
 /// TaskManager kept apart from its job's others keeps off those nodes too.
 #[test]
 fn mirrored_pods_count_in_the_affinity_score() {
-    use placement_webhook::placement::pod_level::{around_affinity_scores, restrict};
+    use placement_webhook::placement::pod_level::{Around, around_affinity_scores, restrict};
     let view = view();
     let ledger = aligned_ledger(&view);
     let tm = taskmanager(
@@ -346,8 +346,17 @@ fn mirrored_pods_count_in_the_affinity_score() {
         assert_eq!(*score, if k == a1 { 0 } else { 100 }, "node {k}");
     }
     let eligible: Vec<u32> = (0..6).collect();
-    let allowed =
-        restrict(&eligible, &d.facts, &view, &ledger, &[(a1, 1)], 160).expect("scores apply");
+    let allowed = restrict(
+        &eligible,
+        &d.facts,
+        &view,
+        &ledger,
+        Around::Read {
+            mirrored: &[(a1, 1)],
+        },
+        160,
+    )
+    .expect("scores apply");
     assert_eq!(allowed.len(), 5);
     assert!(!allowed.contains(&(a1 as u32)));
 }

@@ -1,19 +1,20 @@
 //! The ranking index (`placement::decide_indexed`) against the walk over every node
 //! (`placement::decide`): on generated clusters of up to 400 nodes (sampled above 100), through
 //! random sequences of what changes the ledger (charges where the decision predicts, binds,
-//! forgets, expiry, the pod watch's bound requests, a new view), both give the same decision
-//! for every pod shape at every step.
+//! forgets, expiry, the pod watch's bound requests and bound pods of the job, a new view), both
+//! give the same decision for every pod shape at every step.
 
 mod seeded;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
 use placement_webhook::config::PlacementConfig;
 use placement_webhook::config::scheduler::SchedulerConfig;
 use placement_webhook::inflight::ledger::{Ledger, PodLoad};
 use placement_webhook::inflight::pod_groups::PodGroup;
+use placement_webhook::inventory::pods::apply_pod_event;
 use placement_webhook::placement::{
     PodConstraints, PodDemand, RankIndexes, decide, decide_indexed,
 };
@@ -75,6 +76,13 @@ enum Op {
         pod: usize,
         node: Option<usize>,
     },
+    /// The pod watch sees a pod of the job (of `shape`, with its labels and terms) bound to
+    /// `node`, or gone.
+    WatchJob {
+        pod: usize,
+        shape: usize,
+        node: Option<usize>,
+    },
     /// Every charge expires.
     ExpireAll,
     /// The view is rebuilt (a new id) from the same readings.
@@ -88,6 +96,8 @@ fn gen_op() -> impl Strategy<Value = Op> {
         1 => (0usize..64).prop_map(|k| Op::Forget { k }),
         2 => (0usize..8, prop::option::of(0usize..400))
             .prop_map(|(pod, node)| Op::Watch { pod, node }),
+        2 => (0usize..8, 0usize..SHAPES, prop::option::of(0usize..400))
+            .prop_map(|(pod, shape, node)| Op::WatchJob { pod, shape, node }),
         1 => Just(Op::ExpireAll),
         1 => Just(Op::NewView),
     ]
@@ -235,6 +245,23 @@ proptest! {
                     let requests: PodRequests = demands[pod % SHAPES].facts.requests.clone();
                     let on = node.map(|n| name(n % nodes.len()));
                     ledger.occupancy.set(&format!("watched-{pod}"), on.as_deref(), &requests);
+                }
+                Op::WatchJob { pod, shape, node } => {
+                    let mut bound = shapes[*shape].0.clone();
+                    bound.metadata.name = Some(format!("job-{pod}"));
+                    bound.metadata.uid = Some(format!("job-uid-{pod}"));
+                    if let Some(spec) = bound.spec.as_mut() {
+                        spec.node_name = node.map(|n| name(n % nodes.len()));
+                    }
+                    bound.status = Some(serde_json::from_value(json!({"phase": "Running"}))
+                        .expect("a pod status"));
+                    apply_pod_event(
+                        &mut ledger,
+                        &bound,
+                        node.is_none(),
+                        Instant::now(),
+                        SystemTime::now(),
+                    );
                 }
                 Op::ExpireAll => ledger.expire(Instant::now() + TTL * 2),
                 Op::NewView => {

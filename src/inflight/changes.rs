@@ -1,5 +1,6 @@
-//! Which nodes changed lately, so that what is derived from every node (a ranking of the nodes
-//! for one pod shape) can catch up by re-reading those nodes only.
+//! What changed lately (which nodes, or which group gained or lost a pod where), so that what is
+//! derived from all of it (a ranking of the nodes for one pod shape, InterPodAffinity's sums for
+//! one kind of pod) can catch up by reading the changes only.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,15 +11,15 @@ pub const CAPACITY: usize = 4096;
 
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
 
-/// The numbers (node ids) changed, in order, the last [`CAPACITY`] of them.
+/// The changes (by default node numbers), in order, the last [`CAPACITY`] of them.
 #[derive(Debug)]
-pub struct ChangeLog {
+pub struct ChangeLog<T = u32> {
     /// Unique per log, and new for a clone: a reader's position in one log means nothing in
     /// another, even one that started as a copy.
     instance: u64,
     /// Changes recorded so far.
     head: u64,
-    recent: VecDeque<u32>,
+    recent: VecDeque<T>,
 }
 
 /// A reader's position: the log it read and how far.
@@ -28,7 +29,7 @@ pub struct LogPosition {
     head: u64,
 }
 
-impl Default for ChangeLog {
+impl<T> Default for ChangeLog<T> {
     fn default() -> Self {
         ChangeLog {
             instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
@@ -38,7 +39,7 @@ impl Default for ChangeLog {
     }
 }
 
-impl Clone for ChangeLog {
+impl<T: Clone> Clone for ChangeLog<T> {
     fn clone(&self) -> Self {
         ChangeLog {
             recent: self.recent.clone(),
@@ -48,8 +49,8 @@ impl Clone for ChangeLog {
     }
 }
 
-impl ChangeLog {
-    pub fn record(&mut self, number: u32) {
+impl<T: Clone> ChangeLog<T> {
+    pub fn record(&mut self, number: T) {
         if self.recent.len() == CAPACITY {
             self.recent.pop_front();
         }
@@ -65,15 +66,15 @@ impl ChangeLog {
         }
     }
 
-    /// The numbers changed since `seen` (oldest first, maybe repeated), or `None` when `seen`
-    /// is from another log or further back than the log remembers.
-    pub fn since(&self, seen: LogPosition) -> Option<impl Iterator<Item = u32> + '_> {
+    /// The changes since `seen` (oldest first, maybe repeated), or `None` when `seen` is from
+    /// another log or further back than the log remembers.
+    pub fn since(&self, seen: LogPosition) -> Option<impl Iterator<Item = T> + '_> {
         if seen.instance != self.instance || seen.head > self.head {
             return None;
         }
         let behind = usize::try_from(self.head - seen.head).ok()?;
         let skip = self.recent.len().checked_sub(behind)?;
-        Some(self.recent.iter().skip(skip).copied())
+        Some(self.recent.iter().skip(skip).cloned())
     }
 }
 

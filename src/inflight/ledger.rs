@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use super::changes::{ChangeLog, LogPosition};
 use super::occupancy::{NodeRequests, Occupancy};
-use super::pod_groups::{PodGroup, PodGroups};
+use super::pod_groups::{GroupChange, PodGroup, PodGroups};
 use super::running::RunningPods;
 use crate::scheduler::PodRequests;
 use std::sync::Arc;
@@ -181,7 +181,7 @@ pub struct Ledger {
     /// Pending pods with a group, by group (its address): the group and its pods counted by
     /// the node (ledger number) they most likely land on. What the plugins that count pods
     /// read, kept as pods come and go rather than gathered from every entry at each decision.
-    pending_tally: HashMap<usize, (Arc<PodGroup>, HashMap<u32, u32>)>,
+    pending_tally: PendingTally,
     /// Requests of every bound pod, from the pod watch.
     pub occupancy: Occupancy,
     /// Running TaskManagers by job, from the pod watch.
@@ -189,7 +189,9 @@ pub struct Ledger {
     /// Labels and pod (anti-)affinity terms of every bound pod, from the pod watch.
     pub groups: PodGroups,
     /// Every namespace's labels, from the namespace watch (for `namespaceSelector`).
-    pub namespace_labels: std::collections::BTreeMap<String, crate::scheduler::pods::Labels>,
+    namespace_labels: std::collections::BTreeMap<String, crate::scheduler::pods::Labels>,
+    /// Bumped whenever `namespace_labels` changes.
+    namespace_version: u64,
     /// Node numbers by position in one view, so a decision's walk over every node looks its
     /// in-flight load and bound requests up without hashing a name.
     aligned: Alignment,
@@ -205,6 +207,16 @@ struct Alignment {
     /// View position by ledger number and by occupancy number (`u32::MAX`: not in the view).
     by_ledger_number: Vec<u32>,
     by_occupancy_number: Vec<u32>,
+}
+
+/// How far a reader has followed the group changes (pods gained and lost by each group, bound
+/// and pending) of one ledger aligned with one view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GroupMark {
+    view_id: u64,
+    bound: LogPosition,
+    pending: LogPosition,
+    namespaces: u64,
 }
 
 /// How far a reader has followed the changes of one ledger aligned with one view.
@@ -238,11 +250,12 @@ impl Ledger {
             unheard: 0,
             heard: HeardMix::default(),
             last_pending_group: None,
-            pending_tally: HashMap::default(),
+            pending_tally: PendingTally::default(),
             occupancy: Occupancy::default(),
             running: RunningPods::default(),
             groups: PodGroups::default(),
             namespace_labels: Default::default(),
+            namespace_version: 0,
             aligned: Alignment::default(),
             changes: ChangeLog::default(),
         }
@@ -385,9 +398,9 @@ impl Ledger {
             return;
         };
         if let Some(old) = old {
-            tally(&mut self.pending_tally, &old, node, false);
+            self.pending_tally.count(&old, node, false);
         }
-        tally(&mut self.pending_tally, &group, node, true);
+        self.pending_tally.count(&group, node, true);
     }
 
     /// Pods charged and not yet bound, with their labels, group by group: each group with its
@@ -397,13 +410,16 @@ impl Ledger {
         &self,
     ) -> impl Iterator<Item = (&Arc<PodGroup>, impl Iterator<Item = (usize, u32)> + '_)> {
         let positions = &self.aligned.by_ledger_number;
-        self.pending_tally.values().map(move |(group, on_node)| {
-            let placed = on_node.iter().filter_map(move |(&node, &count)| {
-                let position = *positions.get(node as usize)?;
-                (position != u32::MAX).then_some((position as usize, count))
-            });
-            (group, placed)
-        })
+        self.pending_tally
+            .groups
+            .values()
+            .map(move |(group, on_node)| {
+                let placed = on_node.iter().filter_map(move |(&node, &count)| {
+                    let position = *positions.get(node as usize)?;
+                    (position != u32::MAX).then_some((position as usize, count))
+                });
+                (group, placed)
+            })
     }
 
     /// The position in the aligned view of the node the occupancy numbers `number`.
@@ -529,6 +545,65 @@ impl Ledger {
         };
     }
 
+    /// Every namespace's labels, from the namespace watch.
+    pub fn namespace_labels(
+        &self,
+    ) -> &std::collections::BTreeMap<String, crate::scheduler::pods::Labels> {
+        &self.namespace_labels
+    }
+
+    pub fn set_namespace_labels(
+        &mut self,
+        labels: std::collections::BTreeMap<String, crate::scheduler::pods::Labels>,
+    ) {
+        if self.namespace_labels != labels {
+            self.namespace_labels = labels;
+            self.namespace_version += 1;
+        }
+    }
+
+    /// Where the group change logs are now, for [`Self::group_changes_since`].
+    pub fn group_mark(&self) -> GroupMark {
+        GroupMark {
+            view_id: self.aligned.view_id,
+            bound: self.groups.changes().position(),
+            pending: self.pending_tally.changes.position(),
+            namespaces: self.namespace_version,
+        }
+    }
+
+    /// The pods each group gained and lost since `mark`, at positions in the aligned view:
+    /// (group, position, pods). `None` when that cannot be told: `mark` is from another view,
+    /// ledger or namespace list, or further back than the logs remember.
+    pub fn group_changes_since(
+        &self,
+        mark: GroupMark,
+    ) -> Option<impl Iterator<Item = (Arc<PodGroup>, usize, i64)> + '_> {
+        if mark.view_id != self.aligned.view_id
+            || !self.is_aligned(mark.view_id)
+            || mark.namespaces != self.namespace_version
+        {
+            return None;
+        }
+        let bound = self.groups.changes().since(mark.bound)?;
+        let pending = self.pending_tally.changes.since(mark.pending)?;
+        let at = |by_number: &[u32], number: u32| {
+            by_number
+                .get(number as usize)
+                .filter(|&&p| p != u32::MAX)
+                .map(|&p| p as usize)
+        };
+        let bound = bound.filter_map(move |c| {
+            let position = at(&self.aligned.by_occupancy_number, c.node)?;
+            Some((c.group, position, i64::from(c.delta)))
+        });
+        let pending = pending.filter_map(move |c| {
+            let position = at(&self.aligned.by_ledger_number, c.node)?;
+            Some((c.group, position, i64::from(c.delta)))
+        });
+        Some(bound.chain(pending))
+    }
+
     /// Where the change logs are now, for [`Self::changed_positions`].
     pub fn change_mark(&self) -> ChangeMark {
         ChangeMark {
@@ -610,7 +685,7 @@ impl Ledger {
     /// A pending entry leaves the tally of pending groups.
     fn untally(&mut self, entry: &Entry) {
         if let (false, Some(group), Some(node)) = (entry.bound, &entry.group, most_likely(entry)) {
-            tally(&mut self.pending_tally, group, node, false);
+            self.pending_tally.count(group, node, false);
         }
     }
 
@@ -652,31 +727,53 @@ fn most_likely(entry: &Entry) -> Option<u32> {
 }
 
 /// Counts one pending pod of `group` on `node` in or out of `tally`.
-fn tally(
-    tally: &mut HashMap<usize, (Arc<PodGroup>, HashMap<u32, u32>)>,
-    group: &Arc<PodGroup>,
-    node: u32,
-    add: bool,
-) {
-    let key = Arc::as_ptr(group) as usize;
-    if add {
-        let (_, on_node) = tally
-            .entry(key)
-            .or_insert_with(|| (group.clone(), HashMap::default()));
-        *on_node.entry(node).or_insert(0) += 1;
-        return;
-    }
-    let Some((_, on_node)) = tally.get_mut(&key) else {
-        return;
-    };
-    if let Some(count) = on_node.get_mut(&node) {
-        *count -= 1;
-        if *count == 0 {
-            on_node.remove(&node);
+/// Pending pods with a group, by group (its address): the group and its pods counted by the
+/// node (ledger number) they most likely land on; and each count's change, for readers that
+/// keep sums over them.
+#[derive(Debug, Clone, Default)]
+struct PendingTally {
+    groups: HashMap<usize, (Arc<PodGroup>, HashMap<u32, u32>)>,
+    changes: ChangeLog<GroupChange>,
+}
+
+impl PendingTally {
+    /// One pod of `group` more (`add`) or less on the node numbered `node`.
+    fn count(&mut self, group: &Arc<PodGroup>, node: u32, add: bool) {
+        let key = Arc::as_ptr(group) as usize;
+        if add {
+            let (_, on_node) = self
+                .groups
+                .entry(key)
+                .or_insert_with(|| (group.clone(), HashMap::default()));
+            *on_node.entry(node).or_insert(0) += 1;
+            self.record(group, node, 1);
+            return;
+        }
+        let Some((_, on_node)) = self.groups.get_mut(&key) else {
+            return;
+        };
+        let mut counted = false;
+        if let Some(count) = on_node.get_mut(&node) {
+            *count -= 1;
+            if *count == 0 {
+                on_node.remove(&node);
+            }
+            counted = true;
+        }
+        if on_node.is_empty() {
+            self.groups.remove(&key);
+        }
+        if counted {
+            self.record(group, node, -1);
         }
     }
-    if on_node.is_empty() {
-        tally.remove(&key);
+
+    fn record(&mut self, group: &Arc<PodGroup>, node: u32, delta: i32) {
+        self.changes.record(GroupChange {
+            group: group.clone(),
+            node,
+            delta,
+        });
     }
 }
 

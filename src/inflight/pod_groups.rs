@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 
+use super::changes::ChangeLog;
 use super::occupancy::NO_GROUP;
 #[cfg(doc)]
 use super::occupancy::Occupancy;
@@ -87,6 +88,15 @@ struct GroupSlot {
     on_node: Vec<(u32, u32)>,
 }
 
+/// A group gained (`delta` 1) or lost (-1) a pod on the node numbered `node` (by the
+/// occupancy's numbers for bound pods, the ledger's for pending ones).
+#[derive(Debug, Clone)]
+pub struct GroupChange {
+    pub group: Arc<PodGroup>,
+    pub node: u32,
+    pub delta: i32,
+}
+
 /// Bound pods by group and node. Which group each pod is in is kept by the occupancy, which
 /// has room for the number in its entry for the pod (see [`Occupancy::set_grouped`]): no map
 /// per pod here.
@@ -103,6 +113,8 @@ pub struct PodGroups {
     /// The groups with required anti-affinity: every new pod is checked against them, and
     /// they are few (usually none), so they are kept apart from the thousands of others.
     required_anti_affinity: Vec<Arc<PodGroup>>,
+    /// Pods gained and lost, group by group, for readers that keep sums over the groups.
+    changes: ChangeLog<GroupChange>,
 }
 
 impl PodGroups {
@@ -143,6 +155,13 @@ impl PodGroups {
         match slot.on_node.binary_search_by_key(&node, |&(n, _)| n) {
             Ok(i) => slot.on_node[i].1 += 1,
             Err(i) => slot.on_node.insert(i, (node, 1)),
+        }
+        if let Some(group) = &slot.group {
+            self.changes.record(GroupChange {
+                group: group.clone(),
+                node,
+                delta: 1,
+            });
         }
         id
     }
@@ -188,6 +207,31 @@ impl PodGroups {
         if slot.pods == 0 {
             return;
         }
+        // What leaves the per-node counts (a readers' sums follow them): the pod's own count,
+        // or, for the group's last pod, every count left.
+        let left: Vec<(u32, i32)> = if slot.pods == 1 {
+            slot.on_node
+                .iter()
+                .map(|&(n, count)| (n, -i32::try_from(count).unwrap_or(i32::MAX)))
+                .collect()
+        } else if slot
+            .on_node
+            .binary_search_by_key(&node, |&(n, _)| n)
+            .is_ok()
+        {
+            vec![(node, -1)]
+        } else {
+            Vec::new()
+        };
+        if let Some(group) = &slot.group {
+            for (node, delta) in left {
+                self.changes.record(GroupChange {
+                    group: group.clone(),
+                    node,
+                    delta,
+                });
+            }
+        }
         slot.pods -= 1;
         self.pods -= 1;
         if slot.pods == 0 {
@@ -206,6 +250,11 @@ impl PodGroups {
                 slot.on_node.remove(i);
             }
         }
+    }
+
+    /// The pods gained and lost since a reader's mark.
+    pub fn changes(&self) -> &ChangeLog<GroupChange> {
+        &self.changes
     }
 
     /// Every group with its pods per node number, sorted by node number.

@@ -16,6 +16,7 @@
 use super::constraints::{Ineligible, eligible_nodes};
 use super::decision::{Decision, RankedNode, TierChoice};
 use super::landing::{Coverage, Named, Window, landing_odds, landing_shares, order_positions};
+use super::pod_level::Around;
 use super::rank_index::{RankIndex, RankIndexes};
 use super::replica::{Partition, Replica};
 use super::standing::{
@@ -186,7 +187,9 @@ pub fn decide(
             &pod.facts,
             view,
             ledger,
-            partition.as_ref().map_or(&[][..], |p| &p.mirrored),
+            Around::Read {
+                mirrored: partition.as_ref().map_or(&[][..], |p| &p.mirrored),
+            },
             affinity_gap(policy, scheduler),
         )
     {
@@ -349,7 +352,7 @@ pub fn decide_indexed(
                 &pod.facts,
                 view,
                 ledger,
-                &[],
+                Around::Kept(indexes.affinity_sums()),
                 affinity_gap(policy, scheduler),
             );
             let bounded = super::per_job::within_bounds(
@@ -683,7 +686,7 @@ pub fn assess_all(
         .filter(|l| super::pod_level::applies(&pod.facts, l))
         .map(|l| super::pod_level::pods_around(&pod.facts, view, l));
     let around_filters = around.as_deref().zip(ledger).map(|(pods, ledger)| {
-        super::pod_level::AroundFilters::new(&pod.facts, view, pods, &ledger.namespace_labels)
+        super::pod_level::AroundFilters::new(&pod.facts, view, pods, ledger.namespace_labels())
     });
     let every_node: Vec<u32> = (0..view.nodes.len())
         .filter_map(|i| u32::try_from(i).ok())

@@ -40,6 +40,7 @@ impl Window {
     }
 
     /// The run from `start` holds `position`.
+    #[cfg(test)]
     fn holds(&self, start: usize, position: usize) -> bool {
         (position + self.n - start) % self.n < self.len
     }
@@ -68,6 +69,10 @@ pub struct Coverage {
     /// Stretches between consecutive chosen nodes longer than a run: kept as nodes are added,
     /// so `complete` is asked for free once per candidate.
     long_gaps: usize,
+    /// Per position, once a node is chosen: it is not chosen and lies in a stretch longer
+    /// than a run. Kept as nodes are added (a stretch only shrinks, so each position closes
+    /// once), so `adds` is a lookup: a decision asks it of thousands of candidates.
+    open: Vec<bool>,
 }
 
 impl Coverage {
@@ -76,6 +81,7 @@ impl Coverage {
             window,
             chosen: Vec::new(),
             long_gaps: 0,
+            open: Vec::new(),
         }
     }
 
@@ -113,11 +119,7 @@ impl Coverage {
         if self.chosen.is_empty() {
             return true;
         }
-        if self.chosen.binary_search(&position).is_ok() {
-            return false;
-        }
-        let (before, next) = self.neighbours(position);
-        self.is_long(before, next)
+        self.open.get(position).copied().unwrap_or(false)
     }
 
     pub fn add(&mut self, position: usize) {
@@ -126,13 +128,38 @@ impl Coverage {
         };
         if self.chosen.is_empty() {
             self.long_gaps = usize::from(self.is_long(position, position));
+            if !self.window.whole() {
+                self.open = vec![true; self.window.n];
+            }
         } else {
             let (before, next) = self.neighbours(position);
             let now_long = usize::from(self.is_long(before, position))
                 + usize::from(self.is_long(position, next));
             self.long_gaps = self.long_gaps + now_long - usize::from(self.is_long(before, next));
+            for (from, to) in [(before, position), (position, next)] {
+                if !self.is_long(from, to) {
+                    self.close_between(from, to);
+                }
+            }
+        }
+        if let Some(open) = self.open.get_mut(position) {
+            *open = false;
         }
         self.chosen.insert(at, position);
+    }
+
+    /// No position strictly between `from` and `to` (going round) adds any more.
+    fn close_between(&mut self, from: usize, to: usize) {
+        let n = self.open.len();
+        if from >= n || to >= n {
+            return;
+        }
+        if from < to {
+            self.open[from + 1..to].fill(false);
+        } else {
+            self.open[from + 1..].fill(false);
+            self.open[..to].fill(false);
+        }
     }
 
     /// Every run holds a chosen node.
@@ -186,31 +213,41 @@ pub fn landing_odds(window: Window, tier: &[Named]) -> Vec<f64> {
         .collect();
     cuts.sort_unstable();
     cuts.dedup();
-    // The named nodes in order of position: those a run holds are consecutive in it (going
-    // round), so each run reads only its own instead of testing every named node.
+    // The named nodes in order of position, twice round (the second time one order further
+    // on): a run from `start` holds exactly those at `start..start + len` of it, so as the
+    // cuts go up the run's nodes are a window of it that only moves forward.
     let mut by_position: Vec<(usize, usize)> = tier
         .iter()
         .enumerate()
         .map(|(j, t)| (t.position, j))
         .collect();
     by_position.sort_unstable();
-    let mut inside: Vec<usize> = Vec::with_capacity(tier.len());
+    let count = by_position.len();
+    let round = |k: usize| {
+        if k < count {
+            by_position[k]
+        } else {
+            let (position, j) = by_position[k - count];
+            (position + n, j)
+        }
+    };
+    let (mut from, mut to) = (0, 0);
     for (k, &start) in cuts.iter().enumerate() {
         let end = cuts.get(k + 1).copied().unwrap_or(cuts[0] + n);
         let starts = (end - start) as f64 / n as f64;
-        inside.clear();
-        let first = by_position.partition_point(|&(position, _)| position < start);
-        inside.extend(
-            (0..by_position.len())
-                .map(|step| by_position[(first + step) % by_position.len()])
-                .take_while(|&(position, _)| window.holds(start, position))
-                .map(|(_, j)| j),
-        );
-        let Some(best) = inside.iter().map(|&j| tier[j].key()).max() else {
+        while from < count && round(from).0 < start {
+            from += 1;
+        }
+        to = to.max(from);
+        while to < from + count && round(to).0 < start + window.len {
+            to += 1;
+        }
+        let inside = (from..to).map(|k| round(k).1);
+        let Some(best) = inside.clone().map(|j| tier[j].key()).max() else {
             continue;
         };
-        let winners = inside.iter().filter(|&&j| tier[j].key() == best).count() as f64;
-        for &j in inside.iter().filter(|&&j| tier[j].key() == best) {
+        let winners = inside.clone().filter(|&j| tier[j].key() == best).count() as f64;
+        for j in inside.filter(|&j| tier[j].key() == best) {
             odds[j] += starts / winners;
         }
     }
@@ -298,6 +335,106 @@ mod tests {
         }
         for (a, b) in odds.iter().zip(brute) {
             assert!((a - b).abs() < 1e-12, "{odds:?} vs {brute:?}");
+        }
+    }
+
+    /// Every start tried, for seeded random orders, runs and tiers (ties, both levels,
+    /// nodes side by side and alone).
+    #[test]
+    fn odds_match_brute_force_on_random_tiers() {
+        let mut seed = 0x9e37_79b9_u64;
+        let mut next = |below: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 33) as usize) % below.max(1)
+        };
+        for _ in 0..500 {
+            let n = 1 + next(60);
+            let window = Window {
+                n,
+                len: 1 + next(n),
+            };
+            let mut positions: Vec<usize> = (0..n).collect();
+            let count = 1 + next(n.min(12));
+            let tier: Vec<Named> = (0..count)
+                .map(|_| Named {
+                    position: positions.swap_remove(next(positions.len())),
+                    level: next(2) as u8,
+                    score: next(4) as i64,
+                })
+                .collect();
+            let odds = landing_odds(window, &tier);
+            let mut brute = vec![0.0; count];
+            for start in 0..n {
+                let inside: Vec<usize> = (0..count)
+                    .filter(|&j| window.holds(start, tier[j].position))
+                    .collect();
+                let Some(best) = inside.iter().map(|&j| tier[j].key()).max() else {
+                    continue;
+                };
+                let winners: Vec<usize> = inside
+                    .into_iter()
+                    .filter(|&j| tier[j].key() == best)
+                    .collect();
+                for &j in &winners {
+                    brute[j] += 1.0 / n as f64 / winners.len() as f64;
+                }
+            }
+            for (a, b) in odds.iter().zip(&brute) {
+                assert!(
+                    (a - b).abs() < 1e-9,
+                    "{window:?} {tier:?}: {odds:?} vs {brute:?}"
+                );
+            }
+        }
+    }
+
+    /// `adds` against the stretches worked out from scratch, for seeded random additions.
+    #[test]
+    fn coverage_adds_matches_the_stretches_from_scratch() {
+        let mut seed = 0x2545_f491_u64;
+        let mut next = |below: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 33) as usize) % below.max(1)
+        };
+        for _ in 0..300 {
+            let n = 1 + next(80);
+            let window = Window {
+                n,
+                len: 1 + next(n),
+            };
+            let mut coverage = Coverage::new(window);
+            let mut chosen: Vec<usize> = Vec::new();
+            for _ in 0..1 + next(12) {
+                for position in 0..n {
+                    // Some run holds `position` and no chosen node.
+                    let expected = !chosen.contains(&position)
+                        && (0..n).any(|start| {
+                            window.holds(start, position)
+                                && !chosen.iter().any(|&c| window.holds(start, c))
+                        });
+                    assert_eq!(
+                        coverage.adds(position),
+                        expected,
+                        "{window:?} chosen {chosen:?} position {position}"
+                    );
+                }
+                let expected_complete = !chosen.is_empty()
+                    && (0..n).all(|start| chosen.iter().any(|&c| window.holds(start, c)));
+                assert_eq!(
+                    coverage.complete(),
+                    expected_complete,
+                    "{window:?} {chosen:?}"
+                );
+                let position = next(n);
+                coverage.add(position);
+                if !chosen.contains(&position) {
+                    chosen.push(position);
+                }
+            }
         }
     }
 

@@ -1,5 +1,6 @@
 //! Pure placement decisions: from a pod, the cluster view and the policy to ranked nodes and terms.
 
+pub mod affinity_sums;
 pub mod constraints;
 pub mod decide;
 pub mod decision;

@@ -22,6 +22,7 @@ use crate::scheduler::topology_spread::spread_scores;
 use crate::scheduler::{ClusterPods, ExistingPod, PodFilters, SpreadUnfit, Unfit};
 use crate::view::ClusterView;
 
+use super::affinity_sums::AffinitySumsCache;
 use super::constraints::Ineligible;
 
 /// Whether the pod's eligibility depends on the pods around it: it has a `DoNotSchedule`
@@ -38,7 +39,7 @@ pub fn applies(facts: &PodFacts<'_>, ledger: &Ledger) -> bool {
             .groups
             .with_required_anti_affinity()
             .iter()
-            .any(|group| anti_affinity_selects(group, facts, &ledger.namespace_labels))
+            .any(|group| anti_affinity_selects(group, facts, ledger.namespace_labels()))
 }
 
 /// The pod has terms the scheduler scores by the pods around it: a `ScheduleAnyway` spread
@@ -102,11 +103,17 @@ fn for_each_group_around<'l>(
     ledger: &'l Ledger,
     visit: impl FnMut(&'l Arc<PodGroup>, &mut dyn Iterator<Item = (usize, u32)>),
 ) {
+    for_each_group(ledger, reads_group(facts), visit);
+}
+
+/// Whether the plugins may read the pods of a group for this pod: those of its namespace, and
+/// those whose terms reach out to other pods (all, when its own terms look beyond its
+/// namespace).
+pub(super) fn reads_group<'f>(facts: &'f PodFacts<'_>) -> impl Fn(&PodGroup) -> bool + 'f {
     let everywhere = looks_beyond_namespace(facts);
-    let relevant = |group: &PodGroup| {
+    move |group: &PodGroup| {
         everywhere || &*group.namespace == facts.namespace || group.terms.is_some()
-    };
-    for_each_group(ledger, relevant, visit);
+    }
 }
 
 /// Each group `keep` selects, with its pods by position in the view the ledger is aligned
@@ -168,15 +175,7 @@ pub fn around_affinity_scores(
         return None;
     }
     let domains = |key: &str| view_domains(view, key);
-    let mut score = AffinityScore::new(
-        facts,
-        &ledger.namespace_labels,
-        DEFAULT_HARD_POD_AFFINITY_WEIGHT,
-        &domains,
-    );
-    for_each_group_around(facts, ledger, |group, placed| {
-        score.add(group.kind(), placed);
-    });
+    let mut score = around_affinity_score(facts, ledger, &domains);
     if !mirrored.is_empty() {
         let alike = PodGroup::of_facts(facts);
         score.add(alike.kind(), mirrored.iter().copied());
@@ -184,11 +183,39 @@ pub fn around_affinity_scores(
     score.scores(candidates)
 }
 
+/// InterPodAffinity's score for this pod fed every group of `ledger` it reads.
+pub(super) fn around_affinity_score<'p, 'd>(
+    facts: &'d PodFacts<'p>,
+    ledger: &'d Ledger,
+    domains: &'d dyn Fn(&str) -> Domains,
+) -> AffinityScore<'p, 'd> {
+    let mut score = AffinityScore::new(
+        facts,
+        ledger.namespace_labels(),
+        DEFAULT_HARD_POD_AFFINITY_WEIGHT,
+        domains,
+    );
+    for_each_group_around(facts, ledger, |group, placed| {
+        score.add(group.kind(), placed);
+    });
+    score
+}
+
 /// The domains of topology key `key` over the view's nodes, numbered once per view.
 pub(super) fn view_domains(view: &ClusterView, key: &str) -> Domains {
     Domains::from(view.memo.get_or_compute(format!("domains/{key}"), || {
         Domains::numbered(view.model_nodes(), key)
     }))
+}
+
+/// How the scores that count other pods read them.
+#[derive(Debug, Clone, Copy)]
+pub enum Around<'a> {
+    /// Every group of the ledger, and `mirrored`: pods like this one that other replicas are
+    /// taken to have placed unheard, (position, pods).
+    Read { mirrored: &'a [(usize, u32)] },
+    /// InterPodAffinity's sums kept from earlier decisions and brought up to date.
+    Kept(&'a AffinitySumsCache),
 }
 
 /// The filters of one pod against the pods around it, ready to check each node.
@@ -240,15 +267,13 @@ fn ineligible(unfit: Unfit) -> Ineligible {
 
 /// `eligible` (view positions) less the nodes the filters that count other pods reject, and
 /// less the nodes the scores of those plugins put too far behind the best (see
-/// [`best_scored`]); `None` when the pod has no such filter or score. `mirrored`: pods like
-/// this one that other replicas are taken to have placed unheard, (position, pods), which the
-/// scores count.
+/// [`best_scored`]); `None` when the pod has no such filter or score.
 pub fn restrict(
     eligible: &[u32],
     facts: &PodFacts<'_>,
     view: &ClusterView,
     ledger: &Ledger,
-    mirrored: &[(usize, u32)],
+    around: Around<'_>,
     affinity_gap: i64,
 ) -> Option<Arc<[u32]>> {
     let filtered = applies(facts, ledger);
@@ -263,7 +288,7 @@ pub fn restrict(
         Vec::new()
     };
     let mut allowed: Vec<u32> = if filtered {
-        let filters = AroundFilters::new(facts, view, &pods, &ledger.namespace_labels);
+        let filters = AroundFilters::new(facts, view, &pods, ledger.namespace_labels());
         eligible
             .iter()
             .copied()
@@ -273,7 +298,7 @@ pub fn restrict(
         eligible.to_vec()
     };
     if scored {
-        allowed = best_scored(&allowed, facts, view, ledger, &pods, mirrored, affinity_gap);
+        allowed = best_scored(&allowed, facts, view, ledger, &pods, around, affinity_gap);
     }
     Some(allowed.into())
 }
@@ -283,14 +308,14 @@ pub fn restrict(
 /// than half of `affinity_gap`, the NodeAffinity points between the first tier and the
 /// next. A node further behind would be named in vain: the scheduler would prefer an
 /// unnamed or lower-tier node that these plugins favour, and the landing would be mispredicted.
-/// `pods`: the pods around, for PodTopologySpread's score; `mirrored`: see [`restrict`].
+/// `pods`: the pods around, for PodTopologySpread's score.
 pub fn best_scored(
     allowed: &[u32],
     facts: &PodFacts<'_>,
     view: &ClusterView,
     ledger: &Ledger,
     pods: &[ExistingPod],
-    mirrored: &[(usize, u32)],
+    around: Around<'_>,
     affinity_gap: i64,
 ) -> Vec<u32> {
     let nodes = view.model_nodes();
@@ -301,15 +326,18 @@ pub fn best_scored(
             |s| s.into_iter().map(|v| v * weight).collect::<Vec<i64>>(),
         )
     };
-    let cluster = ClusterPods::new(pods, &ledger.namespace_labels);
+    let cluster = ClusterPods::new(pods, ledger.namespace_labels());
     let spread = weighted(
         spread_scores(facts, nodes, &candidates, &cluster),
         POD_TOPOLOGY_SPREAD_WEIGHT,
     );
-    let inter_pod = weighted(
-        around_affinity_scores(facts, view, ledger, mirrored, &candidates),
-        INTER_POD_AFFINITY_WEIGHT,
-    );
+    let inter_pod = match around {
+        Around::Kept(kept) => kept.scores(facts, view, ledger, &candidates),
+        Around::Read { mirrored } => {
+            around_affinity_scores(facts, view, ledger, mirrored, &candidates)
+        }
+    };
+    let inter_pod = weighted(inter_pod, INTER_POD_AFFINITY_WEIGHT);
     let total: Vec<i64> = spread.iter().zip(&inter_pod).map(|(a, b)| a + b).collect();
     let Some(best) = total.iter().copied().max() else {
         return Vec::new();

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::hashing::HashMap;
 
+use super::affinity_sums::AffinitySumsCache;
 use super::landing::Coverage;
 use super::replica::{Partition, Replica};
 use super::standing::{
@@ -34,6 +35,8 @@ pub type Slot = Arc<Mutex<Option<RankIndex>>>;
 #[derive(Debug, Default)]
 pub struct RankIndexes {
     shapes: Mutex<Shapes>,
+    /// InterPodAffinity's sums for the kinds of pod decided lately (see `affinity_sums`).
+    affinity_sums: AffinitySumsCache,
 }
 
 #[derive(Debug, Default)]
@@ -43,6 +46,10 @@ struct Shapes {
 }
 
 impl RankIndexes {
+    pub fn affinity_sums(&self) -> &AffinitySumsCache {
+        &self.affinity_sums
+    }
+
     /// The index slot for `pod`'s shape in `view`; `None` when the shape cannot be keyed or
     /// [`MAX_SHAPES`] are indexed already. A new view drops the indexes of the last.
     pub fn slot(

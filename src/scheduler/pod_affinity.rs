@@ -315,6 +315,7 @@ impl ExistingPod {
 }
 
 /// One topology key's domains and the weights summed in each (`scoreMap[key]`).
+#[derive(Debug, Clone)]
 struct KeyScores {
     key: String,
     domains: Domains,
@@ -330,11 +331,20 @@ pub struct AffinityScore<'p, 'd> {
     namespace_labels: &'d BTreeMap<String, Labels>,
     hard_weight: i64,
     domains: &'d dyn Fn(&str) -> Domains,
-    keys: Vec<KeyScores>,
-    /// Some pod added weight to some domain (upstream: the score map is not empty).
-    scored: bool,
+    sums: AffinitySums,
     /// The last kind added and what each of its pods adds, by key slot.
     last: Option<(KindAddress, Vec<(usize, i64)>)>,
+}
+
+/// What the pods around one pod add to each topology domain: the part of an [`AffinityScore`]
+/// that can be kept between decisions (for pods alike, over the same nodes) and brought up to
+/// date with the pods that came and went since.
+#[derive(Debug, Clone, Default)]
+pub struct AffinitySums {
+    keys: Vec<KeyScores>,
+    /// Pods counted where a term matched and the node has the term's key, once per term (some
+    /// did: upstream's score map is not empty).
+    matched: i64,
 }
 
 impl<'p, 'd> AffinityScore<'p, 'd> {
@@ -346,19 +356,54 @@ impl<'p, 'd> AffinityScore<'p, 'd> {
         hard_pod_affinity_weight: i32,
         domains: &'d dyn Fn(&str) -> Domains,
     ) -> Self {
+        Self::with_sums(
+            pod,
+            namespace_labels,
+            hard_pod_affinity_weight,
+            domains,
+            AffinitySums::default(),
+        )
+    }
+
+    /// Goes on from `sums`, kept from an earlier score of a pod alike over the same nodes.
+    pub fn with_sums(
+        pod: &'d PodFacts<'p>,
+        namespace_labels: &'d BTreeMap<String, Labels>,
+        hard_pod_affinity_weight: i32,
+        domains: &'d dyn Fn(&str) -> Domains,
+        sums: AffinitySums,
+    ) -> Self {
         AffinityScore {
             pod,
             namespace_labels,
             hard_weight: i64::from(hard_pod_affinity_weight),
             domains,
-            keys: Vec::new(),
-            scored: false,
+            sums,
             last: None,
         }
     }
 
+    /// The sums so far, to go on from later.
+    pub fn into_sums(self) -> AffinitySums {
+        self.sums
+    }
+
     /// Pods of `kind` on the nodes of `placements` (node index, pods there).
     pub fn add(&mut self, kind: PodKind<'_>, placements: impl IntoIterator<Item = (usize, u32)>) {
+        self.add_pods(
+            kind,
+            placements
+                .into_iter()
+                .map(|(node, count)| (node, i64::from(count))),
+        );
+    }
+
+    /// Pods of `kind` gained (`pods` > 0) or lost on the nodes of `placements`.
+    pub fn add_pods(
+        &mut self,
+        kind: PodKind<'_>,
+        placements: impl IntoIterator<Item = (usize, i64)>,
+    ) {
         let address = kind.address();
         if self.last.as_ref().is_none_or(|(last, _)| *last != address) {
             let adds = self.adds(kind);
@@ -370,12 +415,12 @@ impl<'p, 'd> AffinityScore<'p, 'd> {
         if adds.is_empty() {
             return;
         }
-        for (node, count) in placements {
+        for (node, pods) in placements {
             for &(slot, weight) in adds {
-                let key = &mut self.keys[slot];
+                let key = &mut self.sums.keys[slot];
                 if let Some(domain) = key.domains.of_node(node) {
-                    key.sums[domain] += weight * i64::from(count);
-                    self.scored = true;
+                    key.sums[domain] += weight * pods;
+                    self.sums.matched += pods;
                 }
             }
         }
@@ -424,28 +469,30 @@ impl<'p, 'd> AffinityScore<'p, 'd> {
 
     /// The slot of `key`, its domains looked up the first time.
     fn slot(&mut self, key: &str) -> usize {
-        if let Some(slot) = self.keys.iter().position(|k| k.key == key) {
+        let keys = &mut self.sums.keys;
+        if let Some(slot) = keys.iter().position(|k| k.key == key) {
             return slot;
         }
         let domains = (self.domains)(key);
-        self.keys.push(KeyScores {
+        keys.push(KeyScores {
             key: key.to_string(),
             sums: vec![0; domains.count()],
             domains,
         });
-        self.keys.len() - 1
+        keys.len() - 1
     }
 
     /// The scores of `candidates` (node indexes): 0..100, min-max normalised. `None` when
     /// PreScore skips (no term of either side matched anything), which scores every node 0.
     pub fn scores(&self, candidates: &[usize]) -> Option<Vec<i64>> {
-        if candidates.is_empty() || !self.scored {
+        if candidates.is_empty() || self.sums.matched <= 0 {
             return None;
         }
         let raw: Vec<i64> = candidates
             .iter()
             .map(|&i| {
-                self.keys
+                self.sums
+                    .keys
                     .iter()
                     .filter_map(|k| Some(k.sums[k.domains.of_node(i)?]))
                     .sum()

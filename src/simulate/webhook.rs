@@ -123,7 +123,9 @@ pub(super) fn webhook(
     // The namespaces and the pods already running, as each replica's watches list them
     // before the burst.
     for ledger in &ledgers {
-        ledger.write().namespace_labels = cluster.namespace_labels().clone();
+        ledger
+            .write()
+            .set_namespace_labels(cluster.namespace_labels().clone());
     }
     for (pod, k) in cluster.bound_pods() {
         let Ok(object) = serde_json::to_value(pod) else {
