@@ -40,7 +40,7 @@ pub fn tier_size_for_sample(fraction: f64, miss: f64, at_least: usize) -> usize 
     at_least.max(needed as usize)
 }
 
-/// Every eligible node assessed once.
+/// Every feasible node assessed once.
 struct Walk<'v> {
     view: &'v ClusterView,
     candidates: Vec<Candidate>,
@@ -49,10 +49,19 @@ struct Walk<'v> {
     feasible: usize,
 }
 
+/// The nodes a walk reads (view positions, in order).
+#[derive(Clone, Copy)]
+struct Walked<'a> {
+    /// The nodes the filters allow: all count towards the feasible nodes.
+    passing: &'a [u32],
+    /// Those of `passing` (a subsequence) that are candidates.
+    named: &'a [u32],
+}
+
 impl<'v> Walk<'v> {
     fn new(
         view: &'v ClusterView,
-        eligible: &[u32],
+        Walked { passing, named }: Walked<'_>,
         ties: &[u32],
         partition: Option<&Partition>,
         inflight: InFlight<'_>,
@@ -61,12 +70,15 @@ impl<'v> Walk<'v> {
     ) -> Self {
         let mut walk = Walk {
             view,
-            candidates: Vec::with_capacity(eligible.len()),
+            candidates: Vec::with_capacity(named.len()),
             hot: Vec::new(),
             hot_candidates: Vec::new(),
             feasible: 0,
         };
-        for index in eligible.iter().map(|&i| i as usize) {
+        let mut named = named.iter().peekable();
+        for &position in passing {
+            let index = position as usize;
+            let is_named = named.next_if(|&&n| n == position).is_some();
             let candidate = |heat| Candidate {
                 index,
                 heat,
@@ -74,6 +86,7 @@ impl<'v> Walk<'v> {
             };
             match standing(index, view, inflight, pod, policy, partition) {
                 Standing::Full => continue,
+                _ if !is_named => {}
                 Standing::Hot { heat, pod } => {
                     walk.hot.push((heat, index));
                     walk.hot_candidates.push(candidate(pod));
@@ -180,10 +193,9 @@ pub fn decide(
     let inflight = InFlight::new(ledger, view);
     let node_eligible = eligible_nodes(&pod.constraints, view);
     let partition = partition_for(&replica, view, &node_eligible, inflight, pod, policy);
-    let mut eligible = node_eligible.clone();
-    if let Some(ledger) = ledger
-        && let Some(allowed) = super::pod_level::restrict(
-            &eligible,
+    let (passing, eligible) = match ledger.and_then(|ledger| {
+        super::pod_level::restrict(
+            &node_eligible,
             &pod.facts,
             view,
             ledger,
@@ -192,13 +204,18 @@ pub fn decide(
             },
             affinity_gap(policy, scheduler),
         )
-    {
-        eligible = allowed;
-    }
-    let walk_over = |eligible: &[u32]| {
+    }) {
+        Some(restriction) => (restriction.passing, restriction.kept),
+        None => (node_eligible.clone(), node_eligible.clone()),
+    };
+    // Every node the filters pass is feasible to the scheduler, named or not.
+    let walk_over = |named: &[u32]| {
         Walk::new(
             view,
-            eligible,
+            Walked {
+                passing: &passing,
+                named,
+            },
             &ties,
             partition.as_ref(),
             inflight,
@@ -222,7 +239,10 @@ pub fn decide(
         // one is open.
         let cool_anywhere = Walk::new(
             view,
-            &node_eligible,
+            Walked {
+                passing: &node_eligible,
+                named: &node_eligible,
+            },
             &ties,
             partition.as_ref(),
             inflight,
@@ -355,6 +375,7 @@ pub fn decide_indexed(
                 Around::Kept(indexes.affinity_sums()),
                 affinity_gap(policy, scheduler),
             );
+            let restricted = restricted.map(|r| r.kept);
             let bounded = super::per_job::within_bounds(
                 restricted.as_deref().unwrap_or(&node_eligible),
                 &pod.facts,

@@ -265,6 +265,17 @@ fn ineligible(unfit: Unfit) -> Ineligible {
     }
 }
 
+/// What the plugins that count other pods leave of the eligible nodes (view positions, in
+/// order).
+#[derive(Debug, Clone)]
+pub struct Restriction {
+    /// Those their filters pass: the nodes the scheduler finds feasible, which set how much of
+    /// the cluster its sample holds.
+    pub passing: Arc<[u32]>,
+    /// Those of `passing` their scores keep (see [`best_scored`]): the nodes worth naming.
+    pub kept: Arc<[u32]>,
+}
+
 /// `eligible` (view positions) less the nodes the filters that count other pods reject, and
 /// less the nodes the scores of those plugins put too far behind the best (see
 /// [`best_scored`]); `None` when the pod has no such filter or score.
@@ -275,7 +286,7 @@ pub fn restrict(
     ledger: &Ledger,
     around: Around<'_>,
     affinity_gap: i64,
-) -> Option<Arc<[u32]>> {
+) -> Option<Restriction> {
     let filtered = applies(facts, ledger);
     let scored = scores_apply(facts);
     if !filtered && !scored {
@@ -287,7 +298,7 @@ pub fn restrict(
     } else {
         Vec::new()
     };
-    let mut allowed: Vec<u32> = if filtered {
+    let passing: Arc<[u32]> = if filtered {
         let filters = AroundFilters::new(facts, view, &pods, ledger.namespace_labels());
         eligible
             .iter()
@@ -295,12 +306,14 @@ pub fn restrict(
             .filter(|&p| filters.check(facts, p as usize).is_ok())
             .collect()
     } else {
-        eligible.to_vec()
+        eligible.into()
     };
-    if scored {
-        allowed = best_scored(&allowed, facts, view, ledger, &pods, around, affinity_gap);
-    }
-    Some(allowed.into())
+    let kept = if scored {
+        best_scored(&passing, facts, view, ledger, &pods, around, affinity_gap).into()
+    } else {
+        passing.clone()
+    };
+    Some(Restriction { passing, kept })
 }
 
 /// The nodes of `allowed` whose PodTopologySpread and InterPodAffinity scores (weighted, as
@@ -320,34 +333,33 @@ pub fn best_scored(
 ) -> Vec<u32> {
     let nodes = view.model_nodes();
     let candidates: Vec<usize> = allowed.iter().map(|&p| p as usize).collect();
-    let weighted = |scores: Option<Vec<i64>>, weight: i64| {
-        scores.map_or_else(
-            || vec![0; candidates.len()],
-            |s| s.into_iter().map(|v| v * weight).collect::<Vec<i64>>(),
-        )
-    };
     let cluster = ClusterPods::new(pods, ledger.namespace_labels());
-    let spread = weighted(
-        spread_scores(facts, nodes, &candidates, &cluster),
-        POD_TOPOLOGY_SPREAD_WEIGHT,
-    );
+    let spread = spread_scores(facts, nodes, &candidates, &cluster);
     let inter_pod = match around {
         Around::Kept(kept) => kept.scores(facts, view, ledger, &candidates),
         Around::Read { mirrored } => {
             around_affinity_scores(facts, view, ledger, mirrored, &candidates)
         }
     };
-    let inter_pod = weighted(inter_pod, INTER_POD_AFFINITY_WEIGHT);
-    let total: Vec<i64> = spread.iter().zip(&inter_pod).map(|(a, b)| a + b).collect();
-    let Some(best) = total.iter().copied().max() else {
+    let weighted = |scores: &Option<Vec<i64>>, k: usize, weight: i64| {
+        scores
+            .as_ref()
+            .and_then(|s| s.get(k))
+            .map_or(0, |v| v * weight)
+    };
+    let total = |k: usize| {
+        weighted(&spread, k, POD_TOPOLOGY_SPREAD_WEIGHT)
+            + weighted(&inter_pod, k, INTER_POD_AFFINITY_WEIGHT)
+    };
+    let Some(best) = (0..candidates.len()).map(total).max() else {
         return Vec::new();
     };
-    let margin = affinity_gap / 2;
+    let margin = (affinity_gap / 2).max(1);
     allowed
         .iter()
-        .zip(&total)
-        .filter(|&(_, &t)| best - t < margin.max(1))
-        .map(|(&p, _)| p)
+        .enumerate()
+        .filter(|&(k, _)| best - total(k) < margin)
+        .map(|(_, &p)| p)
         .collect()
 }
 

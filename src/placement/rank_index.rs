@@ -364,19 +364,10 @@ impl Restricted<'_> {
 }
 
 impl Ranking for Restricted<'_> {
+    /// The nodes read through are only those worth naming: the scheduler finds every
+    /// feasible node of the shape feasible (no filter that counts pods applies on this path).
     fn feasible(&self) -> usize {
-        match self.allowed {
-            None => self.index.feasible,
-            Some(allowed) => self
-                .index
-                .standings
-                .iter()
-                .zip(allowed)
-                .filter(|&(standing, &kept)| {
-                    kept && matches!(standing, Some(Standing::Cool(_) | Standing::Hot { .. }))
-                })
-                .count(),
-        }
+        self.index.feasible
     }
 
     fn best(&self) -> Option<Candidate> {

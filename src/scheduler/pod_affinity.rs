@@ -488,30 +488,32 @@ impl<'p, 'd> AffinityScore<'p, 'd> {
         if candidates.is_empty() || self.sums.matched <= 0 {
             return None;
         }
-        let raw: Vec<i64> = candidates
-            .iter()
-            .map(|&i| {
-                self.sums
-                    .keys
-                    .iter()
-                    .filter_map(|k| Some(k.sums[k.domains.of_node(i)?]))
-                    .sum()
-            })
-            .collect();
-        let min = raw.iter().copied().min().unwrap_or(0);
-        let max = raw.iter().copied().max().unwrap_or(0);
-        let spread = max - min;
-        Some(
-            raw.iter()
-                .map(|&s| {
-                    if spread > 0 {
-                        (MAX_NODE_SCORE as f64 * ((s - min) as f64 / spread as f64)) as i64
-                    } else {
-                        0
-                    }
+        let mut scores: Vec<i64> = match self.sums.keys.as_slice() {
+            // The usual case, one topology key: no inner loop per node.
+            [key] => candidates
+                .iter()
+                .map(|&i| key.domains.of_node(i).map_or(0, |d| key.sums[d]))
+                .collect(),
+            keys => candidates
+                .iter()
+                .map(|&i| {
+                    keys.iter()
+                        .filter_map(|k| Some(k.sums[k.domains.of_node(i)?]))
+                        .sum()
                 })
                 .collect(),
-        )
+        };
+        let min = scores.iter().copied().min().unwrap_or(0);
+        let max = scores.iter().copied().max().unwrap_or(0);
+        let spread = max - min;
+        for s in &mut scores {
+            *s = if spread > 0 {
+                (MAX_NODE_SCORE as f64 * ((*s - min) as f64 / spread as f64)) as i64
+            } else {
+                0
+            };
+        }
+        Some(scores)
     }
 }
 
