@@ -41,6 +41,10 @@ fn view() -> ClusterView {
         n
     })
     .collect();
+    view_of(nodes)
+}
+
+fn view_of(nodes: Vec<NodeLoad>) -> ClusterView {
     let snapshot = LoadSnapshot {
         taken_at: None,
         pods: Vec::new(),
@@ -377,12 +381,7 @@ fn nodes_a_score_leaves_out_still_count_towards_the_sample() {
             n
         })
         .collect();
-    let snapshot = LoadSnapshot {
-        taken_at: None,
-        pods: Vec::new(),
-        nodes,
-    };
-    let view = ClusterView::build(&snapshot, None, &PlacementConfig::default());
+    let view = view_of(nodes);
     let mut ledger = aligned_ledger(&view);
     // One of the job's TaskManagers on every node but every tenth.
     for i in (0..400).filter(|i| i % 10 != 0) {

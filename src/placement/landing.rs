@@ -305,6 +305,37 @@ mod tests {
         assert!((odds[1] - 0.01).abs() < 1e-12, "{odds:?}");
     }
 
+    /// The odds by trying every start: the best key inside each run wins, equal keys share.
+    fn brute_odds(window: Window, tier: &[Named]) -> Vec<f64> {
+        let mut brute = vec![0.0; tier.len()];
+        for start in 0..window.n {
+            let inside: Vec<usize> = (0..tier.len())
+                .filter(|&j| window.holds(start, tier[j].position))
+                .collect();
+            let Some(best) = inside.iter().map(|&j| tier[j].key()).max() else {
+                continue;
+            };
+            let winners: Vec<usize> = inside
+                .into_iter()
+                .filter(|&j| tier[j].key() == best)
+                .collect();
+            for &j in &winners {
+                brute[j] += 1.0 / window.n as f64 / winners.len() as f64;
+            }
+        }
+        brute
+    }
+
+    /// A seeded stream of draws below a bound (a fixed LCG: the same cases every run).
+    fn draws(mut seed: u64) -> impl FnMut(usize) -> usize {
+        move |below: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 33) as usize) % below.max(1)
+        }
+    }
+
     #[test]
     fn odds_match_brute_force_over_every_start() {
         let window = Window { n: 37, len: 6 };
@@ -317,23 +348,8 @@ mod tests {
             (2, 1, 50),
         ]);
         let odds = landing_odds(window, &tier);
-        let mut brute = [0.0; 6];
-        for start in 0..37 {
-            let inside: Vec<usize> = (0..6)
-                .filter(|&j| window.holds(start, tier[j].position))
-                .collect();
-            let Some(best) = inside.iter().map(|&j| tier[j].key()).max() else {
-                continue;
-            };
-            let winners: Vec<usize> = inside
-                .into_iter()
-                .filter(|&j| tier[j].key() == best)
-                .collect();
-            for &j in &winners {
-                brute[j] += 1.0 / 37.0 / winners.len() as f64;
-            }
-        }
-        for (a, b) in odds.iter().zip(brute) {
+        let brute = brute_odds(window, &tier);
+        for (a, b) in odds.iter().zip(&brute) {
             assert!((a - b).abs() < 1e-12, "{odds:?} vs {brute:?}");
         }
     }
@@ -342,13 +358,7 @@ mod tests {
     /// nodes side by side and alone).
     #[test]
     fn odds_match_brute_force_on_random_tiers() {
-        let mut seed = 0x9e37_79b9_u64;
-        let mut next = |below: usize| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((seed >> 33) as usize) % below.max(1)
-        };
+        let mut next = draws(0x9e37_79b9);
         for _ in 0..500 {
             let n = 1 + next(60);
             let window = Window {
@@ -365,22 +375,7 @@ mod tests {
                 })
                 .collect();
             let odds = landing_odds(window, &tier);
-            let mut brute = vec![0.0; count];
-            for start in 0..n {
-                let inside: Vec<usize> = (0..count)
-                    .filter(|&j| window.holds(start, tier[j].position))
-                    .collect();
-                let Some(best) = inside.iter().map(|&j| tier[j].key()).max() else {
-                    continue;
-                };
-                let winners: Vec<usize> = inside
-                    .into_iter()
-                    .filter(|&j| tier[j].key() == best)
-                    .collect();
-                for &j in &winners {
-                    brute[j] += 1.0 / n as f64 / winners.len() as f64;
-                }
-            }
+            let brute = brute_odds(window, &tier);
             for (a, b) in odds.iter().zip(&brute) {
                 assert!(
                     (a - b).abs() < 1e-9,
@@ -393,13 +388,7 @@ mod tests {
     /// `adds` against the stretches worked out from scratch, for seeded random additions.
     #[test]
     fn coverage_adds_matches_the_stretches_from_scratch() {
-        let mut seed = 0x2545_f491_u64;
-        let mut next = |below: usize| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((seed >> 33) as usize) % below.max(1)
-        };
+        let mut next = draws(0x2545_f491);
         for _ in 0..300 {
             let n = 1 + next(80);
             let window = Window {
