@@ -193,7 +193,7 @@ pub fn decide(
     let inflight = InFlight::new(ledger, view);
     let node_eligible = eligible_nodes(&pod.constraints, view);
     let partition = partition_for(&replica, view, &node_eligible, inflight, pod, policy);
-    let (passing, eligible) = match ledger.and_then(|ledger| {
+    let eligible = match ledger.and_then(|ledger| {
         super::pod_level::restrict(
             &node_eligible,
             &pod.facts,
@@ -205,15 +205,16 @@ pub fn decide(
             affinity_gap(policy, scheduler),
         )
     }) {
-        Some(restriction) => (restriction.passing, restriction.kept),
-        None => (node_eligible.clone(), node_eligible.clone()),
+        Some(restriction) => restriction.kept,
+        None => node_eligible.clone(),
     };
-    // Every node the filters pass is feasible to the scheduler, named or not.
+    // The nodes the scores leave out are left out of the feasible count too (see
+    // `Restricted::feasible`).
     let walk_over = |named: &[u32]| {
         Walk::new(
             view,
             Walked {
-                passing: &passing,
+                passing: named,
                 named,
             },
             &ties,

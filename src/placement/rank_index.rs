@@ -364,10 +364,23 @@ impl Restricted<'_> {
 }
 
 impl Ranking for Restricted<'_> {
-    /// The nodes read through are only those worth naming: the scheduler finds every
-    /// feasible node of the shape feasible (no filter that counts pods applies on this path).
+    /// Feasible nodes among those read through. The scheduler samples among every feasible
+    /// node, so this under-counts its sample when the scores leave nodes out; counting them
+    /// all instead empties the decision once every cool node holds one of the job's pods
+    /// (InterPodAffinity then keeps only nodes without one, all hot): both are open.
     fn feasible(&self) -> usize {
-        self.index.feasible
+        match self.allowed {
+            None => self.index.feasible,
+            Some(allowed) => self
+                .index
+                .standings
+                .iter()
+                .zip(allowed)
+                .filter(|&(standing, &kept)| {
+                    kept && matches!(standing, Some(Standing::Cool(_) | Standing::Hot { .. }))
+                })
+                .count(),
+        }
     }
 
     fn best(&self) -> Option<Candidate> {
