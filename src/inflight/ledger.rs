@@ -414,21 +414,16 @@ impl Ledger {
             .groups
             .values()
             .map(move |(group, on_node)| {
-                let placed = on_node.iter().filter_map(move |(&node, &count)| {
-                    let position = *positions.get(node as usize)?;
-                    (position != u32::MAX).then_some((position as usize, count))
-                });
+                let placed = on_node
+                    .iter()
+                    .filter_map(move |(&node, &count)| Some((in_view(positions, node)?, count)));
                 (group, placed)
             })
     }
 
     /// The position in the aligned view of the node the occupancy numbers `number`.
     pub fn position_of_occupancy_number(&self, number: u32) -> Option<usize> {
-        self.aligned
-            .by_occupancy_number
-            .get(number as usize)
-            .filter(|&&p| p != u32::MAX)
-            .map(|&p| p as usize)
+        in_view(&self.aligned.by_occupancy_number, number)
     }
 
     /// A pod list is complete: pods it did not mention are dropped (see
@@ -587,18 +582,12 @@ impl Ledger {
         }
         let bound = self.groups.changes().since(mark.bound)?;
         let pending = self.pending_tally.changes.since(mark.pending)?;
-        let at = |by_number: &[u32], number: u32| {
-            by_number
-                .get(number as usize)
-                .filter(|&&p| p != u32::MAX)
-                .map(|&p| p as usize)
-        };
         let bound = bound.filter_map(move |c| {
-            let position = at(&self.aligned.by_occupancy_number, c.node)?;
+            let position = in_view(&self.aligned.by_occupancy_number, c.node)?;
             Some((c.group, position, i64::from(c.delta)))
         });
         let pending = pending.filter_map(move |c| {
-            let position = at(&self.aligned.by_ledger_number, c.node)?;
+            let position = in_view(&self.aligned.by_ledger_number, c.node)?;
             Some((c.group, position, i64::from(c.delta)))
         });
         Some(bound.chain(pending))
@@ -620,12 +609,6 @@ impl Ledger {
         if mark.view_id != self.aligned.view_id || !self.is_aligned(mark.view_id) {
             return None;
         }
-        let in_view = |by_number: &[u32], number: u32| {
-            by_number
-                .get(number as usize)
-                .filter(|&&p| p != u32::MAX)
-                .map(|&p| p as usize)
-        };
         let mut positions: Vec<usize> = self
             .changes
             .since(mark.ledger)?
@@ -726,7 +709,15 @@ fn most_likely(entry: &Entry) -> Option<u32> {
         .map(|(node, _)| node)
 }
 
-/// Counts one pending pod of `group` on `node` in or out of `tally`.
+/// The view position `by_number` (an [`Alignment`] map) gives the node numbered `number`, if it
+/// is in the view.
+fn in_view(by_number: &[u32], number: u32) -> Option<usize> {
+    by_number
+        .get(number as usize)
+        .filter(|&&p| p != u32::MAX)
+        .map(|&p| p as usize)
+}
+
 /// Pending pods with a group, by group (its address): the group and its pods counted by the
 /// node (ledger number) they most likely land on; and each count's change, for readers that
 /// keep sums over them.

@@ -207,29 +207,26 @@ impl PodGroups {
         if slot.pods == 0 {
             return;
         }
-        // What leaves the per-node counts (a readers' sums follow them): the pod's own count,
+        // What leaves the per-node counts (a reader's sums follow them): the pod's own count,
         // or, for the group's last pod, every count left.
-        let left: Vec<(u32, i32)> = if slot.pods == 1 {
-            slot.on_node
-                .iter()
-                .map(|&(n, count)| (n, -i32::try_from(count).unwrap_or(i32::MAX)))
-                .collect()
-        } else if slot
-            .on_node
-            .binary_search_by_key(&node, |&(n, _)| n)
-            .is_ok()
-        {
-            vec![(node, -1)]
-        } else {
-            Vec::new()
-        };
         if let Some(group) = &slot.group {
-            for (node, delta) in left {
+            let mut record = |node: u32, count: u32| {
                 self.changes.record(GroupChange {
                     group: group.clone(),
                     node,
-                    delta,
+                    delta: -i32::try_from(count).unwrap_or(i32::MAX),
                 });
+            };
+            if slot.pods == 1 {
+                for &(n, count) in &slot.on_node {
+                    record(n, count);
+                }
+            } else if slot
+                .on_node
+                .binary_search_by_key(&node, |&(n, _)| n)
+                .is_ok()
+            {
+                record(node, 1);
             }
         }
         slot.pods -= 1;

@@ -40,7 +40,7 @@ pub fn tier_size_for_sample(fraction: f64, miss: f64, at_least: usize) -> usize 
     at_least.max(needed as usize)
 }
 
-/// Every feasible node assessed once.
+/// Every eligible node assessed once.
 struct Walk<'v> {
     view: &'v ClusterView,
     candidates: Vec<Candidate>,
@@ -49,19 +49,10 @@ struct Walk<'v> {
     feasible: usize,
 }
 
-/// The nodes a walk reads (view positions, in order).
-#[derive(Clone, Copy)]
-struct Walked<'a> {
-    /// The nodes the filters allow: all count towards the feasible nodes.
-    passing: &'a [u32],
-    /// Those of `passing` (a subsequence) that are candidates.
-    named: &'a [u32],
-}
-
 impl<'v> Walk<'v> {
     fn new(
         view: &'v ClusterView,
-        Walked { passing, named }: Walked<'_>,
+        eligible: &[u32],
         ties: &[u32],
         partition: Option<&Partition>,
         inflight: InFlight<'_>,
@@ -70,15 +61,12 @@ impl<'v> Walk<'v> {
     ) -> Self {
         let mut walk = Walk {
             view,
-            candidates: Vec::with_capacity(named.len()),
+            candidates: Vec::with_capacity(eligible.len()),
             hot: Vec::new(),
             hot_candidates: Vec::new(),
             feasible: 0,
         };
-        let mut named = named.iter().peekable();
-        for &position in passing {
-            let index = position as usize;
-            let is_named = named.next_if(|&&n| n == position).is_some();
+        for index in eligible.iter().map(|&i| i as usize) {
             let candidate = |heat| Candidate {
                 index,
                 heat,
@@ -86,7 +74,6 @@ impl<'v> Walk<'v> {
             };
             match standing(index, view, inflight, pod, policy, partition) {
                 Standing::Full => continue,
-                _ if !is_named => {}
                 Standing::Hot { heat, pod } => {
                     walk.hot.push((heat, index));
                     walk.hot_candidates.push(candidate(pod));
@@ -210,13 +197,10 @@ pub fn decide(
     };
     // The nodes the scores leave out are left out of the feasible count too (see
     // `Restricted::feasible`).
-    let walk_over = |named: &[u32]| {
+    let walk_over = |eligible: &[u32]| {
         Walk::new(
             view,
-            Walked {
-                passing: named,
-                named,
-            },
+            eligible,
             &ties,
             partition.as_ref(),
             inflight,
@@ -240,10 +224,7 @@ pub fn decide(
         // one is open.
         let cool_anywhere = Walk::new(
             view,
-            Walked {
-                passing: &node_eligible,
-                named: &node_eligible,
-            },
+            &node_eligible,
             &ties,
             partition.as_ref(),
             inflight,
