@@ -749,6 +749,47 @@ fn taskmanager_anti_affinity() {
     check("tm-anti-affinity", &specs, &apart, setup);
 }
 
+/// 500 nodes; a long-running job already has a TaskManager on four nodes in five, and the
+/// burst's TaskManagers prefer not to share a node with the job's others: the anti-affinity
+/// score favours the hundred nodes without one, while under default sampling the scheduler
+/// still samples among every feasible node.
+fn anti_affinity_at_scale(name: &str, exact: bool) {
+    let specs = large(500, 23);
+    let mut tm = taskmanager();
+    tm["spec"]["affinity"] = json!({"podAntiAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [{
+            "weight": 100,
+            "podAffinityTerm": {
+                "topologyKey": HOSTNAME,
+                "labelSelector": {"matchLabels": job_labels()}
+            }
+        }]
+    }});
+    let mut apart = burst(150, 0.0);
+    apart.pod = tm.clone();
+    let setup = Setup {
+        pods: (0..specs.len())
+            .filter(|k| k % 5 != 0)
+            .enumerate()
+            .map(|(i, k)| running(&tm, &format!("clickstream-taskmanager-0-{}", i + 1), k))
+            .collect(),
+        exact,
+        loose: true,
+        ..Setup::default()
+    };
+    check(name, &specs, &apart, setup);
+}
+
+#[test]
+fn anti_affinity_500_nodes_default_sampling() {
+    anti_affinity_at_scale("anti-affinity-500", false);
+}
+
+#[test]
+fn anti_affinity_500_nodes_exact_profile() {
+    anti_affinity_at_scale("anti-affinity-500 exact", true);
+}
+
 /// 40 nodes; batch pods (`app: noisy`, in a namespace labelled `tier: batch`) run on eight of
 /// the ten coolest, and the TaskManagers must not share a node with them (required
 /// anti-affinity through a namespaceSelector).

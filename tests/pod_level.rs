@@ -366,6 +366,67 @@ fn mirrored_pods_count_in_the_affinity_score() {
     assert!(!allowed.kept.contains(&(a1 as u32)));
 }
 
+/// Preferred anti-affinity that keeps few nodes worth naming (the job's pods are on all the
+/// others) does not shrink the scheduler's sample: it still samples among every feasible
+/// node, so the first tier covers its runs rather than naming one node as if every node
+/// were scored, and the landing is spread over those nodes rather than empty.
+#[test]
+fn nodes_a_score_leaves_out_still_count_towards_the_sample() {
+    let nodes: Vec<NodeLoad> = (0..400)
+        .map(|i| {
+            let name = format!("n{i:03}");
+            let mut n = NodeLoad::new(&name, 0.2 + 0.5 * ((i * 37) % 100) as f64 / 100.0);
+            n.labels.insert("kubernetes.io/hostname".into(), name);
+            n.cpu_capacity_cores = Some(16.0);
+            n
+        })
+        .collect();
+    let view = view_of(nodes);
+    let mut ledger = aligned_ledger(&view);
+    // One of the job's TaskManagers on every node but every tenth.
+    for i in (0..400).filter(|i| i % 10 != 0) {
+        let name = format!("w{i}");
+        watch(
+            &mut ledger,
+            &bound(
+                &name,
+                json!({"app": "wordcount"}),
+                &format!("n{i:03}"),
+                json!({}),
+            ),
+        );
+    }
+    let tm = taskmanager(
+        "wordcount",
+        json!({"affinity": {"podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100,
+                "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "wordcount"}},
+                                    "topologyKey": "kubernetes.io/hostname"}}]}}}),
+    );
+    let decision = run(&tm, &view, &ledger);
+    assert_eq!(decision.feasible, 400, "every node is feasible");
+    assert!(
+        decision.sample_fraction < 0.5,
+        "the scheduler samples: {}",
+        decision.sample_fraction
+    );
+    let first = first_tier(&decision);
+    assert!(
+        first.len() > 1,
+        "one node cannot be in every run: {first:?}"
+    );
+    let free = |name: &String| name[1..].parse::<usize>().is_ok_and(|i| i % 10 == 0);
+    assert!(
+        first.iter().all(free),
+        "only nodes without the job: {first:?}"
+    );
+    assert!(
+        decision.landing.len() > 1,
+        "the landing is spread: {:?}",
+        decision.landing
+    );
+}
+
 /// `placement.per_job`: a node holding `max_per_node` of the job's pods, or a zone that would
 /// hold more than `max_per_zone` of them, is not named while another node is; other jobs'
 /// pods do not count; the index and the walk agree.

@@ -86,6 +86,28 @@ impl<'v> Walk<'v> {
     }
 }
 
+/// How many of `nodes` the pod's requests fit on: the scheduler's feasible nodes.
+fn count_feasible(
+    nodes: &[u32],
+    view: &ClusterView,
+    inflight: InFlight<'_>,
+    pod: &PodDemand<'_>,
+) -> usize {
+    nodes
+        .iter()
+        .filter(|&&i| {
+            let node = &view.nodes[i as usize];
+            let index = i as usize;
+            fits_with(
+                node,
+                inflight.bound(index, node),
+                inflight.extra(index, node),
+                &pod.facts,
+            )
+        })
+        .count()
+}
+
 /// The first `used` of `candidates` in naming order: those `is_tied` first in tie order, then
 /// the rest in order.
 fn first_named(
@@ -180,7 +202,7 @@ pub fn decide(
     let inflight = InFlight::new(ledger, view);
     let node_eligible = eligible_nodes(&pod.constraints, view);
     let partition = partition_for(&replica, view, &node_eligible, inflight, pod, policy);
-    let eligible = match ledger.and_then(|ledger| {
+    let restriction = ledger.and_then(|ledger| {
         super::pod_level::restrict(
             &node_eligible,
             &pod.facts,
@@ -191,14 +213,15 @@ pub fn decide(
             },
             affinity_gap(policy, scheduler),
         )
-    }) {
-        Some(restriction) => restriction.kept,
-        None => node_eligible.clone(),
-    };
-    // The nodes the scores leave out are left out of the feasible count too (see
-    // `Restricted::feasible`).
+    });
+    let eligible = restriction
+        .as_ref()
+        .map_or_else(|| node_eligible.clone(), |r| r.kept.clone());
+    // The nodes the scores (or the job's bounds) leave out are not named, but they are as
+    // feasible to the scheduler as the rest: its sample is sized by all of them.
+    let passing = restriction.map_or_else(|| node_eligible.clone(), |r| r.passing);
     let walk_over = |eligible: &[u32]| {
-        Walk::new(
+        let mut walk = Walk::new(
             view,
             eligible,
             &ties,
@@ -206,7 +229,11 @@ pub fn decide(
             inflight,
             pod,
             policy,
-        )
+        );
+        if eligible.len() < passing.len() {
+            walk.feasible = count_feasible(&passing, view, inflight, pod);
+        }
+        walk
     };
     // The job's own bounds hold while some cool node is within them.
     let bounded = ledger.and_then(|ledger| {

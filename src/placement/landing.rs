@@ -255,8 +255,10 @@ pub fn landing_odds(window: Window, tier: &[Named]) -> Vec<f64> {
 }
 
 /// The landing as a decision charges it and the annotation carries it: the nodes (positions in
-/// `view`) with their `odds`, most likely first, shares under 1% of the total dropped (they only
-/// lengthen the annotation), the rest summing to 1. Empty when no node has odds.
+/// `view`) with their `odds`, most likely first, the least likely dropped as long as together
+/// they hold at most 1% of the total (they only lengthen the annotation), the rest scaled to
+/// sum to one. Empty when no node has odds. Odds spread thin over many nodes are kept: dropping
+/// each share under 1% would drop every one of a hundred equal shares.
 pub fn landing_shares(
     view: &ClusterView,
     nodes: impl IntoIterator<Item = usize>,
@@ -269,13 +271,26 @@ pub fn landing_shares(
         .map(|(i, p)| (view.nodes[i].name.clone(), p))
         .collect();
     landing.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    let total: f64 = landing.iter().map(|(_, p)| p).sum();
-    landing.retain(|(_, p)| *p >= 0.01 * total);
-    let kept: f64 = landing.iter().map(|(_, p)| p).sum();
-    for (_, p) in &mut landing {
+    keep_likely(&mut landing);
+    landing
+}
+
+/// Of `shares`, most likely first: drops the least likely while together they hold at most 1%
+/// of the total, and scales the rest to sum to 1.
+fn keep_likely<T>(shares: &mut Vec<(T, f64)>) {
+    let total: f64 = shares.iter().map(|(_, p)| p).sum();
+    let mut dropped = 0.0;
+    while shares.len() > 1
+        && let Some(&(_, p)) = shares.last()
+        && dropped + p <= 0.01 * total
+    {
+        dropped += p;
+        shares.pop();
+    }
+    let kept: f64 = shares.iter().map(|(_, p)| p).sum();
+    for (_, p) in shares.iter_mut() {
         *p /= kept;
     }
-    landing
 }
 
 #[cfg(test)]
@@ -290,6 +305,24 @@ mod tests {
                 score,
             })
             .collect()
+    }
+
+    #[test]
+    fn odds_spread_thin_are_kept_and_only_a_small_tail_is_dropped() {
+        // 139 equal shares of 0.7%: one is dropped (two would hold 1.4%), not all of them.
+        let mut thin: Vec<(usize, f64)> = (0..139).map(|k| (k, 1.0 / 139.0)).collect();
+        keep_likely(&mut thin);
+        assert_eq!(thin.len(), 138);
+        assert!((thin.iter().map(|(_, p)| p).sum::<f64>() - 1.0).abs() < 1e-9);
+        // A tail holding 0.9% in all goes, the rest is scaled up.
+        let mut tail = vec![(0, 0.6), (1, 0.391), (2, 0.005), (3, 0.004)];
+        keep_likely(&mut tail);
+        assert_eq!(tail.iter().map(|(k, _)| *k).collect::<Vec<_>>(), vec![0, 1]);
+        assert!((tail[0].1 - 0.6 / 0.991).abs() < 1e-9);
+        // One share is kept whatever its size.
+        let mut one = vec![(7, 0.001)];
+        keep_likely(&mut one);
+        assert_eq!(one, vec![(7, 1.0)]);
     }
 
     #[test]

@@ -364,22 +364,11 @@ impl Restricted<'_> {
 }
 
 impl Ranking for Restricted<'_> {
-    /// Feasible nodes among those read through. The scheduler samples among every feasible
-    /// node, so this under-counts its sample when the scores leave nodes out; counting them
-    /// all instead emptied the load test's decisions after about 1,500 reviews: both open.
+    /// Every feasible node of the shape, those read through or not: no filter that counts
+    /// pods applies on this path, so the nodes the scores (or the job's bounds) leave out are
+    /// still in the scheduler's sample, whose size this sets.
     fn feasible(&self) -> usize {
-        match self.allowed {
-            None => self.index.feasible,
-            Some(allowed) => self
-                .index
-                .standings
-                .iter()
-                .zip(allowed)
-                .filter(|&(standing, &kept)| {
-                    kept && matches!(standing, Some(Standing::Cool(_) | Standing::Hot { .. }))
-                })
-                .count(),
-        }
+        self.index.feasible
     }
 
     fn best(&self) -> Option<Candidate> {
