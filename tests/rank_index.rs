@@ -83,6 +83,13 @@ enum Op {
         shape: usize,
         node: Option<usize>,
     },
+    /// The pod watch sees pods of the job (of `shape`) bound on every node but every `gap`-th:
+    /// the scores of the plugins that count pods then keep few nodes (read from their
+    /// standings rather than through the index's sets).
+    WatchJobAlmostEverywhere {
+        shape: usize,
+        gap: usize,
+    },
     /// Every charge expires.
     ExpireAll,
     /// The view is rebuilt (a new id) from the same readings.
@@ -98,6 +105,8 @@ fn gen_op() -> impl Strategy<Value = Op> {
             .prop_map(|(pod, node)| Op::Watch { pod, node }),
         2 => (0usize..8, 0usize..SHAPES, prop::option::of(0usize..400))
             .prop_map(|(pod, shape, node)| Op::WatchJob { pod, shape, node }),
+        1 => (0usize..SHAPES, 9usize..40)
+            .prop_map(|(shape, gap)| Op::WatchJobAlmostEverywhere { shape, gap }),
         1 => Just(Op::ExpireAll),
         1 => Just(Op::NewView),
     ]
@@ -195,6 +204,24 @@ fn demand(pod: &Pod, load: PodLoad) -> PodDemand<'_> {
     }
 }
 
+/// The pod watch's event for a pod of the job of `template`: bound to `node`, or gone.
+fn watch_job(ledger: &mut Ledger, template: &Pod, pod: &str, node: Option<&str>) {
+    let mut bound = template.clone();
+    bound.metadata.name = Some(format!("job-{pod}"));
+    bound.metadata.uid = Some(format!("job-uid-{pod}"));
+    if let Some(spec) = bound.spec.as_mut() {
+        spec.node_name = node.map(str::to_string);
+    }
+    bound.status = Some(serde_json::from_value(json!({"phase": "Running"})).expect("a pod status"));
+    apply_pod_event(
+        ledger,
+        &bound,
+        node.is_none(),
+        Instant::now(),
+        SystemTime::now(),
+    );
+}
+
 fn name(i: usize) -> String {
     format!("worker-{i:04}")
 }
@@ -247,21 +274,14 @@ proptest! {
                     ledger.occupancy.set(&format!("watched-{pod}"), on.as_deref(), &requests);
                 }
                 Op::WatchJob { pod, shape, node } => {
-                    let mut bound = shapes[*shape].0.clone();
-                    bound.metadata.name = Some(format!("job-{pod}"));
-                    bound.metadata.uid = Some(format!("job-uid-{pod}"));
-                    if let Some(spec) = bound.spec.as_mut() {
-                        spec.node_name = node.map(|n| name(n % nodes.len()));
+                    let on = node.map(|n| name(n % nodes.len()));
+                    watch_job(&mut ledger, &shapes[*shape].0, &format!("{pod}"), on.as_deref());
+                }
+                Op::WatchJobAlmostEverywhere { shape, gap } => {
+                    for n in (0..nodes.len()).filter(|n| n % gap != 0) {
+                        let pod = format!("everywhere-{shape}-{n}");
+                        watch_job(&mut ledger, &shapes[*shape].0, &pod, Some(&name(n)));
                     }
-                    bound.status = Some(serde_json::from_value(json!({"phase": "Running"}))
-                        .expect("a pod status"));
-                    apply_pod_event(
-                        &mut ledger,
-                        &bound,
-                        node.is_none(),
-                        Instant::now(),
-                        SystemTime::now(),
-                    );
                 }
                 Op::ExpireAll => ledger.expire(Instant::now() + TTL * 2),
                 Op::NewView => {

@@ -338,11 +338,56 @@ impl RankIndex {
 impl RankIndex {
     /// The ranking of the nodes `allowed` marks (by view position), or of every node.
     pub fn ranking<'a>(&'a self, allowed: Option<&'a [bool]>) -> Restricted<'a> {
+        let few = allowed.and_then(|allowed| {
+            let count = allowed.iter().filter(|&&kept| kept).count();
+            (count * FEW_BELOW < allowed.len()).then(|| self.few(allowed, count))
+        });
         Restricted {
             index: self,
             allowed,
+            few,
         }
     }
+
+    /// The nodes `allowed` marks, in the orders the sets keep, read from their standings.
+    fn few(&self, allowed: &[bool], count: usize) -> Few {
+        let mut few = Few {
+            cool: Vec::with_capacity(count),
+            hot: Vec::new(),
+            hot_order: Vec::new(),
+        };
+        let marked = allowed
+            .iter()
+            .enumerate()
+            .filter(|&(_, &kept)| kept)
+            .map(|(index, _)| index);
+        for index in marked {
+            match self.standings.get(index).copied().flatten() {
+                Some(Standing::Cool(heat)) => few.cool.push(self.candidate(index, heat).0),
+                Some(Standing::Hot { heat, pod }) => {
+                    few.hot.push(self.by_heat(index, heat));
+                    few.hot_order.push(self.candidate(index, pod).0);
+                }
+                Some(Standing::Full) | None => {}
+            }
+        }
+        few.cool.sort_by(Candidate::order);
+        few.hot.sort();
+        few.hot_order.sort_by(Candidate::order);
+        few
+    }
+}
+
+/// Below one node in this many marked, a restricted ranking reads the marked nodes' standings
+/// into short sorted lists rather than reading the sets past every node left out: a score
+/// that keeps a handful of nodes would otherwise cost a pass over the whole index.
+const FEW_BELOW: usize = 8;
+
+/// The few nodes a restricted ranking reads, sorted as the sets are.
+struct Few {
+    cool: Vec<Candidate>,
+    hot: Vec<ByHeat>,
+    hot_order: Vec<Candidate>,
 }
 
 /// An index read over some nodes only: those the scores of the plugins that count pods keep
@@ -350,6 +395,7 @@ impl RankIndex {
 pub struct Restricted<'a> {
     index: &'a RankIndex,
     allowed: Option<&'a [bool]>,
+    few: Option<Few>,
 }
 
 impl Restricted<'_> {
@@ -360,6 +406,22 @@ impl Restricted<'_> {
 
     fn in_order<'s>(&'s self, set: &'s BTreeSet<ByOrder>) -> impl Iterator<Item = Candidate> + 's {
         set.iter().map(|c| c.0).filter(|c| self.keeps(c.index))
+    }
+
+    /// The cool nodes read through, in decision order.
+    fn cool(&self) -> Box<dyn Iterator<Item = Candidate> + '_> {
+        match &self.few {
+            Some(few) => Box::new(few.cool.iter().copied()),
+            None => Box::new(self.in_order(&self.index.cool)),
+        }
+    }
+
+    /// The hot nodes read through, least bad for the pod first.
+    fn hot_in_order(&self) -> Box<dyn Iterator<Item = Candidate> + '_> {
+        match &self.few {
+            Some(few) => Box::new(few.hot_order.iter().copied()),
+            None => Box::new(self.in_order(&self.index.hot_order)),
+        }
     }
 }
 
@@ -372,11 +434,11 @@ impl Ranking for Restricted<'_> {
     }
 
     fn best(&self) -> Option<Candidate> {
-        self.in_order(&self.index.cool).next()
+        self.cool().next()
     }
 
     fn named(&mut self, used: usize, is_tied: &dyn Fn(&Candidate) -> bool) -> Vec<Candidate> {
-        let mut in_order = self.in_order(&self.index.cool);
+        let mut in_order = self.cool();
         // The near-ties are a prefix of the order (the best's NIC side, up to a heat).
         let mut named = Vec::with_capacity(used);
         let mut first_untied = None;
@@ -403,17 +465,22 @@ impl Ranking for Restricted<'_> {
     }
 
     fn hottest(&mut self, max: usize) -> Vec<(f64, usize)> {
-        self.index
-            .hot
-            .iter()
-            .filter(|h| self.keeps(h.index))
-            .take(max)
-            .map(|h| (h.heat, h.index))
-            .collect()
+        let hottest = |h: &ByHeat| (h.heat, h.index);
+        match &self.few {
+            Some(few) => few.hot.iter().take(max).map(hottest).collect(),
+            None => self
+                .index
+                .hot
+                .iter()
+                .filter(|h| self.keeps(h.index))
+                .take(max)
+                .map(hottest)
+                .collect(),
+        }
     }
 
     fn least_bad(&mut self, max: usize) -> Vec<Candidate> {
-        self.in_order(&self.index.hot_order).take(max).collect()
+        self.hot_in_order().take(max).collect()
     }
 
     fn cover(
@@ -423,11 +490,11 @@ impl Ranking for Restricted<'_> {
         positions: &[u32],
         taken: &dyn Fn(usize) -> bool,
     ) -> Vec<Candidate> {
-        let set = if hot {
-            &self.index.hot_order
+        let in_order = if hot {
+            self.hot_in_order()
         } else {
-            &self.index.cool
+            self.cool()
         };
-        cover_in_order(self.in_order(set), coverage, positions, taken)
+        cover_in_order(in_order, coverage, positions, taken)
     }
 }
