@@ -366,6 +366,82 @@ fn mirrored_pods_count_in_the_affinity_score() {
     assert!(!allowed.kept.contains(&(a1 as u32)));
 }
 
+/// The nodes the score keeps, read off its raw sums' range, are those its normalised scores
+/// keep: within half the first tier's lead of the best. Random placements of the job's pods
+/// (taken as mirrored), one topology key and two.
+#[test]
+fn kept_nodes_match_the_normalised_scores() {
+    use placement_webhook::placement::pod_level::{Around, around_affinity_scores, restrict};
+    use placement_webhook::scheduler::cycle::INTER_POD_AFFINITY_WEIGHT;
+    let view = view();
+    let ledger = aligned_ledger(&view);
+    let term = |key: &str, weight: u32| {
+        json!({"weight": weight, "podAffinityTerm": {"topologyKey": key,
+            "labelSelector": {"matchLabels": {"app": "wordcount"}}}})
+    };
+    let apart = json!({"affinity": {"podAntiAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [term("kubernetes.io/hostname", 100)]}}});
+    let both = json!({"affinity": {
+        "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution":
+            [term("kubernetes.io/hostname", 60)]},
+        "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [term(ZONE, 30)]}}});
+    let all: Vec<usize> = (0..view.nodes.len()).collect();
+    let eligible: Vec<u32> = (0..view.nodes.len() as u32).collect();
+    let mut state = 0x2545_f491_u64;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1);
+        state >> 33
+    };
+    let mut kept_some = 0;
+    for spec in [apart, both] {
+        let tm = taskmanager("wordcount", spec);
+        let d = demand(&tm);
+        for gap in [40, 160, 200] {
+            for _ in 0..100 {
+                let mirrored: Vec<(usize, u32)> = all
+                    .iter()
+                    .map(|&k| (k, (next() % 4) as u32))
+                    .filter(|&(_, pods)| pods > 0)
+                    .collect();
+                let expected: Vec<u32> =
+                    match around_affinity_scores(&d.facts, &view, &ledger, &mirrored, &all) {
+                        None => eligible.clone(),
+                        Some(scores) => {
+                            let total = |s: i64| s * INTER_POD_AFFINITY_WEIGHT;
+                            let best = scores.iter().map(|&s| total(s)).max().unwrap_or(0);
+                            let margin = (gap / 2).max(1);
+                            eligible
+                                .iter()
+                                .copied()
+                                .filter(|&k| best - total(scores[k as usize]) < margin)
+                                .collect()
+                        }
+                    };
+                let kept = restrict(
+                    &eligible,
+                    &d.facts,
+                    &view,
+                    &ledger,
+                    Around::Read {
+                        mirrored: &mirrored,
+                    },
+                    gap,
+                )
+                .map(|r| r.kept.to_vec())
+                .unwrap_or_else(|| eligible.clone());
+                assert_eq!(kept, expected, "gap {gap}, pods {mirrored:?}");
+                kept_some += usize::from(kept.len() < eligible.len());
+            }
+        }
+    }
+    assert!(
+        kept_some > 100,
+        "the scores left nodes out only {kept_some} times"
+    );
+}
+
 /// Preferred anti-affinity that keeps few nodes worth naming (the job's pods are on all the
 /// others) does not shrink the scheduler's sample: it still samples among every feasible
 /// node, so the first tier covers its runs rather than naming one node as if every node

@@ -48,6 +48,19 @@ impl AffinitySumsCache {
         ledger: &Ledger,
         candidates: &[usize],
     ) -> Option<Vec<i64>> {
+        self.read(facts, view, ledger, |score| score.scores(candidates))
+            .flatten()
+    }
+
+    /// What `read` makes of InterPodAffinity's score for this pod (the kept sums brought up
+    /// to date); `None` when the ledger is not aligned with `view`.
+    pub fn read<R>(
+        &self,
+        facts: &PodFacts<'_>,
+        view: &ClusterView,
+        ledger: &Ledger,
+        read: impl FnOnce(&AffinityScore<'_, '_>) -> R,
+    ) -> Option<R> {
         if !ledger.is_aligned(view.id) {
             return None;
         }
@@ -74,9 +87,9 @@ impl AffinitySumsCache {
                     &domains,
                     sums,
                 );
-                let read = pod_level::reads_group(facts);
+                let reads = pod_level::reads_group(facts);
                 for (group, position, pods) in changes {
-                    if read(&group) {
+                    if reads(&group) {
                         score.add_pods(group.kind(), [(position, pods)]);
                     }
                 }
@@ -84,9 +97,9 @@ impl AffinitySumsCache {
             }
             None => pod_level::around_affinity_score(facts, ledger, &domains),
         };
-        let scores = score.scores(candidates);
+        let read = read(&score);
         kept.sums = score.into_sums();
         kept.mark = Some(now);
-        scores
+        Some(read)
     }
 }

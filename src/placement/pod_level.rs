@@ -18,7 +18,7 @@ use crate::scheduler::cycle::{INTER_POD_AFFINITY_WEIGHT, POD_TOPOLOGY_SPREAD_WEI
 use crate::scheduler::domains::Domains;
 use crate::scheduler::pod_affinity::{AffinityScore, AffinityUnfit};
 use crate::scheduler::pods::{DEFAULT_HARD_POD_AFFINITY_WEIGHT, Labels, term_selects};
-use crate::scheduler::topology_spread::spread_scores;
+use crate::scheduler::topology_spread::{has_spread_score, spread_scores};
 use crate::scheduler::{ClusterPods, ExistingPod, PodFilters, SpreadUnfit, Unfit};
 use crate::view::ClusterView;
 
@@ -174,13 +174,31 @@ pub fn around_affinity_scores(
     if !ledger.is_aligned(view.id) {
         return None;
     }
+    read_around(facts, view, ledger, mirrored, |score| {
+        score.scores(candidates)
+    })
+    .flatten()
+}
+
+/// What `read` makes of InterPodAffinity's score for this pod over every group of `ledger`
+/// and `mirrored`; `None` when the ledger is not aligned with `view`.
+fn read_around<R>(
+    facts: &PodFacts<'_>,
+    view: &ClusterView,
+    ledger: &Ledger,
+    mirrored: &[(usize, u32)],
+    read: impl FnOnce(&AffinityScore<'_, '_>) -> R,
+) -> Option<R> {
+    if !ledger.is_aligned(view.id) {
+        return None;
+    }
     let domains = |key: &str| view_domains(view, key);
     let mut score = around_affinity_score(facts, ledger, &domains);
     if !mirrored.is_empty() {
         let alike = PodGroup::of_facts(facts);
         score.add(alike.kind(), mirrored.iter().copied());
     }
-    score.scores(candidates)
+    Some(read(&score))
 }
 
 /// InterPodAffinity's score for this pod fed every group of `ledger` it reads.
@@ -332,8 +350,20 @@ pub fn best_scored(
     affinity_gap: i64,
 ) -> Vec<u32> {
     let nodes = view.model_nodes();
-    let candidates: Vec<usize> = allowed.iter().map(|&p| p as usize).collect();
+    let margin = (affinity_gap / 2).max(1);
     let cluster = ClusterPods::new(pods, ledger.namespace_labels());
+    if !has_spread_score(facts, &cluster) {
+        // InterPodAffinity alone: kept by its raw scores' range, without the scores.
+        let keep = |score: &AffinityScore<'_, '_>| {
+            score.keep_best(allowed, INTER_POD_AFFINITY_WEIGHT, margin)
+        };
+        let kept = match around {
+            Around::Kept(kept) => kept.read(facts, view, ledger, keep),
+            Around::Read { mirrored } => read_around(facts, view, ledger, mirrored, keep),
+        };
+        return kept.flatten().unwrap_or_else(|| allowed.to_vec());
+    }
+    let candidates: Vec<usize> = allowed.iter().map(|&p| p as usize).collect();
     let spread = spread_scores(facts, nodes, &candidates, &cluster);
     let inter_pod = match around {
         Around::Kept(kept) => kept.scores(facts, view, ledger, &candidates),
@@ -354,7 +384,6 @@ pub fn best_scored(
     let Some(best) = (0..candidates.len()).map(total).max() else {
         return Vec::new();
     };
-    let margin = (affinity_gap / 2).max(1);
     allowed
         .iter()
         .enumerate()

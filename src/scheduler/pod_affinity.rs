@@ -488,32 +488,61 @@ impl<'p, 'd> AffinityScore<'p, 'd> {
         if candidates.is_empty() || self.sums.matched <= 0 {
             return None;
         }
-        let mut scores: Vec<i64> = match self.sums.keys.as_slice() {
-            // The usual case, one topology key: no inner loop per node.
-            [key] => candidates
-                .iter()
-                .map(|&i| key.domains.of_node(i).map_or(0, |d| key.sums[d]))
-                .collect(),
-            keys => candidates
-                .iter()
-                .map(|&i| {
-                    keys.iter()
-                        .filter_map(|k| Some(k.sums[k.domains.of_node(i)?]))
-                        .sum()
-                })
-                .collect(),
-        };
+        let mut scores: Vec<i64> = candidates.iter().map(|&i| self.raw(i)).collect();
         let min = scores.iter().copied().min().unwrap_or(0);
         let max = scores.iter().copied().max().unwrap_or(0);
-        let spread = max - min;
         for s in &mut scores {
-            *s = if spread > 0 {
-                (MAX_NODE_SCORE as f64 * ((*s - min) as f64 / spread as f64)) as i64
-            } else {
-                0
-            };
+            *s = normalized(*s, min, max - min);
         }
         Some(scores)
+    }
+
+    /// Of `candidates` (node indexes), those whose score times `weight` is less than `margin`
+    /// below the best's, as [`AffinityScore::scores`] would score them, without the scores:
+    /// one pass for the range, one to keep. `None` when PreScore skips (every node scores 0).
+    pub fn keep_best(&self, candidates: &[u32], weight: i64, margin: i64) -> Option<Vec<u32>> {
+        if candidates.is_empty() || self.sums.matched <= 0 {
+            return None;
+        }
+        let (min, max) = candidates
+            .iter()
+            .map(|&i| self.raw(i as usize))
+            .fold((i64::MAX, i64::MIN), |(lo, hi), s| (lo.min(s), hi.max(s)));
+        let spread = max - min;
+        // The best scores MAX_NODE_SCORE when the scores differ, and all score 0 when not.
+        let best = if spread > 0 {
+            MAX_NODE_SCORE * weight
+        } else {
+            0
+        };
+        Some(
+            candidates
+                .iter()
+                .copied()
+                .filter(|&i| best - normalized(self.raw(i as usize), min, spread) * weight < margin)
+                .collect(),
+        )
+    }
+
+    /// Node `i`'s raw score: the weights of the pods around it, per topology key.
+    fn raw(&self, i: usize) -> i64 {
+        match self.sums.keys.as_slice() {
+            // The usual case, one topology key: no inner loop.
+            [key] => key.domains.of_node(i).map_or(0, |d| key.sums[d]),
+            keys => keys
+                .iter()
+                .filter_map(|k| Some(k.sums[k.domains.of_node(i)?]))
+                .sum(),
+        }
+    }
+}
+
+/// NormalizeScore: `raw` min-max scaled to 0..MAX_NODE_SCORE over scores `spread` apart.
+fn normalized(raw: i64, min: i64, spread: i64) -> i64 {
+    if spread > 0 {
+        (MAX_NODE_SCORE as f64 * ((raw - min) as f64 / spread as f64)) as i64
+    } else {
+        0
     }
 }
 
