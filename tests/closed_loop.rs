@@ -612,6 +612,21 @@ fn job_labels() -> Value {
     taskmanager()["metadata"]["labels"].clone()
 }
 
+/// The TaskManager with preferred anti-affinity to its job's other TaskManagers, per node.
+fn taskmanager_apart() -> Value {
+    let mut tm = taskmanager();
+    tm["spec"]["affinity"] = json!({"podAntiAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [{
+            "weight": 100,
+            "podAffinityTerm": {
+                "topologyKey": HOSTNAME,
+                "labelSelector": {"matchLabels": job_labels()}
+            }
+        }]
+    }});
+    tm
+}
+
 /// `template` running as pod `name` on the node of spec index `node`.
 fn running(template: &Value, name: &str, node: usize) -> (usize, Value) {
     let mut pod = template.clone();
@@ -725,16 +740,7 @@ fn taskmanager_anti_affinity() {
             zone: None,
         })
         .collect();
-    let mut tm = taskmanager();
-    tm["spec"]["affinity"] = json!({"podAntiAffinity": {
-        "preferredDuringSchedulingIgnoredDuringExecution": [{
-            "weight": 100,
-            "podAffinityTerm": {
-                "topologyKey": HOSTNAME,
-                "labelSelector": {"matchLabels": job_labels()}
-            }
-        }]
-    }});
+    let tm = taskmanager_apart();
     let mut apart = burst(40, 0.0);
     apart.pod = tm.clone();
     let setup = Setup {
@@ -755,16 +761,7 @@ fn taskmanager_anti_affinity() {
 /// still samples among every feasible node.
 fn anti_affinity_at_scale(name: &str, exact: bool) {
     let specs = large(500, 23);
-    let mut tm = taskmanager();
-    tm["spec"]["affinity"] = json!({"podAntiAffinity": {
-        "preferredDuringSchedulingIgnoredDuringExecution": [{
-            "weight": 100,
-            "podAffinityTerm": {
-                "topologyKey": HOSTNAME,
-                "labelSelector": {"matchLabels": job_labels()}
-            }
-        }]
-    }});
+    let tm = taskmanager_apart();
     let mut apart = burst(150, 0.0);
     apart.pod = tm.clone();
     let setup = Setup {
