@@ -95,9 +95,9 @@ fn count_feasible(
 ) -> usize {
     nodes
         .iter()
-        .filter(|&&i| {
-            let node = &view.nodes[i as usize];
-            let index = i as usize;
+        .map(|&i| i as usize)
+        .filter(|&index| {
+            let node = &view.nodes[index];
             fits_with(
                 node,
                 inflight.bound(index, node),
@@ -220,6 +220,8 @@ pub fn decide(
     // The nodes the scores (or the job's bounds) leave out are not named, but they are as
     // feasible to the scheduler as the rest: its sample is sized by all of them.
     let passing = restriction.map_or_else(|| node_eligible.clone(), |r| r.passing);
+    // Counted once, whichever of the walks below reads it.
+    let feasible = std::cell::OnceCell::new();
     let walk_over = |eligible: &[u32]| {
         let mut walk = Walk::new(
             view,
@@ -231,7 +233,7 @@ pub fn decide(
             policy,
         );
         if eligible.len() < passing.len() {
-            walk.feasible = count_feasible(&passing, view, inflight, pod);
+            walk.feasible = *feasible.get_or_init(|| count_feasible(&passing, view, inflight, pod));
         }
         walk
     };

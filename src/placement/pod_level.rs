@@ -171,9 +171,6 @@ pub fn around_affinity_scores(
     mirrored: &[(usize, u32)],
     candidates: &[usize],
 ) -> Option<Vec<i64>> {
-    if !ledger.is_aligned(view.id) {
-        return None;
-    }
     read_around(facts, view, ledger, mirrored, |score| {
         score.scores(candidates)
     })

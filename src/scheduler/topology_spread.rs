@@ -337,15 +337,15 @@ impl<'a> SpreadFilter<'a> {
     }
 }
 
-/// Score and NormalizeScore for the ScheduleAnyway constraints, for each of `candidates`
-/// (indexes into `nodes`, the nodes that passed filtering): 0..100, higher where fewer matching
-/// pods are. `None` when PreScore skips (no such constraint), which scores every node 0.
 /// PodTopologySpread scores `pod` at all: it has `ScheduleAnyway` constraints of its own, or
 /// the cluster's defaults apply to it ([`spread_scores`] is `None` otherwise).
 pub fn has_spread_score(pod: &PodFacts<'_>, cluster: &ClusterPods<'_>) -> bool {
     !constraints(pod, cluster.spread_defaults, SCHEDULE_ANYWAY).is_empty()
 }
 
+/// Score and NormalizeScore for the ScheduleAnyway constraints, for each of `candidates`
+/// (indexes into `nodes`, the nodes that passed filtering): 0..100, higher where fewer matching
+/// pods are. `None` when PreScore skips (no such constraint), which scores every node 0.
 pub fn spread_scores(
     pod: &PodFacts<'_>,
     nodes: &[ModelNode],
