@@ -330,8 +330,10 @@ fn check(name: &str, specs: &[Spec], burst: &Burst, setup: Setup) {
             ));
         }
         // Whatever the mode: better than the default scheduler alone, on the hottest CPU or,
-        // where the NICs bind, on the hottest NIC.
+        // where the NICs bind, on the hottest NIC; where the scheduler alone already puts no
+        // node hotter than ideal does, as hot as ideal is as cool as steering gets.
         let cooler = f.hottest_cpu < alone.hottest_cpu
+            || f.hottest_cpu <= bound_hot + 1e-9
             || matches!((f.hottest_nic, alone.hottest_nic), (Some(a), Some(b)) if a < b - 1e-9);
         if !cooler || f.onto_busy > alone.onto_busy {
             let text = format!("{}: no better than no webhook", f.method);

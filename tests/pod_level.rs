@@ -366,6 +366,84 @@ fn mirrored_pods_count_in_the_affinity_score() {
     assert!(!allowed.kept.contains(&(a1 as u32)));
 }
 
+/// Two replicas, `a` deciding: its own nodes at 0.30, `b`'s at 0.10. Another replica's node
+/// ranks as if its owner had just put a pod there, in InterPodAffinity's score too: a
+/// TaskManager kept apart from its job's others stays on `a`'s nodes, where a pod without that
+/// term takes `b`'s cooler ones; once the watch reports that `b` gets no reviews, its nodes are
+/// `a`'s to take. Both decision paths agree.
+#[test]
+fn another_replicas_nodes_count_their_owners_pod_in_the_affinity_score() {
+    use placement_webhook::inflight::ledger::HeardMix;
+    use placement_webhook::placement::ReplicaSet;
+    use std::sync::Arc;
+    let set = Arc::new(ReplicaSet::new("a", ["a".to_string(), "b".to_string()]).expect("set"));
+    let view = view_of(
+        (0..20)
+            .map(|i| {
+                let name = format!("n{i:02}");
+                let cpu = if set.owner(&name) == "a" { 0.30 } else { 0.10 };
+                let mut n = NodeLoad::new(&name, cpu);
+                n.labels.insert("kubernetes.io/hostname".into(), name);
+                n.cpu_capacity_cores = Some(16.0);
+                n
+            })
+            .collect(),
+    );
+    let ledger = aligned_ledger(&view);
+    let apart = taskmanager(
+        "wordcount",
+        json!({"affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+            "weight": 100,
+            "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                                "labelSelector": {"matchLabels": {"app": "wordcount"}}}}]}}}),
+    );
+    let plain = taskmanager("wordcount", json!({}));
+    // One set of indexes for every decision, as a replica keeps them: the mirrored pods count
+    // for the decision that mirrors them only.
+    let indexes = RankIndexes::default();
+    let owners = |p: &Pod, heard: HeardMix| {
+        let replica = Replica {
+            salt: 1,
+            set: Some(set.clone()),
+            unheard: 0,
+            heard,
+        };
+        let policy = PlacementConfig::default();
+        let scheduler = SchedulerConfig::default();
+        let walked = decide(
+            &demand(p),
+            &view,
+            Some(&ledger),
+            &policy,
+            &scheduler,
+            replica.clone(),
+        );
+        let indexed = decide_indexed(
+            &demand(p),
+            &view,
+            Some(&ledger),
+            &policy,
+            &scheduler,
+            replica,
+            &indexes,
+        );
+        assert_eq!(named(&walked), named(&indexed), "both paths decide alike");
+        let owners: std::collections::BTreeSet<String> = first_tier(&walked)
+            .iter()
+            .map(|n| set.owner(n).to_string())
+            .collect();
+        owners.into_iter().collect::<Vec<_>>()
+    };
+    assert_eq!(owners(&plain, HeardMix::default()), ["b"]);
+    assert_eq!(owners(&apart, HeardMix::default()), ["a"]);
+    let b_gets_nothing = HeardMix {
+        own: 50.0,
+        others: 0.0,
+    };
+    assert_eq!(owners(&apart, b_gets_nothing), ["b"]);
+    assert_eq!(owners(&apart, HeardMix::default()), ["a"]);
+}
+
 /// The nodes the score keeps, read off its raw sums' range, are those its normalised scores
 /// keep: within half the first tier's lead of the best. Random placements of the job's pods
 /// (taken as mirrored), one topology key and two.

@@ -40,25 +40,30 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl AffinitySumsCache {
     /// InterPodAffinity's scores of `candidates` (view positions) for this pod, as
-    /// [`pod_level::around_affinity_scores`] gives them without mirrored pods.
+    /// [`pod_level::around_affinity_scores`] gives them.
     pub fn scores(
         &self,
         facts: &PodFacts<'_>,
         view: &ClusterView,
         ledger: &Ledger,
+        mirrored: &[(usize, u32)],
         candidates: &[usize],
     ) -> Option<Vec<i64>> {
-        self.read(facts, view, ledger, |score| score.scores(candidates))
-            .flatten()
+        self.read(facts, view, ledger, mirrored, |score| {
+            score.scores(candidates)
+        })
+        .flatten()
     }
 
     /// What `read` makes of InterPodAffinity's score for this pod (the kept sums brought up
-    /// to date); `None` when the ledger is not aligned with `view`.
+    /// to date), with `mirrored` pods like this one counted for this read only; `None` when
+    /// the ledger is not aligned with `view`.
     pub fn read<R>(
         &self,
         facts: &PodFacts<'_>,
         view: &ClusterView,
         ledger: &Ledger,
+        mirrored: &[(usize, u32)],
         read: impl FnOnce(&AffinityScore<'_, '_>) -> R,
     ) -> Option<R> {
         if !ledger.is_aligned(view.id) {
@@ -97,7 +102,21 @@ impl AffinitySumsCache {
             }
             None => pod_level::around_affinity_score(facts, ledger, &domains),
         };
+        let mut score = score;
+        let alike = (!mirrored.is_empty()).then(|| PodGroup::of_facts(facts));
+        let count = |sign: i64| {
+            mirrored
+                .iter()
+                .map(move |&(position, pods)| (position, sign * i64::from(pods)))
+        };
+        if let Some(alike) = &alike {
+            score.add_pods(alike.kind(), count(1));
+        }
         let read = read(&score);
+        if let Some(alike) = &alike {
+            // Taken out again: the kept sums count only the ledger's pods.
+            score.add_pods(alike.kind(), count(-1));
+        }
         kept.sums = score.into_sums();
         kept.mark = Some(now);
         Some(read)

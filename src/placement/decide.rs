@@ -287,6 +287,24 @@ fn partition_for(
             replica.unheard_elsewhere(),
         );
     }
+    if !partition.others_idle && super::pod_level::scores_apply(&pod.facts) {
+        // Another replica's node ranks as if its owner had just put a pod there in the scores
+        // that count pods too: a pod that keeps apart from its kind does not take the node
+        // its owner took a moment ago, which the scheduler would then rank below a free one.
+        let mut pods = vec![0u32; view.nodes.len()];
+        for &(position, count) in &partition.mirrored {
+            pods[position] = count;
+        }
+        for &position in eligible {
+            let position = position as usize;
+            if partition.weighs_as_foreign(position) {
+                pods[position] = pods[position].max(1);
+            }
+        }
+        partition.mirrored = (pods.into_iter().enumerate())
+            .filter(|&(_, count)| count > 0)
+            .collect();
+    }
     Some(partition)
 }
 
@@ -378,12 +396,16 @@ pub fn decide_indexed(
             // Scores that count other pods, and the job's own bounds, keep some nodes of the
             // shape's ranking for this pod only: the index is read through them.
             let node_eligible = eligible_nodes(&pod.constraints, view);
+            let partition = partition_for(&replica, view, &node_eligible, inflight, pod, policy);
             let restricted = super::pod_level::restrict(
                 &node_eligible,
                 &pod.facts,
                 view,
                 ledger,
-                Around::Kept(indexes.affinity_sums()),
+                Around::Kept {
+                    sums: indexes.affinity_sums(),
+                    mirrored: partition.as_ref().map_or(&[][..], |p| &p.mirrored),
+                },
                 affinity_gap(policy, scheduler),
             );
             let restricted = restricted.map(|r| r.kept);

@@ -229,8 +229,12 @@ pub enum Around<'a> {
     /// Every group of the ledger, and `mirrored`: pods like this one that other replicas are
     /// taken to have placed unheard, (position, pods).
     Read { mirrored: &'a [(usize, u32)] },
-    /// InterPodAffinity's sums kept from earlier decisions and brought up to date.
-    Kept(&'a AffinitySumsCache),
+    /// InterPodAffinity's sums kept from earlier decisions and brought up to date, and
+    /// `mirrored` as in `Read`.
+    Kept {
+        sums: &'a AffinitySumsCache,
+        mirrored: &'a [(usize, u32)],
+    },
 }
 
 /// The filters of one pod against the pods around it, ready to check each node.
@@ -355,7 +359,7 @@ pub fn best_scored(
             score.keep_best(allowed, INTER_POD_AFFINITY_WEIGHT, margin)
         };
         let kept = match around {
-            Around::Kept(kept) => kept.read(facts, view, ledger, keep),
+            Around::Kept { sums, mirrored } => sums.read(facts, view, ledger, mirrored, keep),
             Around::Read { mirrored } => read_around(facts, view, ledger, mirrored, keep),
         };
         return kept.flatten().unwrap_or_else(|| allowed.to_vec());
@@ -363,7 +367,7 @@ pub fn best_scored(
     let candidates: Vec<usize> = allowed.iter().map(|&p| p as usize).collect();
     let spread = spread_scores(facts, nodes, &candidates, &cluster);
     let inter_pod = match around {
-        Around::Kept(kept) => kept.scores(facts, view, ledger, &candidates),
+        Around::Kept { sums, mirrored } => sums.scores(facts, view, ledger, mirrored, &candidates),
         Around::Read { mirrored } => {
             around_affinity_scores(facts, view, ledger, mirrored, &candidates)
         }
