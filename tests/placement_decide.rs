@@ -498,6 +498,7 @@ fn a_replica_the_watch_runs_behind_mirrors_the_others_unheard_pods() {
             set: Some(set.clone()),
             unheard,
             heard,
+            ..Replica::default()
         };
         let decision = decide(
             &d,
@@ -521,6 +522,54 @@ fn a_replica_the_watch_runs_behind_mirrors_the_others_unheard_pods() {
         others: 0.0,
     };
     assert_eq!(owner_of_landing(20, b_gets_nothing), "b");
+}
+
+/// Two replicas, `a` deciding: its own nodes at 0.30 with room to spare, `b`'s at 0.10 with
+/// room for one more 2-core pod. Where the scheduler scores every node, the pod whose
+/// first-tier node another replica fills meanwhile has no named node left in the sample:
+/// `b`'s last room is left to `b`. Under sampling, other first-tier nodes in the sample catch
+/// such a pod, and `b`'s cooler nodes are named.
+#[test]
+fn another_replicas_last_room_is_left_to_it_where_every_node_is_scored() {
+    use placement_webhook::placement::{Replica, ReplicaSet};
+    use std::sync::Arc;
+    let set = Arc::new(ReplicaSet::new("a", ["a".to_string(), "b".to_string()]).expect("set"));
+    let owners = |count: usize| {
+        let nodes: Vec<NodeLoad> = (0..count)
+            .map(|i| {
+                let name = format!("n{i:03}");
+                if set.owner(&name) == "a" {
+                    sized(&name, 0.30, 16, 4)
+                } else {
+                    sized(&name, 0.10, 16, 14)
+                }
+            })
+            .collect();
+        let policy = PlacementConfig::default();
+        let view = view_of(nodes, &policy);
+        let p = pod(json!({}));
+        let replica = Replica {
+            salt: 1,
+            set: Some(set.clone()),
+            ..Replica::default()
+        };
+        let decision = decide(
+            &demand(&p, &[]),
+            &view,
+            None,
+            &policy,
+            &SchedulerConfig::default(),
+            replica,
+        );
+        let owners: std::collections::BTreeSet<String> = decision
+            .first_tier()
+            .iter()
+            .map(|n| set.owner(&n.name).to_string())
+            .collect();
+        owners.into_iter().collect::<Vec<_>>()
+    };
+    assert_eq!(owners(20), ["a"]);
+    assert_eq!(owners(400), ["b"], "under sampling");
 }
 
 /// The view of a snapshot of `nodes` alone.

@@ -407,6 +407,7 @@ fn another_replicas_nodes_count_their_owners_pod_in_the_affinity_score() {
             set: Some(set.clone()),
             unheard: 0,
             heard,
+            ..Replica::default()
         };
         let policy = PlacementConfig::default();
         let scheduler = SchedulerConfig::default();

@@ -197,7 +197,10 @@ pub fn decide(
     scheduler: &SchedulerConfig,
     replica: impl Into<Replica>,
 ) -> Decision {
-    let replica = replica.into();
+    let replica = Replica {
+        unsampled: scores_every_node(view, scheduler),
+        ..replica.into()
+    };
     let ties = tie_breakers(view, replica.salt);
     let inflight = InFlight::new(ledger, view);
     let node_eligible = eligible_nodes(&pod.constraints, view);
@@ -308,6 +311,12 @@ fn partition_for(
     Some(partition)
 }
 
+/// The scheduler scores every feasible node of `view`, whatever passes its filters.
+fn scores_every_node(view: &ClusterView, scheduler: &SchedulerConfig) -> bool {
+    let nodes = (view.nodes.len() + view.nodes_without_metrics) as i64;
+    num_feasible_nodes_to_find(i64::from(scheduler.percentage_of_nodes_to_score), nodes) >= nodes
+}
+
 /// The NodeAffinity points between a first-tier node and a node of the next tier (or an
 /// unnamed one), as the scheduler weighs them when a first-tier node is in its sample.
 fn affinity_gap(policy: &PlacementConfig, scheduler: &SchedulerConfig) -> i64 {
@@ -376,7 +385,10 @@ pub fn decide_indexed(
     replica: impl Into<Replica>,
     indexes: &RankIndexes,
 ) -> Decision {
-    let replica = replica.into();
+    let replica = Replica {
+        unsampled: scores_every_node(view, scheduler),
+        ..replica.into()
+    };
     let inflight = InFlight::new(ledger, view);
     match (ledger, inflight.aligned) {
         // Which nodes such a pod may take changes with every pod bound or steered: the

@@ -103,6 +103,10 @@ pub struct Replica {
     pub unheard: usize,
     /// Whose decisions the pod watch reported lately: how the reviews are split.
     pub heard: HeardMix,
+    /// The scheduler scores every feasible node (set by the decision from the scheduler's
+    /// configuration and the node count): a pod whose first-tier node another replica filled
+    /// has no other named node in the sample to fall to.
+    pub unsampled: bool,
 }
 
 impl From<u64> for Replica {
@@ -125,6 +129,9 @@ pub(super) struct Partition {
     /// Where that fill puts those pods: (position, pods). The scores that count pods count
     /// them there, as pods like the one decided.
     pub mirrored: Vec<(usize, u32)>,
+    /// Another replica's node with room for one pod only is left to its owner (see
+    /// [`Replica::unsampled`]).
+    pub last_room_theirs: bool,
     /// The other replicas decide next to nothing lately (see [`Replica::others_idle`]): their
     /// nodes rank as this one's own.
     pub others_idle: bool,
@@ -159,6 +166,7 @@ impl Replica {
             foreign_level: f64::NEG_INFINITY,
             mirrored: Vec::new(),
             others_idle: self.others_idle(),
+            last_room_theirs: self.unsampled,
         })
     }
 
@@ -197,7 +205,13 @@ impl Replica {
     /// Memo and index key part: the salt and the membership.
     pub(super) fn key(&self) -> String {
         match &self.set {
-            Some(set) => format!("{}/{:x}/{}", self.salt, set.key(), self.others_idle()),
+            Some(set) => format!(
+                "{}/{:x}/{}/{}",
+                self.salt,
+                set.key(),
+                self.others_idle(),
+                self.unsampled
+            ),
             None => self.salt.to_string(),
         }
     }

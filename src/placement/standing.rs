@@ -362,6 +362,12 @@ pub(super) fn standing(
     if !fits_with(node, inflight.bound(index, node), extra, &pod.facts) {
         return Standing::Full;
     }
+    if partition.is_some_and(|p| p.weighs_as_foreign(index) && p.last_room_theirs)
+        && room_with(node, inflight.bound(index, node), extra, &pod.facts) < 2
+    {
+        // Its owner may be putting a pod there right now, into the room this pod would need.
+        return Standing::Full;
+    }
     let load = load_with(node, extra, policy.uncertainty);
     let mut after = pod_heat(node, &load, pod, policy, 1.0);
     if let Some(partition) = partition {
