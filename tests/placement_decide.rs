@@ -572,6 +572,59 @@ fn another_replicas_last_room_is_left_to_it_where_every_node_is_scored() {
     assert_eq!(owners(400), ["b"], "under sampling");
 }
 
+/// Two replicas, `a` deciding with the watch far behind, under sampling: half of `b`'s nodes
+/// are idle with room for one more pod, the other half at 0.40 with room to spare, `a`'s own at
+/// 0.60. The pods `b` is taken to have decided unheard fill its idle nodes' room first, so `a`
+/// names none of them; with the watch current, they are the coolest and named.
+#[test]
+fn the_others_unheard_pods_take_the_room_they_fill() {
+    use placement_webhook::placement::{Replica, ReplicaSet};
+    use std::sync::Arc;
+    let set = Arc::new(ReplicaSet::new("a", ["a".to_string(), "b".to_string()]).expect("set"));
+    let mut idle = Vec::new();
+    let nodes: Vec<NodeLoad> = (0..400)
+        .map(|i| {
+            let name = format!("n{i:03}");
+            if set.owner(&name) == "a" {
+                sized(&name, 0.60, 16, 4)
+            } else if i % 2 == 0 {
+                idle.push(name.clone());
+                sized(&name, 0.05, 16, 14)
+            } else {
+                sized(&name, 0.40, 16, 4)
+            }
+        })
+        .collect();
+    let policy = PlacementConfig::default();
+    let view = view_of(nodes, &policy);
+    let p = pod(json!({}));
+    let named_idle = |unheard: usize| {
+        let replica = Replica {
+            salt: 1,
+            set: Some(set.clone()),
+            unheard,
+            ..Replica::default()
+        };
+        let decision = decide(
+            &demand(&p, &[]),
+            &view,
+            None,
+            &policy,
+            &SchedulerConfig::default(),
+            replica,
+        );
+        all_named(&decision)
+            .into_iter()
+            .filter(|n| idle.contains(n))
+            .count()
+    };
+    assert!(
+        named_idle(0) > 0,
+        "the watch current: the idle nodes are the coolest"
+    );
+    assert_eq!(named_idle(idle.len() + 10), 0);
+}
+
 /// The view of a snapshot of `nodes` alone.
 fn view_of(nodes: Vec<NodeLoad>, policy: &PlacementConfig) -> ClusterView {
     let snapshot = LoadSnapshot {

@@ -280,7 +280,7 @@ fn partition_for(
 ) -> Option<Partition> {
     let mut partition = replica.partition(view)?;
     if replica.mirrors() {
-        (partition.foreign_level, partition.mirrored) = mirrored_level(
+        (partition.foreign_level, partition.filled) = mirrored_level(
             view,
             eligible,
             inflight,
@@ -289,13 +289,15 @@ fn partition_for(
             &partition.owned,
             replica.unheard_elsewhere(),
         );
+        partition.filled.sort_unstable();
     }
+    partition.mirrored = partition.filled.clone();
     if !partition.others_idle && super::pod_level::scores_apply(&pod.facts) {
         // Another replica's node ranks as if its owner had just put a pod there in the scores
         // that count pods too: a pod that keeps apart from its kind does not take the node
         // its owner took a moment ago, which the scheduler would then rank below a free one.
         let mut pods = vec![0u32; view.nodes.len()];
-        for &(position, count) in &partition.mirrored {
+        for &(position, count) in &partition.filled {
             pods[position] = count;
         }
         for &position in eligible {

@@ -126,8 +126,11 @@ pub(super) struct Partition {
     /// The rank the other replicas' unheard pods are taken to have filled their coolest nodes
     /// to (see [`Replica::mirrors`]); minus infinity when they are not.
     pub foreign_level: f64,
-    /// Where that fill puts those pods: (position, pods). The scores that count pods count
-    /// them there, as pods like the one decided.
+    /// Where that fill puts those pods: (position, pods), by position. Their requests take
+    /// room there.
+    pub filled: Vec<(usize, u32)>,
+    /// The pods like the one decided that the scores that count pods count on the other
+    /// replicas' nodes: the fill's, and one on each node (see `decide::partition_for`).
     pub mirrored: Vec<(usize, u32)>,
     /// Another replica's node with room for one pod only is left to its owner (see
     /// [`Replica::unsampled`]).
@@ -142,6 +145,19 @@ impl Partition {
     /// owner had just put a pod there too (not while the others are idle).
     pub fn weighs_as_foreign(&self, position: usize) -> bool {
         self.owned.get(position) == Some(&0) && !self.others_idle
+    }
+
+    /// Pods the other replicas are taken to be putting on the node at `position`, for its
+    /// room: those of the fill, at least one where its last room is left to its owner.
+    pub fn taken_at(&self, position: usize) -> u32 {
+        if !self.weighs_as_foreign(position) {
+            return 0;
+        }
+        let filled = self
+            .filled
+            .binary_search_by_key(&position, |&(p, _)| p)
+            .map_or(0, |k| self.filled[k].1);
+        filled.max(u32::from(self.last_room_theirs))
     }
 }
 
@@ -164,6 +180,7 @@ impl Replica {
         Some(Partition {
             owned: set.owned(view),
             foreign_level: f64::NEG_INFINITY,
+            filled: Vec::new(),
             mirrored: Vec::new(),
             others_idle: self.others_idle(),
             last_room_theirs: self.unsampled,

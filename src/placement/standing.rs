@@ -362,10 +362,11 @@ pub(super) fn standing(
     if !fits_with(node, inflight.bound(index, node), extra, &pod.facts) {
         return Standing::Full;
     }
-    if partition.is_some_and(|p| p.weighs_as_foreign(index) && p.last_room_theirs)
-        && room_with(node, inflight.bound(index, node), extra, &pod.facts) < 2
+    let taken = partition.map_or(0, |p| p.taken_at(index));
+    if taken > 0
+        && room_with(node, inflight.bound(index, node), extra, &pod.facts) <= taken as usize
     {
-        // Its owner may be putting a pod there right now, into the room this pod would need.
+        // Its owner may be putting pods there right now, into the room this pod would need.
         return Standing::Full;
     }
     let load = load_with(node, extra, policy.uncertainty);
