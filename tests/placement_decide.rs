@@ -531,7 +531,7 @@ fn a_replica_the_watch_runs_behind_mirrors_the_others_unheard_pods() {
 /// such a pod, and `b`'s cooler nodes are named.
 #[test]
 fn another_replicas_last_room_is_left_to_it_where_every_node_is_scored() {
-    use placement_webhook::placement::{Replica, ReplicaSet};
+    use placement_webhook::placement::ReplicaSet;
     use std::sync::Arc;
     let set = Arc::new(ReplicaSet::new("a", ["a".to_string(), "b".to_string()]).expect("set"));
     let owners = |count: usize| {
@@ -545,22 +545,7 @@ fn another_replicas_last_room_is_left_to_it_where_every_node_is_scored() {
                 }
             })
             .collect();
-        let policy = PlacementConfig::default();
-        let view = view_of(nodes, &policy);
-        let p = pod(json!({}));
-        let replica = Replica {
-            salt: 1,
-            set: Some(set.clone()),
-            ..Replica::default()
-        };
-        let decision = decide(
-            &demand(&p, &[]),
-            &view,
-            None,
-            &policy,
-            &SchedulerConfig::default(),
-            replica,
-        );
+        let decision = decide_as_a(&set, 0, &view_of(nodes, &PlacementConfig::default()));
         let owners: std::collections::BTreeSet<String> = decision
             .first_tier()
             .iter()
@@ -578,7 +563,7 @@ fn another_replicas_last_room_is_left_to_it_where_every_node_is_scored() {
 /// names none of them; with the watch current, they are the coolest and named.
 #[test]
 fn the_others_unheard_pods_take_the_room_they_fill() {
-    use placement_webhook::placement::{Replica, ReplicaSet};
+    use placement_webhook::placement::ReplicaSet;
     use std::sync::Arc;
     let set = Arc::new(ReplicaSet::new("a", ["a".to_string(), "b".to_string()]).expect("set"));
     let mut idle = Vec::new();
@@ -595,25 +580,9 @@ fn the_others_unheard_pods_take_the_room_they_fill() {
             }
         })
         .collect();
-    let policy = PlacementConfig::default();
-    let view = view_of(nodes, &policy);
-    let p = pod(json!({}));
+    let view = view_of(nodes, &PlacementConfig::default());
     let named_idle = |unheard: usize| {
-        let replica = Replica {
-            salt: 1,
-            set: Some(set.clone()),
-            unheard,
-            ..Replica::default()
-        };
-        let decision = decide(
-            &demand(&p, &[]),
-            &view,
-            None,
-            &policy,
-            &SchedulerConfig::default(),
-            replica,
-        );
-        all_named(&decision)
+        all_named(&decide_as_a(&set, unheard, &view))
             .into_iter()
             .filter(|n| idle.contains(n))
             .count()
@@ -623,6 +592,31 @@ fn the_others_unheard_pods_take_the_room_they_fill() {
         "the watch current: the idle nodes are the coolest"
     );
     assert_eq!(named_idle(idle.len() + 10), 0);
+}
+
+/// A 2-core TaskManager decided by replica `a` of `set`, with `unheard` of its decisions not
+/// reported by the watch yet.
+fn decide_as_a(
+    set: &std::sync::Arc<placement_webhook::placement::ReplicaSet>,
+    unheard: usize,
+    view: &ClusterView,
+) -> Decision {
+    let p = pod(json!({}));
+    let replica = placement_webhook::placement::Replica {
+        salt: 1,
+        set: Some(set.clone()),
+        unheard,
+        ..Default::default()
+    };
+    let policy = PlacementConfig::default();
+    decide(
+        &demand(&p, &[]),
+        view,
+        None,
+        &policy,
+        &SchedulerConfig::default(),
+        replica,
+    )
 }
 
 /// The view of a snapshot of `nodes` alone.
