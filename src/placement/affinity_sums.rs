@@ -83,7 +83,7 @@ impl AffinitySumsCache {
         let sums = std::mem::take(&mut kept.sums);
         let now = ledger.group_mark();
         let domains = |key: &str| view_domains(view, key);
-        let score = match mark.and_then(|mark| ledger.group_changes_since(mark)) {
+        let mut score = match mark.and_then(|mark| ledger.group_changes_since(mark)) {
             Some(changes) => {
                 let mut score = AffinityScore::with_sums(
                     facts,
@@ -102,21 +102,10 @@ impl AffinitySumsCache {
             }
             None => pod_level::around_affinity_score(facts, ledger, &domains),
         };
-        let mut score = score;
-        let alike = (!mirrored.is_empty()).then(|| PodGroup::of_facts(facts));
-        let count = |sign: i64| {
-            mirrored
-                .iter()
-                .map(move |&(position, pods)| (position, sign * i64::from(pods)))
-        };
-        if let Some(alike) = &alike {
-            score.add_pods(alike.kind(), count(1));
-        }
+        pod_level::add_mirrored(&mut score, facts, mirrored, 1);
         let read = read(&score);
-        if let Some(alike) = &alike {
-            // Taken out again: the kept sums count only the ledger's pods.
-            score.add_pods(alike.kind(), count(-1));
-        }
+        // Taken out again: the kept sums count only the ledger's pods.
+        pod_level::add_mirrored(&mut score, facts, mirrored, -1);
         kept.sums = score.into_sums();
         kept.mark = Some(now);
         Some(read)

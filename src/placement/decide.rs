@@ -313,10 +313,19 @@ fn partition_for(
     Some(partition)
 }
 
+/// How many feasible nodes the scheduler looks for per pod in `view` (its nodes without
+/// metrics included): its sample's size when that many pass its filters.
+pub(super) fn nodes_to_score(view: &ClusterView, scheduler: &SchedulerConfig) -> usize {
+    let all_nodes = view.nodes.len() + view.nodes_without_metrics;
+    num_feasible_nodes_to_find(
+        i64::from(scheduler.percentage_of_nodes_to_score),
+        all_nodes as i64,
+    ) as usize
+}
+
 /// The scheduler scores every feasible node of `view`, whatever passes its filters.
 fn scores_every_node(view: &ClusterView, scheduler: &SchedulerConfig) -> bool {
-    let nodes = (view.nodes.len() + view.nodes_without_metrics) as i64;
-    num_feasible_nodes_to_find(i64::from(scheduler.percentage_of_nodes_to_score), nodes) >= nodes
+    nodes_to_score(view, scheduler) >= view.nodes.len() + view.nodes_without_metrics
 }
 
 /// The NodeAffinity points between a first-tier node and a node of the next tier (or an
@@ -485,17 +494,13 @@ fn pick(
     scheduler: &SchedulerConfig,
 ) -> Picked {
     let feasible = ranking.feasible() + view.nodes_without_metrics;
-    let all_nodes = view.nodes.len() + view.nodes_without_metrics;
-    let wanted = num_feasible_nodes_to_find(
-        i64::from(scheduler.percentage_of_nodes_to_score),
-        all_nodes as i64,
-    );
+    let wanted = nodes_to_score(view, scheduler);
     let sample_fraction = if feasible == 0 {
         1.0
     } else {
         (wanted as f64 / feasible as f64).min(1.0)
     };
-    let window = Window::new(view.nodes.len(), wanted as usize, feasible);
+    let window = Window::new(view.nodes.len(), wanted, feasible);
     // Every tier is sized for the sample: a pod whose tier-1 nodes all fall outside it still
     // finds cool nodes of tier 2 there, not just whatever the resource scores favour. Tier 1
     // is chosen from this many by the coverage of the runs.

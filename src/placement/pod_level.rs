@@ -191,11 +191,25 @@ fn read_around<R>(
     }
     let domains = |key: &str| view_domains(view, key);
     let mut score = around_affinity_score(facts, ledger, &domains);
-    if !mirrored.is_empty() {
-        let alike = PodGroup::of_facts(facts);
-        score.add(alike.kind(), mirrored.iter().copied());
-    }
+    add_mirrored(&mut score, facts, mirrored, 1);
     Some(read(&score))
+}
+
+/// Counts `mirrored` pods like this one in `score` (`sign` 1), or takes them out again (-1).
+pub(super) fn add_mirrored(
+    score: &mut AffinityScore<'_, '_>,
+    facts: &PodFacts<'_>,
+    mirrored: &[(usize, u32)],
+    sign: i64,
+) {
+    if mirrored.is_empty() {
+        return;
+    }
+    let alike = PodGroup::of_facts(facts);
+    let pods = mirrored
+        .iter()
+        .map(|&(position, pods)| (position, sign * i64::from(pods)));
+    score.add_pods(alike.kind(), pods);
 }
 
 /// InterPodAffinity's score for this pod fed every group of `ledger` it reads.

@@ -7,13 +7,12 @@
 //! templates observe mode is meant for carry neither.
 
 use super::constraints::eligible_nodes;
-use super::decide::tier_size_for_sample;
+use super::decide::{nodes_to_score, tier_size_for_sample};
 use super::landing::{Named, Window, landing_odds, landing_shares, order_positions};
 use super::standing::{InFlight, PodDemand, fits_with, model_node_with};
 use crate::config::scheduler::SchedulerConfig;
 use crate::inflight::ledger::Ledger;
 use crate::scheduler::cycle::resource_score;
-use crate::scheduler::num_feasible_nodes_to_find;
 use crate::view::ClusterView;
 
 /// At least this many best-scored nodes are weighed, more under sampling: enough that a run
@@ -49,11 +48,7 @@ pub fn unsteered_landing(
         return Vec::new();
     }
     let feasible = scored.len() + view.nodes_without_metrics;
-    let all_nodes = view.nodes.len() + view.nodes_without_metrics;
-    let wanted = num_feasible_nodes_to_find(
-        i64::from(scheduler.percentage_of_nodes_to_score),
-        all_nodes as i64,
-    ) as usize;
+    let wanted = nodes_to_score(view, scheduler);
     let fraction = (wanted as f64 / feasible as f64).min(1.0);
     let weighed = tier_size_for_sample(fraction, MISSED_RUNS, WEIGHED).min(MOST_WEIGHED);
     // Best score first; equal scores in view order, so the answer is the same every time.
