@@ -2437,3 +2437,67 @@ fn cycle_applies_both_plugins() {
         assert_eq!(a, b);
     }
 }
+
+/// `AffinityScore::keep_best` keeps exactly the nodes whose weighted normalised score trails
+/// the best by less than the margin, as the scores themselves say, whatever the sums' spread
+/// (preferred affinity and anti-affinity on one node each, pods spread unevenly).
+#[test]
+fn keep_best_keeps_what_the_scores_keep() {
+    use placement_webhook::scheduler::domains::Domains;
+    use placement_webhook::scheduler::pod_affinity::AffinityScore;
+    let nodes: Vec<ModelNode> = (0..13)
+        .map(|k| node(&format!("n{k}"), &[("hostname", &format!("n{k}"))]))
+        .collect();
+    // Uneven counts: several nodes share a raw sum, some nodes have none.
+    let mut existing = Vec::new();
+    for (k, count) in [0, 1, 1, 2, 3, 5, 8, 0, 13, 2, 7, 4, 6]
+        .into_iter()
+        .enumerate()
+    {
+        for _ in 0..count {
+            existing.push(plain(&nodes, &format!("n{k}"), &[("security", "S1")]));
+        }
+        if k % 3 == 0 {
+            existing.push(plain(&nodes, &format!("n{k}"), &[("security", "S2")]));
+        }
+    }
+    let namespaces = team_namespaces();
+    let cluster = ClusterPods::new(&existing, &namespaces);
+    let domains = |key: &str| Domains::of(&nodes, key);
+    let all: Vec<usize> = (0..nodes.len()).collect();
+    let positions: Vec<u32> = (0..nodes.len() as u32).collect();
+    let mut cases = 0;
+    for (affinity, anti) in [(1, 0), (0, 1), (3, 5), (7, 2)] {
+        let mut terms = (Vec::new(), Vec::new());
+        if affinity > 0 {
+            terms
+                .0
+                .push(weighted(affinity, security_in(&["S2"]), "hostname"));
+        }
+        if anti > 0 {
+            terms
+                .1
+                .push(weighted(anti, security_in(&["S1"]), "hostname"));
+        }
+        let incoming = pod("", &[], preferred(terms.0, terms.1));
+        let facts = PodFacts::of(&incoming);
+        let mut score = AffinityScore::new(&facts, cluster.namespace_labels, 1, &domains);
+        for p in cluster.pods {
+            score.add(p.kind(), [(p.node, p.count)]);
+        }
+        let scores = score.scores(&all).expect("some term matched");
+        for weight in [1, 2, 3] {
+            for margin in [1, 7, 25, 50, 99, 100, 150, 301] {
+                let best = scores.iter().copied().max().unwrap_or(0) * weight;
+                let expected: Vec<u32> = (0..nodes.len())
+                    .filter(|&k| best - scores[k] * weight < margin)
+                    .map(|k| k as u32)
+                    .collect();
+                let kept = score.keep_best(&positions, weight, margin).expect("scored");
+                assert_eq!(kept, expected, "weight {weight}, margin {margin}");
+                cases += 1;
+            }
+        }
+    }
+    assert_eq!(cases, 96);
+}

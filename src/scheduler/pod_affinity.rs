@@ -515,11 +515,27 @@ impl<'p, 'd> AffinityScore<'p, 'd> {
         } else {
             0
         };
+        let kept = |raw: i64| best - normalized(raw, min, spread) * weight < margin;
+        if !kept(max) {
+            return Some(Vec::new());
+        }
+        // The score rises with the raw sum: the lowest raw sum kept, found once, keeps the
+        // nodes by one comparison each instead of a division.
+        let (mut low, mut high) = (min, max);
+        while low < high {
+            let middle = low + (high - low) / 2;
+            if kept(middle) {
+                high = middle;
+            } else {
+                low = middle + 1;
+            }
+        }
+        let lowest_kept = low;
         Some(
             candidates
                 .iter()
                 .copied()
-                .filter(|&i| best - normalized(self.raw(i as usize), min, spread) * weight < margin)
+                .filter(|&i| self.raw(i as usize) >= lowest_kept)
                 .collect(),
         )
     }
