@@ -343,8 +343,12 @@ impl Admission {
                 charge_decision(&mut ledger, id, demand, &decision, self.tags_jobs());
                 return decision;
             }
-        } else if self.ledger.read().contains(id) {
-            return self.decide_with(demand, view, &self.ledger.read());
+        } else {
+            // A retry of a charged uid decides beside the others, under the read it checked.
+            let ledger = self.ledger.read();
+            if ledger.contains(id) {
+                return self.decide_with(demand, view, &ledger);
+            }
         }
         let mut ledger = self.ledger.write();
         let decision = self.decide_with(demand, view, &ledger);
