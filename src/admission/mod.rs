@@ -1,6 +1,7 @@
 //! From request bytes to response bytes: parse, target, decide, patch; fail open on anything
 //! internal. A placement webhook never rejects a pod.
 
+mod pod_read;
 pub mod review;
 
 use crate::inflight::shared::SharedLedger;
@@ -249,7 +250,18 @@ impl Admission {
             return Ok(None);
         };
         let pod = pod_of(object, request).map_err(|e| FailOpen::UnreadablePod(e.to_string()))?;
-        if !self.is_target(&pod) {
+        self.steer_pod(request, &pod, view, now)
+    }
+
+    /// [`Self::steer`] for the Pod read from the request.
+    fn steer_pod(
+        &self,
+        request: &RequestIn,
+        pod: &Pod,
+        view: Option<&ClusterView>,
+        now: SystemTime,
+    ) -> Result<Option<Steered>, FailOpen> {
+        if !self.is_target(pod) {
             debug!(uid = %request.uid, "not a target");
             return Ok(None);
         }
@@ -263,7 +275,7 @@ impl Admission {
         }
 
         let dry_run = request.dry_run.unwrap_or(false);
-        let demand = self.demand(&pod, Some(view));
+        let demand = self.demand(pod, Some(view));
         let id = ledger_id(&request.uid);
         let decision = self.decide_and_charge(&demand, view, &id, !dry_run);
 
@@ -296,7 +308,7 @@ impl Admission {
                 .then_some(self.config.scheduler_name.as_str()),
             annotations: vec![(ANNOTATION, note.clone())],
         };
-        let patch = patch::build(&pod, &changes)?;
+        let patch = patch::build(pod, &changes)?;
         let mut response = ResponseOut::allow(&request.uid).with_patch(&patch)?;
         response.audit_annotations.insert("decision".into(), note);
         Ok(Some(Steered {
@@ -478,7 +490,8 @@ pub fn pod_of(
     object: &serde_json::value::RawValue,
     request: &RequestIn,
 ) -> Result<Pod, serde_json::Error> {
-    let mut pod: Pod = serde_json::from_str(object.get())?;
+    // Only the fields a decision and its patch read (see `pod_read`).
+    let mut pod = pod_read::read_pod(object.get())?;
     if pod.metadata.namespace.as_deref().is_none_or(str::is_empty) {
         pod.metadata.namespace = request.namespace.clone();
     }
@@ -500,4 +513,97 @@ fn ledger_id(uid: &str) -> String {
         .filter(char::is_ascii_alphanumeric)
         .take(16)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inflight::ledger::Ledger;
+    use crate::metrics_source::file::embedded_example;
+    use serde_json::{Value, json};
+
+    /// The example review's pod, changed by `edit`, as a dry run (nothing is charged, so
+    /// every read decides against the same ledger).
+    fn request(edit: impl FnOnce(&mut Value)) -> RequestIn {
+        let mut review: Value =
+            serde_json::from_str(include_str!("../../examples/taskmanager-review.json"))
+                .expect("example review");
+        edit(&mut review["request"]["object"]);
+        review["request"]["dryRun"] = json!(true);
+        let review: ReviewIn = serde_json::from_value(review).expect("a review");
+        review.request.expect("a request")
+    }
+
+    /// Reading only the fields used answers every pod as reading the whole Pod does: the same
+    /// patch, warnings and decision, for pods that use each field read (and some that do not).
+    #[test]
+    fn the_partial_read_answers_as_the_full_pod() {
+        let config = Arc::new(Config::default());
+        let store = Arc::new(ViewStore::new(config.placement.clone()));
+        store.publish_snapshot(embedded_example().expect("embedded snapshot"));
+        let ledger = Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl)));
+        let admission = Admission::with_salt(config, store.clone(), ledger, 7);
+        let view = store.current();
+        let now = SystemTime::now();
+        let edits: Vec<fn(&mut Value)> = vec![
+            |_| {},
+            |o| {
+                o["spec"]["initContainers"] = json!([
+                    {"name": "sidecar", "image": "x", "restartPolicy": "Always",
+                     "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}},
+                    {"name": "setup", "image": "y", "resources": {"limits": {"cpu": "8"}}}
+                ]);
+                o["spec"]["overhead"] = json!({"cpu": "500m"});
+            },
+            |o| {
+                o["spec"]["topologySpreadConstraints"] = json!([
+                    {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                     "whenUnsatisfiable": "DoNotSchedule",
+                     "labelSelector": {"matchLabels": {"app": "wordcount"}}}
+                ]);
+                o["spec"]["tolerations"] = json!([{"operator": "Exists"}]);
+            },
+            |o| {
+                o["spec"]["affinity"] = json!({"podAntiAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 50,
+                      "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": {"app": "wordcount"}}}}]}});
+                o["spec"]["schedulerName"] = json!("default-scheduler");
+            },
+            |o| {
+                o["spec"]["nodeSelector"] = json!({"kubernetes.io/os": "linux"});
+                o["metadata"]
+                    .as_object_mut()
+                    .map(|m| m.remove("annotations"));
+            },
+            // Metadata holding only fields the decision does not read, and no spec at all.
+            |o| o["metadata"] = json!({"creationTimestamp": "2026-01-01T00:00:00Z"}),
+            |o| {
+                o.as_object_mut().map(|m| m.remove("spec"));
+            },
+        ];
+        let mut patched = 0;
+        for (k, edit) in edits.into_iter().enumerate() {
+            let request = request(edit);
+            let object = request.object.as_deref().expect("an object");
+            let mut full: Pod = serde_json::from_str(object.get()).expect("full pod");
+            if full.metadata.namespace.is_none() {
+                full.metadata.namespace = request.namespace.clone();
+            }
+            let read = pod_of(object, &request).expect("read pod");
+            // The demand the decision reads (requests, constraints, load), then the answer.
+            let answer = |pod: &Pod| {
+                let demand = format!("{:?}", admission.demand(pod, view.as_deref()));
+                match admission.steer_pod(&request, pod, view.as_deref(), now) {
+                    Ok(Some(steered)) => format!("{demand}\n{:?}", steered.response),
+                    Ok(None) => format!("{demand}\nnot steered"),
+                    Err(reason) => format!("{demand}\nfailed open: {reason}"),
+                }
+            };
+            let (from_full, from_read) = (answer(&full), answer(&read));
+            assert_eq!(from_read, from_full, "pod variant {k}");
+            patched += usize::from(from_full.contains("JSONPatch"));
+        }
+        assert!(patched >= 5, "most variants are steered: {patched}");
+    }
 }
