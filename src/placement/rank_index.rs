@@ -20,8 +20,9 @@ use super::standing::{
     Candidate, InFlight, PodDemand, PodHeat, Ranking, Standing, cover_in_order, standing,
     tie_breakers,
 };
-use crate::config::PlacementConfig;
+use crate::config::{HeatWeights, HotThresholds, PlacementConfig};
 use crate::inflight::ledger::{ChangeMark, Ledger};
+use crate::scheduler::resources::PodRequests;
 use crate::view::ClusterView;
 
 /// Pod shapes indexed per view; others are decided by walking every node. A burst is a few
@@ -42,7 +43,7 @@ pub struct RankIndexes {
 #[derive(Debug, Default)]
 struct Shapes {
     view_id: u64,
-    by_key: HashMap<String, Slot>,
+    by_key: HashMap<ShapeKey, Slot>,
 }
 
 impl RankIndexes {
@@ -101,18 +102,47 @@ impl RankIndexes {
 }
 
 /// Everything a node's standing depends on besides the node and the ledger.
-fn shape_key(pod: &PodDemand<'_>, policy: &PlacementConfig, replica: &Replica) -> Option<String> {
-    let filters = pod.constraints.memo_key()?;
-    // Debug output of f64 round-trips: distinct values give distinct keys.
-    Some(format!(
-        "{filters}|{:?}|{:?}|{:?}|{:?}|{:?}|{}",
-        pod.facts.requests,
-        pod.load,
-        policy.uncertainty,
-        policy.hot,
-        policy.weights,
-        replica.key()
-    ))
+/// What makes two pods rank the nodes alike: the filters, requests and load of the pod, the
+/// policy that ranks, and the replica's own order and partition.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ShapeKey {
+    filters: String,
+    requests: PodRequests,
+    /// The load, uncertainty, thresholds and weights, by their bits: distinct values stay
+    /// distinct keys, without formatting a float at each review.
+    figures: [u64; 9],
+    replica: String,
+}
+
+fn shape_key(pod: &PodDemand<'_>, policy: &PlacementConfig, replica: &Replica) -> Option<ShapeKey> {
+    // Taken apart whole: a field added to either must be added to the key.
+    let HotThresholds {
+        cpu: hot_cpu,
+        network: hot_network,
+        memory: hot_memory,
+    } = policy.hot;
+    let HeatWeights {
+        cpu,
+        network,
+        memory,
+    } = policy.weights;
+    Some(ShapeKey {
+        filters: pod.constraints.memo_key()?,
+        requests: pod.facts.requests.clone(),
+        figures: [
+            pod.load.cpu_cores,
+            pod.load.network_bytes_per_second,
+            policy.uncertainty,
+            hot_cpu,
+            hot_network,
+            hot_memory,
+            cpu,
+            network,
+            memory,
+        ]
+        .map(f64::to_bits),
+        replica: replica.key(),
+    })
 }
 
 /// A candidate in decision order.

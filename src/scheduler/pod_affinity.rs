@@ -504,10 +504,12 @@ impl<'p, 'd> AffinityScore<'p, 'd> {
         if candidates.is_empty() || self.sums.matched <= 0 {
             return None;
         }
-        let (min, max) = candidates
+        // Each raw sum read once: the second pass compares them in order, without looking
+        // up the node's domain again.
+        let raws: Vec<i64> = candidates.iter().map(|&i| self.raw(i as usize)).collect();
+        let (min, max) = raws
             .iter()
-            .map(|&i| self.raw(i as usize))
-            .fold((i64::MAX, i64::MIN), |(lo, hi), s| (lo.min(s), hi.max(s)));
+            .fold((i64::MAX, i64::MIN), |(lo, hi), &s| (lo.min(s), hi.max(s)));
         let spread = max - min;
         // The best scores MAX_NODE_SCORE when the scores differ, and all score 0 when not.
         let best = if spread > 0 {
@@ -534,8 +536,9 @@ impl<'p, 'd> AffinityScore<'p, 'd> {
         Some(
             candidates
                 .iter()
-                .copied()
-                .filter(|&i| self.raw(i as usize) >= lowest_kept)
+                .zip(&raws)
+                .filter(|&(_, &raw)| raw >= lowest_kept)
+                .map(|(&i, _)| i)
                 .collect(),
         )
     }

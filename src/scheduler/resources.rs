@@ -17,7 +17,7 @@ pub const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
 
 /// Amounts in the scheduler's units: millicores for cpu, bytes for memory and storage, a count
 /// for pods, whole units for extended resources. Compact: the common case allocates nothing.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Resources {
     pub milli_cpu: i64,
     pub memory: i64,
@@ -138,7 +138,7 @@ impl Resources {
 }
 
 /// What one pod occupies on a node, in the two forms the plugins read.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct PodRequests {
     /// As written (filter, BalancedAllocation, MostAllocated...).
     pub requested: Resources,
