@@ -46,9 +46,8 @@ fn cluster(n: usize) -> LoadSnapshot {
             node.network_bytes_per_second = Some(next() * 1.2e9);
             node.network_capacity_bytes_per_second = Some(1.25e9);
             node.cpu_capacity_cores = Some(32.0);
-            node.labels
-                .insert("kubernetes.io/hostname".into(), name.clone());
-            node.labels.insert("node-pool".into(), "flink".into());
+            Arc::make_mut(&mut node.labels).insert("kubernetes.io/hostname".into(), name.clone());
+            Arc::make_mut(&mut node.labels).insert("node-pool".into(), "flink".into());
             if i % 17 == 0 {
                 node.taints.push(Taint {
                     key: "dedicated".into(),

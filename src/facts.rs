@@ -2,6 +2,7 @@
 //! node watch (`inventory::nodes`) produces it, the view reads it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::hashing::HashMap;
 
@@ -10,7 +11,8 @@ use crate::snapshot::Taint;
 /// One node as the inventory knows it.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NodeFacts {
-    pub labels: BTreeMap<String, String>,
+    /// Shared with the view built from it (see `ModelNode::labels`).
+    pub labels: Arc<BTreeMap<String, String>>,
     pub taints: Vec<Taint>,
     pub unschedulable: bool,
     /// The Ready condition is True.

@@ -4,6 +4,7 @@
 //! Prometheus source builds on each refresh.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
@@ -26,8 +27,9 @@ pub struct NodeLoad {
     /// Allocatable CPU cores; lets the in-flight ledger turn a pod's CPU request into a busy fraction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_capacity_cores: Option<f64>,
+    /// Shared with the view built from it (see `ModelNode::labels`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
+    pub labels: Arc<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub taints: Vec<Taint>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -58,7 +60,7 @@ impl NodeLoad {
             network_capacity_bytes_per_second: None,
             memory: None,
             cpu_capacity_cores: None,
-            labels: BTreeMap::new(),
+            labels: Arc::default(),
             taints: Vec::new(),
             allocatable: BTreeMap::new(),
             requested: BTreeMap::new(),

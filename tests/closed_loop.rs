@@ -23,6 +23,7 @@
 //! with several replicas (see `Setup::loose`).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use placement_webhook::config::Config;
@@ -81,14 +82,14 @@ fn snapshot(specs: &[Spec]) -> LoadSnapshot {
                 node.cpu_capacity_cores = Some(f64::from(s.cores));
                 node.network_bytes_per_second = Some(s.nic * NIC);
                 node.network_capacity_bytes_per_second = Some(NIC);
-                node.labels = BTreeMap::from([
+                node.labels = Arc::new(BTreeMap::from([
                     ("kubernetes.io/hostname".to_string(), name),
                     ("node-pool".to_string(), "flink".to_string()),
-                ]);
+                ]));
                 if let Some(zone) = s.zone {
-                    node.labels
+                    Arc::make_mut(&mut node.labels)
                         .insert("topology.kubernetes.io/region".into(), "eu-west".into());
-                    node.labels.insert(
+                    Arc::make_mut(&mut node.labels).insert(
                         "topology.kubernetes.io/zone".into(),
                         format!("eu-west-{}", ["a", "b", "c"][zone % 3]),
                     );

@@ -2,6 +2,7 @@
 
 mod seeded;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -21,9 +22,8 @@ use serde_json::json;
 
 fn node(name: &str, cpu: f64) -> NodeLoad {
     let mut n = NodeLoad::new(name, cpu);
-    n.labels
-        .insert("kubernetes.io/hostname".into(), name.into());
-    n.labels.insert("node-pool".into(), "flink".into());
+    Arc::make_mut(&mut n.labels).insert("kubernetes.io/hostname".into(), name.into());
+    Arc::make_mut(&mut n.labels).insert("node-pool".into(), "flink".into());
     n.cpu_capacity_cores = Some(16.0);
     n
 }
@@ -123,9 +123,7 @@ fn ineligible_and_hot_nodes_are_never_preferred() {
         effect: "PreferNoSchedule".into(),
     });
     let mut other_pool = node("other-pool", 0.01);
-    other_pool
-        .labels
-        .insert("node-pool".into(), "general".into());
+    Arc::make_mut(&mut other_pool.labels).insert("node-pool".into(), "general".into());
     let blocked = node("blocked", 0.01);
     let hot = node("hot", 0.95);
     let mut saturated_nic = node("saturated-nic", 0.1);
@@ -190,9 +188,9 @@ fn tolerated_taints_keep_nodes_eligible() {
 #[test]
 fn pinning_rule_filters_and_is_returned() {
     let mut blue = node("blue-1", 0.6);
-    blue.labels.insert("pool".into(), "blue".into());
+    Arc::make_mut(&mut blue.labels).insert("pool".into(), "blue".into());
     let mut green = node("green-1", 0.1);
-    green.labels.insert("pool".into(), "green".into());
+    Arc::make_mut(&mut green.labels).insert("pool".into(), "green".into());
     let snapshot = LoadSnapshot {
         taken_at: None,
         pods: Vec::new(),
@@ -652,7 +650,7 @@ proptest! {
         let nodes: Vec<NodeLoad> = loads.iter().enumerate().map(|(i, (cpu, cordoned, other_pool))| {
             let mut n = node(&format!("n{i}"), *cpu);
             n.unschedulable = *cordoned;
-            if *other_pool { n.labels.insert("node-pool".into(), "general".into()); }
+            if *other_pool { Arc::make_mut(&mut n.labels).insert("node-pool".into(), "general".into()); }
             n
         }).collect();
         let snapshot = LoadSnapshot { taken_at: None, nodes, pods: Vec::new() };

@@ -11,6 +11,7 @@
 mod seeded;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Pod, PreferredSchedulingTerm};
@@ -133,13 +134,13 @@ fn snapshot(nodes: &[GenNode]) -> LoadSnapshot {
             n.cpu_capacity_cores = Some(CORES);
             n.unschedulable = g.cordoned;
             n.ready = !g.not_ready;
-            n.labels.insert(HOSTNAME.into(), name(i));
+            Arc::make_mut(&mut n.labels).insert(HOSTNAME.into(), name(i));
             match g.pool {
                 Pool::Flink => {
-                    n.labels.insert("node-pool".into(), "flink".into());
+                    Arc::make_mut(&mut n.labels).insert("node-pool".into(), "flink".into());
                 }
                 Pool::General => {
-                    n.labels.insert("node-pool".into(), "general".into());
+                    Arc::make_mut(&mut n.labels).insert("node-pool".into(), "general".into());
                 }
                 Pool::Missing => {}
             }

@@ -2,6 +2,7 @@
 //! (`DoNotSchedule`), required pod affinity and anti-affinity, and existing pods' required
 //! anti-affinity, fed by the pod watch's events and the ledger's pending pods.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -34,9 +35,8 @@ fn view() -> ClusterView {
     .iter()
     .map(|(name, zone, cpu)| {
         let mut n = NodeLoad::new(*name, *cpu);
-        n.labels
-            .insert("kubernetes.io/hostname".into(), name.to_string());
-        n.labels.insert(ZONE.into(), zone.to_string());
+        Arc::make_mut(&mut n.labels).insert("kubernetes.io/hostname".into(), name.to_string());
+        Arc::make_mut(&mut n.labels).insert(ZONE.into(), zone.to_string());
         n.cpu_capacity_cores = Some(16.0);
         n
     })
@@ -383,7 +383,7 @@ fn another_replicas_nodes_count_their_owners_pod_in_the_affinity_score() {
                 let name = format!("n{i:02}");
                 let cpu = if set.owner(&name) == "a" { 0.30 } else { 0.10 };
                 let mut n = NodeLoad::new(&name, cpu);
-                n.labels.insert("kubernetes.io/hostname".into(), name);
+                Arc::make_mut(&mut n.labels).insert("kubernetes.io/hostname".into(), name);
                 n.cpu_capacity_cores = Some(16.0);
                 n
             })
@@ -531,7 +531,7 @@ fn nodes_a_score_leaves_out_still_count_towards_the_sample() {
         .map(|i| {
             let name = format!("n{i:03}");
             let mut n = NodeLoad::new(&name, 0.2 + 0.5 * ((i * 37) % 100) as f64 / 100.0);
-            n.labels.insert("kubernetes.io/hostname".into(), name);
+            Arc::make_mut(&mut n.labels).insert("kubernetes.io/hostname".into(), name);
             n.cpu_capacity_cores = Some(16.0);
             n
         })

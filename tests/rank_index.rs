@@ -7,6 +7,7 @@
 mod seeded;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -127,14 +128,14 @@ fn snapshot(nodes: &[GenNode]) -> LoadSnapshot {
                 node.network_capacity_bytes_per_second = Some(1.25e9);
                 node.unschedulable = g.cordoned;
                 let pool = if g.other_pool { "general" } else { "flink" };
-                node.labels = BTreeMap::from([
+                node.labels = Arc::new(BTreeMap::from([
                     ("kubernetes.io/hostname".to_string(), name),
                     ("node-pool".to_string(), pool.to_string()),
                     (
                         "topology.kubernetes.io/zone".to_string(),
                         format!("zone-{}", i % 3),
                     ),
-                ]);
+                ]));
                 node.allocatable = BTreeMap::from([
                     ("cpu".to_string(), g.cores.to_string()),
                     ("memory".to_string(), format!("{}Gi", g.cores * 4)),

@@ -63,7 +63,7 @@ pub fn node_facts(node: &Node) -> (String, NodeFacts) {
     (
         name,
         NodeFacts {
-            labels,
+            labels: labels.into(),
             taints,
             unschedulable,
             ready,

@@ -1,6 +1,7 @@
 //! A node as the scheduler's cache sees it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::resources::{PodRequests, Resources};
 use super::terms::Taint;
@@ -8,7 +9,9 @@ use super::terms::Taint;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelNode {
     pub name: String,
-    pub labels: BTreeMap<String, String>,
+    /// Shared with the view's node and the snapshot or inventory it came from: read, never
+    /// changed, and at 5,000 nodes each copy would cost megabytes.
+    pub labels: Arc<BTreeMap<String, String>>,
     /// Every taint, whatever its effect.
     pub taints: Vec<Taint>,
     pub unschedulable: bool,
@@ -21,10 +24,14 @@ pub struct ModelNode {
 }
 
 impl ModelNode {
-    pub fn new(name: &str, labels: BTreeMap<String, String>, allocatable: Resources) -> Self {
+    pub fn new(
+        name: &str,
+        labels: impl Into<Arc<BTreeMap<String, String>>>,
+        allocatable: Resources,
+    ) -> Self {
         ModelNode {
             name: name.to_string(),
-            labels,
+            labels: labels.into(),
             allocatable,
             ..ModelNode::default()
         }

@@ -32,7 +32,8 @@ pub struct NodeView {
     pub base_heat: f64,
     /// Hot on the measured load alone.
     pub base_hot: bool,
-    pub labels: BTreeMap<String, String>,
+    /// Shared with the snapshot or inventory it came from and the scheduler model's node.
+    pub labels: Arc<BTreeMap<String, String>>,
     /// Every taint: NoSchedule / NoExecute filter, PreferNoSchedule scores.
     pub taints: Vec<Taint>,
     pub unschedulable: bool,
