@@ -102,6 +102,10 @@ struct Share {
 }
 
 impl Share {
+    fn new(node: u32, p: f64) -> Self {
+        Share { node, p }
+    }
+
     fn parts(self) -> (u32, f64) {
         (self.node, self.p)
     }
@@ -113,7 +117,9 @@ struct Entry {
     /// at 5,000 nodes a pod may have ~50. Boxed: no spare capacity.
     shares: Box<[Share]>,
     load: PodLoad,
-    requests: PodRequests,
+    /// Shared with the entries charged before it with the same requests: a burst's pods have
+    /// one template.
+    requests: Arc<PodRequests>,
     /// Bound: the single share is its node, and its requests count through the occupancy.
     bound: bool,
     /// Which charge this entry is: queue items of a forgotten earlier charge of the same id
@@ -178,6 +184,8 @@ pub struct Ledger {
     heard: HeardMix,
     /// The group of the pending pod tagged last.
     last_pending_group: Option<Arc<PodGroup>>,
+    /// The requests of the pod charged last.
+    last_requests: Option<Arc<PodRequests>>,
     /// Pending pods with a group, by group (its address): the group and its pods counted by
     /// the node (ledger number) they most likely land on. What the plugins that count pods
     /// read, kept as pods come and go rather than gathered from every entry at each decision.
@@ -250,6 +258,7 @@ impl Ledger {
             unheard: 0,
             heard: HeardMix::default(),
             last_pending_group: None,
+            last_requests: None,
             pending_tally: PendingTally::default(),
             occupancy: Occupancy::default(),
             running: RunningPods::default(),
@@ -286,13 +295,10 @@ impl Ledger {
             shares: shares
                 .iter()
                 .filter(|(_, p)| *p > 0.0)
-                .map(|(n, p)| Share {
-                    node: self.node_id(n),
-                    p: p / total,
-                })
+                .map(|(n, p)| Share::new(self.node_id(n), p / total))
                 .collect(),
             load,
-            requests: requests.clone(),
+            requests: self.shared_requests(requests),
             bound: false,
             charge_seq: self.next_seq,
             decided_here: None,
@@ -305,6 +311,18 @@ impl Ledger {
         self.expiry
             .push(Reverse((expires, entry.charge_seq, id.to_string())));
         self.entries.insert(id.to_string(), Box::new(entry));
+    }
+
+    /// `requests` as the last charge's when they are the same, else as the new last.
+    fn shared_requests(&mut self, requests: &PodRequests) -> Arc<PodRequests> {
+        match &self.last_requests {
+            Some(last) if **last == *requests => last.clone(),
+            _ => {
+                let shared = Arc::new(requests.clone());
+                self.last_requests = Some(shared.clone());
+                shared
+            }
+        }
     }
 
     /// The pod `id` was bound to `node`: its whole load counts there from now on, and its
@@ -322,10 +340,7 @@ impl Ledger {
         self.untally(&entry);
         self.apply(&entry, -1.0);
         let bound = Entry {
-            shares: Box::new([Share {
-                node: self.node_id(node),
-                p: 1.0,
-            }]),
+            shares: Box::new([Share::new(self.node_id(node), 1.0)]),
             bound: true,
             ..entry
         };
