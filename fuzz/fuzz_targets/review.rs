@@ -74,9 +74,17 @@ fuzz_target!(|data: &[u8]| {
     let mut read = serde_json::to_value(&pod).expect("a Pod writes as JSON");
     apply_and_check(&mut read, &patch);
     // Every object an apiserver sends is also plain JSON: there the patch must apply to the
-    // object exactly as sent. One that is not (a number beyond f64) was checked above.
+    // object exactly as sent. One that is not (a number beyond f64) was checked above. The
+    // webhook reads only the fields it uses, so an object malformed elsewhere is steered too:
+    // the patch must apply to it, and keep it a Pod when it was one.
     if let Ok(mut object) = serde_json::from_str::<Value>(raw.get()) {
-        apply_and_check(&mut object, &patch);
+        let was_a_pod = Pod::deserialize(&object).is_ok();
+        if let Err(e) = json_patch::patch(&mut object, &patch) {
+            panic!("the patch does not apply: {e}\npatch: {patch:?}");
+        }
+        if was_a_pod && let Err(e) = Pod::deserialize(&object) {
+            panic!("the patched object is no longer a Pod: {e}");
+        }
     }
     for op in &patch.0 {
         if let json_patch::PatchOperation::Add(add) = op {

@@ -21,7 +21,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct PodParts {
+    /// Checked as the full Pod checks them: an object that says it is something else is not
+    /// read as a Pod.
+    #[serde(default)]
+    api_version: Option<String>,
+    #[serde(default)]
+    kind: Option<String>,
     #[serde(default)]
     metadata: ObjectMeta,
     #[serde(default)]
@@ -91,7 +98,14 @@ impl From<SpecParts> for PodSpec {
 
 /// The Pod in `json` with only the fields this webhook reads set.
 pub fn read_pod(json: &str) -> Result<Pod, serde_json::Error> {
+    use serde::de::Error;
     let parts: PodParts = serde_json::from_str(json)?;
+    if parts.api_version.as_deref().is_some_and(|v| v != "v1") {
+        return Err(serde_json::Error::custom("apiVersion is not v1"));
+    }
+    if parts.kind.as_deref().is_some_and(|k| k != "Pod") {
+        return Err(serde_json::Error::custom("kind is not Pod"));
+    }
     Ok(Pod {
         metadata: parts.metadata,
         spec: parts.spec.map(PodSpec::from),
@@ -172,6 +186,9 @@ mod tests {
         assert!(read_pod(r#"{"spec":{"containers":5}}"#).is_err());
         assert!(read_pod(r#"{"spec":{"affinity":5}}"#).is_err());
         assert!(read_pod("5").is_err());
+        assert!(read_pod(r#"{"apiVersion":"v0","kind":"Pod"}"#).is_err());
+        assert!(read_pod(r#"{"apiVersion":"v1","kind":"Node"}"#).is_err());
+        assert!(read_pod(r#"{"apiVersion":"v1","kind":"Pod"}"#).is_ok());
         assert!(read_pod(r#"{"metadata":{"labels":[1]}}"#).is_err());
     }
 }
