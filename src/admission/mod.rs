@@ -180,9 +180,8 @@ impl Admission {
 
     /// Numbers the ledger's nodes by `view` (once per view), as decisions read them.
     fn align_ledger(&self, view: &ClusterView) {
-        if !self.ledger.read().is_aligned(view.id) {
-            self.ledger.write().align(view.id, node_names(view));
-        }
+        self.ledger
+            .align_to(view.id, |ledger| ledger.align(view.id, node_names(view)));
     }
 
     /// The decision for `pod` against `view` as things stand, charging nothing.

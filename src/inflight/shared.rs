@@ -13,6 +13,10 @@ use super::ledger::Ledger;
 pub struct SharedLedger {
     ledger: RwLock<Ledger>,
     writes: AtomicU64,
+    /// The view [`Self::align_to`] last left the ledger aligned with (0: none): read without
+    /// the lock, so that a review on the same view does not queue behind a deciding writer
+    /// just to learn that nothing is to be done.
+    aligned_view: AtomicU64,
 }
 
 impl SharedLedger {
@@ -20,6 +24,7 @@ impl SharedLedger {
         SharedLedger {
             ledger: RwLock::new(ledger),
             writes: AtomicU64::new(0),
+            aligned_view: AtomicU64::new(0),
         }
     }
 
@@ -48,6 +53,23 @@ impl SharedLedger {
         Ok(guard)
     }
 
+    /// Aligns the ledger with the view `view_id` (by `align`) unless it is already. Once the
+    /// ledger is aligned with a view, reviews on that view pass with one atomic read. Reviews
+    /// racing across a view change may leave the mark on the other view: the next review on
+    /// the current one looks again under the lock and puts it right.
+    pub fn align_to(&self, view_id: u64, align: impl FnOnce(&mut Ledger)) {
+        if view_id != 0 && self.aligned_view.load(Ordering::Acquire) == view_id {
+            return;
+        }
+        if !self.read().is_aligned(view_id) {
+            let mut ledger = self.write();
+            if !ledger.is_aligned(view_id) {
+                align(&mut ledger);
+            }
+        }
+        self.aligned_view.store(view_id, Ordering::Release);
+    }
+
     /// Writes so far; read it under [`Self::read`] to know what that read saw.
     pub fn writes(&self) -> u64 {
         self.writes.load(Ordering::Acquire)
@@ -73,5 +95,30 @@ mod tests {
         drop(shared.write());
         assert!(shared.write_if_unchanged(now).is_err());
         assert!(shared.write_if_unchanged(now + 1).is_ok());
+    }
+
+    #[test]
+    fn alignment_is_checked_under_the_lock_once_per_view() {
+        let shared = SharedLedger::new(Ledger::new(Duration::from_secs(60)));
+        let mut aligned = 0;
+        let mut align = |view: u64| {
+            shared.align_to(view, |l| {
+                aligned += 1;
+                l.align(view, ["a", "b"].into_iter());
+            })
+        };
+        align(7);
+        align(7);
+        align(8);
+        align(7);
+        assert_eq!(aligned, 3, "each change of view aligns, a repeat does not");
+        assert!(shared.read().is_aligned(7));
+        // Aligned behind the mark's back (another view in between): looked at again.
+        shared.write().align(9, ["a"].into_iter());
+        let before = shared.writes();
+        shared.align_to(9, |_| panic!("aligned already"));
+        assert_eq!(shared.writes(), before, "nothing written");
+        shared.align_to(7, |l| l.align(7, ["a", "b"].into_iter()));
+        assert!(shared.read().is_aligned(7));
     }
 }
