@@ -101,7 +101,6 @@ impl RankIndexes {
     }
 }
 
-/// Everything a node's standing depends on besides the node and the ledger.
 /// What makes two pods rank the nodes alike: the filters, requests and load of the pod, the
 /// policy that ranks, and the replica's own order and partition.
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -114,6 +113,7 @@ struct ShapeKey {
     replica: String,
 }
 
+/// Everything a node's standing depends on besides the node and the ledger.
 fn shape_key(pod: &PodDemand<'_>, policy: &PlacementConfig, replica: &Replica) -> Option<ShapeKey> {
     // Taken apart whole: a field added to either must be added to the key.
     let HotThresholds {
