@@ -24,6 +24,9 @@
 #   OUT=target/load      where the snapshot, certificate, bodies, logs and results go
 #   SKIP_BUILD=0         1: use the binaries already in the target directory
 #   WEBHOOK_PRELOAD=     a shared library to LD_PRELOAD into the webhook only (allocator trials)
+#   ANSWER_ONLY=1        0 skips the "answer only" run: the baseline answering every review with
+#                        the patch and annotations the webhook gave right after its row (no
+#                        decision behind them), the floor a decision adds to
 #   EARLIER_BIN=         another placement-webhook binary (e.g. built from an earlier commit) run
 #                        in each row too, after the webhook: its figures and ratios are added
 set -euo pipefail
@@ -43,6 +46,7 @@ OUT="${OUT:-target/load}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
 WEBHOOK_PRELOAD="${WEBHOOK_PRELOAD:-}"
 EARLIER_BIN="${EARLIER_BIN:-}"
+ANSWER_ONLY="${ANSWER_ONLY:-1}"
 TARGET="${CARGO_TARGET_DIR:-target}"
 BIN="$TARGET/release/placement-webhook"
 BASELINE_BIN="$TARGET/release/examples/minimal_webhook"
@@ -141,18 +145,19 @@ start_server() { # start_server [BINARY] [SNAPSHOT]: the webhook, or another bui
   wait_listening "$BASE/healthz"
 }
 
-start_baseline() {
-  "$BASELINE_BIN" "$CERT" "$KEY" "127.0.0.1:${BASELINE_PORT}" >"$OUT/server.log" 2>&1 &
+start_baseline() { # start_baseline [ANSWER.json]: the minimal webhook, answering with its label or that answer
+  "$BASELINE_BIN" "$CERT" "$KEY" "127.0.0.1:${BASELINE_PORT}" ${1:+"$1"} >"$OUT/server.log" 2>&1 &
   SERVER_PID=$!
   wait_listening "https://127.0.0.1:${BASELINE_PORT}/"
 }
 
-# One review by hand: its decision annotation shows what the ledger did to the choice.
-decision_now() {
+# One review by hand: its decision annotation shows what the ledger did to the choice; its
+# response is kept in ANSWER_FILE for the answer-only run.
+decision_now() { # decision_now ANSWER_FILE
   sed 's/3f2a9c01-b7de-4c55-9e1a-0d4b6f8e2c17/ffffffff-ffff-4c55-9e1a-0d4b6f8e2c17/' "$BODY" |
     curl -sk --max-time 5 -H 'Content-Type: application/json' --data-binary @- \
       "$BASE/mutate?timeout=10s" |
-    python3 -c 'import json,sys; r=json.load(sys.stdin)["response"]; print(r.get("auditAnnotations",{}).get("decision","(no patch)"))'
+    python3 -c 'import json,sys; r=json.load(sys.stdin)["response"]; json.dump(r, open(sys.argv[1], "w")); print(r.get("auditAnnotations",{}).get("decision","(no patch)"))' "$1"
 }
 
 field() { sed -n "s/.*[ ]$1=\([^ ]*\).*/\1/p" <<<"$2"; }
@@ -176,6 +181,11 @@ RESULTS="$OUT/results.md"
   echo "| row | conns | baseline rev/s | webhook rev/s | throughput ratio | baseline p99 ms | webhook p99 ms | p99 ratio | baseline p50 ms | webhook p50 ms | non-2xx (b / w) | patched | named nodes | ledger entries | webhook RSS after MiB |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 } >"$RESULTS"
+FLOOR="$OUT/answer-only.md"
+{
+  echo "| row | conns | answer bytes | answer-only rev/s | answer-only / baseline | webhook / answer-only | answer-only p99 ms | answer-only p99 / baseline | webhook p99 / answer-only |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+} >"$FLOOR"
 DECISIONS="$OUT/decisions.txt"
 EARLIER="$OUT/earlier.md"
 {
@@ -202,7 +212,8 @@ for mode in $UIDS; do
     total=$(curl -sk --max-time 5 "$BASE/metrics" |
       awk '/^placement_webhook_reviews_total\{/ {s += $2} END {print s + 0}')
     entries=$(metric placement_webhook_inflight_entries)
-    echo "$mode uid, c=${c}: $(decision_now)" >>"$DECISIONS"
+    answer="$OUT/answer-$mode-c$c.json"
+    echo "$mode uid, c=${c}: $(decision_now "$answer")" >>"$DECISIONS"
     stop_server
     printf '| %s | %s | %.0f | %.0f | %s | %s | %s | %s | %s | %s | %s / %s | %s | %s | %s | %s |\n' \
       "$mode" "$c" "$(field rps "$b")" "$(field rps "$w")" \
@@ -214,6 +225,17 @@ for mode in $UIDS; do
       "$(python3 -c "print(f'{100*$patched/max($total,1):.1f}%')")" \
       "$(python3 -c "print(f'{100*($patched-$empty)/max($total,1):.1f}%')")" "$entries" \
       "$(mib "$rss_after")" >>"$RESULTS"
+    if [ "$ANSWER_ONLY" = 1 ] && python3 -c 'import json,sys; sys.exit(0 if "patch" in json.load(open(sys.argv[1])) else 1)' "$answer"; then
+      start_baseline "$answer"
+      a=$(run_wrk "answer-only-$mode-c$c" "https://127.0.0.1:${BASELINE_PORT}" "$c" "$same")
+      stop_server
+      printf '| %s | %s | %s | %.0f | %s | %s | %s | %s | %s |\n' "$mode" "$c" \
+        "$(python3 -c 'import base64,json,sys; print(len(base64.b64decode(json.load(open(sys.argv[1]))["patch"])))' "$answer")" \
+        "$(field rps "$a")" "$(ratio "$(field rps "$a")" "$(field rps "$b")")" \
+        "$(ratio "$(field rps "$w")" "$(field rps "$a")")" \
+        "$(field p99_ms "$a")" "$(ratio "$(field p99_ms "$a")" "$(field p99_ms "$b")")" \
+        "$(ratio "$(field p99_ms "$w")" "$(field p99_ms "$a")")" >>"$FLOOR"
+    fi
     if [ -n "$EARLIER_BIN" ]; then
       start_server "$EARLIER_BIN" "$snapshot"
       e=$(run_wrk "earlier-$mode-c$c" "$BASE" "$c" "$same")
@@ -233,6 +255,13 @@ echo
 cat "$RESULTS"
 echo
 echo "Ratios are webhook / baseline: throughput >= 1.00x and p99 <= 1.00x is parity."
+if [ "$ANSWER_ONLY" = 1 ]; then
+  echo
+  echo "The baseline answering with the webhook's own patch and annotations (recorded right after"
+  echo "its row; \"answer bytes\" is the patch), no decision behind it:"
+  echo
+  cat "$FLOOR"
+fi
 if [ -n "$EARLIER_BIN" ]; then
   echo
   echo "The earlier build ($EARLIER_BIN), in the same rows:"

@@ -6,10 +6,18 @@
 //! path costs beyond the minimum.
 //!
 //! ```text
-//! cargo run --release --example minimal_webhook -- CERT.pem KEY.pem 127.0.0.1:18444
+//! cargo run --release --example minimal_webhook -- CERT.pem KEY.pem 127.0.0.1:18444 [ANSWER.json]
 //! ```
+//!
+//! With `ANSWER.json` (a recorded `response` of `placement-webhook`: its `patch` and
+//! `auditAnnotations`) it answers every review with that patch and those annotations instead of
+//! its label: the cost of writing the webhook's answer (the patch's bytes as recorded, base64 in
+//! the review) with no decision behind it, which is the floor any decision adds to.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -17,6 +25,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum_server::tls_rustls::RustlsConfig;
+use base64::Engine;
 use json_patch::jsonptr::PointerBuf;
 use json_patch_v4 as json_patch;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
@@ -26,20 +35,71 @@ use kube::core::{DynamicObject, Resource, ResourceExt};
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let (Some(cert), Some(key), Some(listen)) = (args.next(), args.next(), args.next()) else {
-        anyhow::bail!("usage: minimal_webhook CERT.pem KEY.pem ADDRESS:PORT");
+        anyhow::bail!("usage: minimal_webhook CERT.pem KEY.pem ADDRESS:PORT [ANSWER.json]");
     };
     let listen: SocketAddr = listen.parse()?;
+    let answer = match args.next() {
+        Some(path) => Some(Arc::new(Answer::read(&path)?)),
+        None => None,
+    };
     // rustls is built with ring only; say so once instead of letting it guess.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let tls = RustlsConfig::from_pem_file(cert, key).await?;
-    let app = Router::new().route("/mutate", post(mutate_handler));
+    let app = Router::new().route(
+        "/mutate",
+        post(move |body: Bytes| {
+            let answer = answer.clone();
+            async move { mutate_handler(body, answer.as_deref()) }
+        }),
+    );
     axum_server::bind_rustls(listen, tls)
         .serve(app.into_make_service())
         .await?;
     Ok(())
 }
 
-async fn mutate_handler(body: Bytes) -> Response {
+/// A recorded answer of the webhook, given back to every review as the webhook writes it: the
+/// patch as a base64 string (kube-rs's `AdmissionResponse` writes its bytes as an array of
+/// numbers, kube-rs#1781, which would make the floor several times the webhook's own bytes).
+struct Answer {
+    /// The recorded `response`, its `uid` replaced in each answer.
+    response: serde_json::Value,
+}
+
+impl Answer {
+    fn read(path: &str) -> anyhow::Result<Self> {
+        let text = std::fs::read(path).with_context(|| format!("reading {path}"))?;
+        let response: serde_json::Value =
+            serde_json::from_slice(&text).with_context(|| format!("parsing {path}"))?;
+        let patch = response
+            .get("patch")
+            .and_then(serde_json::Value::as_str)
+            .with_context(|| format!("{path} has no patch"))?;
+        let patch = base64::engine::general_purpose::STANDARD
+            .decode(patch)
+            .with_context(|| format!("decoding the patch of {path}"))?;
+        // Refuse what is not a JSON patch rather than replaying it blindly.
+        serde_json::from_slice::<json_patch::Patch>(&patch)
+            .with_context(|| format!("parsing the patch of {path}"))?;
+        Ok(Self { response })
+    }
+
+    fn answer(&self, uid: &str) -> Response {
+        let mut response = self.response.clone();
+        response["uid"] = serde_json::Value::String(uid.to_string());
+        let review = serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": response,
+        });
+        match serde_json::to_vec(&review) {
+            Ok(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+            Err(err) => (StatusCode::INTERNAL_SERVER_ERROR, err.to_string()).into_response(),
+        }
+    }
+}
+
+fn mutate_handler(body: Bytes, answer: Option<&Answer>) -> Response {
     let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(&body) {
         Ok(review) => review,
         Err(err) => return (StatusCode::UNPROCESSABLE_ENTITY, err.to_string()).into_response(),
@@ -48,6 +108,9 @@ async fn mutate_handler(body: Bytes) -> Response {
         Ok(req) => req,
         Err(err) => return json(&AdmissionResponse::invalid(err.to_string()).into_review()),
     };
+    if let (Some(answer), Some(_)) = (answer, &req.object) {
+        return answer.answer(&req.uid);
+    }
     let mut res = AdmissionResponse::from(&req);
     if let Some(obj) = req.object {
         res = match mutate(res.clone(), &obj) {

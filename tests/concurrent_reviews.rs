@@ -43,7 +43,7 @@ fn decision(admission: &Admission, k: usize) -> String {
         .get("decision")
         .cloned()
         .unwrap_or_default();
-    assert!(note.contains(" nodes="), "a decision: {note}");
+    assert!(note.contains(" land="), "a decision: {note}");
     note.split(" age=").next().unwrap_or_default().to_string()
 }
 

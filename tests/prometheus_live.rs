@@ -4,6 +4,7 @@
 
 mod support;
 
+use placement_webhook::inflight::note::DecisionNote;
 use placement_webhook::inflight::shared::SharedLedger;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -171,16 +172,12 @@ fn first_tier(sent: &Value, reply: &webhook::Reply) -> Vec<String> {
     json_patch::patch(&mut pod, &patch).expect("patch applies");
     let note = pod["metadata"]["annotations"]["placement-webhook.io/decision"]
         .as_str()
-        .expect("decision annotation")
-        .to_string();
-    let nodes = note
-        .split_whitespace()
-        .find_map(|f| f.strip_prefix("nodes="))
-        .expect("nodes= field");
-    nodes
-        .split(',')
-        .filter_map(|n| n.split(':').next())
-        .map(str::to_string)
+        .expect("decision annotation");
+    DecisionNote::parse(note)
+        .expect("a decision note")
+        .nodes
+        .into_iter()
+        .map(|(node, _)| node)
         .collect()
 }
 
