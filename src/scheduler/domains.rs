@@ -46,6 +46,7 @@ impl Domains {
     }
 
     /// The domain of the node at `node`; `None` when it lacks the label (or is not listed).
+    #[inline]
     pub fn of_node(&self, node: usize) -> Option<usize> {
         let nodes = self.numbers.len().saturating_sub(1);
         (node < nodes)

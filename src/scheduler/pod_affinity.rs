@@ -506,7 +506,14 @@ impl<'p, 'd> AffinityScore<'p, 'd> {
         }
         // Each raw sum read once: the second pass compares them in order, without looking
         // up the node's domain again.
-        let raws: Vec<i64> = candidates.iter().map(|&i| self.raw(i as usize)).collect();
+        let raws: Vec<i64> = match self.sums.keys.as_slice() {
+            // The usual case, one topology key: a loop the compiler sees whole.
+            [key] => candidates
+                .iter()
+                .map(|&i| key.domains.of_node(i as usize).map_or(0, |d| key.sums[d]))
+                .collect(),
+            _ => candidates.iter().map(|&i| self.raw(i as usize)).collect(),
+        };
         let (min, max) = raws
             .iter()
             .fold((i64::MAX, i64::MIN), |(lo, hi), &s| (lo.min(s), hi.max(s)));
