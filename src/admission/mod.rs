@@ -325,7 +325,9 @@ impl Admission {
     /// landing (no node fits: nothing to charge), they are made beside each other under a read
     /// lock, and one that does predict a landing is charged if no write came in meanwhile,
     /// else decided again under the write lock. A review that charges nothing (the mode does
-    /// not, or its uid was charged already: a retry) decides under a read lock.
+    /// not) decides under a read lock. While decisions are charged, a retry of a charged uid is
+    /// told apart under the write lock it then decides under: checking it first under a read
+    /// lock made every review wait twice behind the deciding writer, for the rare retry.
     fn decide_and_charge(
         &self,
         demand: &PodDemand<'_>,
@@ -354,18 +356,16 @@ impl Admission {
                 charge_decision(&mut ledger, id, demand, &decision, self.tags_jobs());
                 return decision;
             }
-        } else {
-            // A retry of a charged uid decides beside the others, under the read it checked.
-            let ledger = self.ledger.read();
-            if ledger.contains(id) {
-                return self.decide_with(demand, view, &ledger);
-            }
         }
         let mut ledger = self.ledger.write();
         let decision = self.decide_with(demand, view, &ledger);
+        if ledger.contains(id) {
+            // A retry: decided again as the first time was, charged once.
+            return decision;
+        }
         if decision.landing.is_empty() {
             self.charging.store(false, Relaxed);
-        } else if !ledger.contains(id) {
+        } else {
             charge_decision(&mut ledger, id, demand, &decision, self.tags_jobs());
         }
         decision
@@ -604,5 +604,54 @@ mod tests {
             patched += usize::from(from_full.contains("JSONPatch"));
         }
         assert!(patched >= 5, "most variants are steered: {patched}");
+    }
+
+    /// A retry of a review that was charged is answered, and charged nothing more, also while
+    /// decisions are charged under the write lock (after the first charge of a burst).
+    #[test]
+    fn a_retry_is_answered_and_charged_once() {
+        let config = Arc::new(Config::default());
+        let store = Arc::new(ViewStore::new(config.placement.clone()));
+        store.publish_snapshot(embedded_example().expect("embedded snapshot"));
+        let ledger = Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl)));
+        let admission = Admission::with_salt(config, store.clone(), ledger.clone(), 7);
+        let review = |uid: &str| {
+            let mut review: Value =
+                serde_json::from_str(include_str!("../../examples/taskmanager-review.json"))
+                    .expect("example review");
+            review["request"]["uid"] = json!(uid);
+            let review: ReviewIn = serde_json::from_value(review).expect("a review");
+            let request = review.request.expect("a request");
+            let answer = admission.answer(&request, SystemTime::now());
+            assert!(answer.review.response.patch.is_some(), "{uid} is steered");
+        };
+        let nodes: Vec<String> = store
+            .current()
+            .expect("a view")
+            .nodes
+            .iter()
+            .map(|n| n.name.clone())
+            .collect();
+        let charged = || {
+            let ledger = ledger.read();
+            let per_node: Vec<String> = nodes
+                .iter()
+                .map(|n| format!("{:?}", ledger.extra(n)))
+                .collect();
+            (ledger.len(), per_node)
+        };
+        review("aa000000-0000-0000-0000-000000000000");
+        review("ba000000-0000-0000-0000-000000000000");
+        let before = charged();
+        assert_eq!(before.0, 2);
+        for uid in [
+            "aa000000-0000-0000-0000-000000000000",
+            "ba000000-0000-0000-0000-000000000000",
+        ] {
+            review(uid);
+            assert_eq!(charged(), before, "a retry of {uid} charged again");
+        }
+        review("ca000000-0000-0000-0000-000000000000");
+        assert_eq!(charged().0, 3, "a new uid is charged");
     }
 }
