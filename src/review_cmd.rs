@@ -23,7 +23,9 @@ pub async fn review(config: Config, body: &[u8], explain: bool) -> anyhow::Resul
     let store = Arc::new(ViewStore::new(config.placement.clone()));
     store.publish_snapshot(snapshot);
     let ledger = Arc::new(SharedLedger::new(
-        Ledger::new(config.inflight.ttl).with_max_entries(config.inflight.max_entries),
+        Ledger::new(config.inflight.ttl)
+            .with_max_entries(config.inflight.max_entries)
+            .with_max_landings(config.inflight.max_landings),
     ));
     let config = Arc::new(config);
     let admission = Admission::new(config.clone(), store.clone(), ledger);

@@ -225,7 +225,7 @@ impl Metrics {
         let inflight_evicted = Counter::default();
         registry.register(
             "inflight_evicted",
-            "Steered pods dropped from the ledger before their TTL to stay within inflight.max_entries",
+            "Steered pods dropped from the ledger before their TTL to stay within inflight.max_entries or inflight.max_landings",
             inflight_evicted.clone(),
         );
         let landings = Family::<LandingLabels, Counter>::default();

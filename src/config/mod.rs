@@ -339,6 +339,11 @@ pub struct PinningRule {
 /// few hundred bytes each.
 pub const DEFAULT_MAX_INFLIGHT: usize = 32_768;
 
+/// (pod, node) landings the in-flight ledger holds at most by default (16 bytes each): 8 MiB,
+/// 16 per pod at `DEFAULT_MAX_INFLIGHT` pods. A decision under default sampling on thousands of
+/// nodes predicts tens to a hundred or more.
+pub const DEFAULT_MAX_LANDINGS: usize = 1 << 19;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct InflightConfig {
@@ -354,6 +359,9 @@ pub struct InflightConfig {
     pub estimate: EstimateConfig,
     /// Most steered pods remembered at once; past it the oldest charges are dropped early.
     pub max_entries: usize,
+    /// Most (pod, node) predicted landings remembered at once, over all pods; past it the oldest
+    /// charges are dropped early too.
+    pub max_landings: usize,
 }
 
 impl Default for InflightConfig {
@@ -364,6 +372,7 @@ impl Default for InflightConfig {
             default_cpu_cores: 1.0,
             estimate: EstimateConfig::default(),
             max_entries: DEFAULT_MAX_INFLIGHT,
+            max_landings: DEFAULT_MAX_LANDINGS,
         }
     }
 }
@@ -559,6 +568,9 @@ impl Config {
         }
         if i.max_entries == 0 {
             problems.push("inflight.max_entries must be >= 1".into());
+        }
+        if i.max_landings == 0 {
+            problems.push("inflight.max_landings must be >= 1".into());
         }
         let e = &i.estimate;
         if e.min_siblings == 0 {

@@ -176,7 +176,13 @@ pub struct Ledger {
     /// Past this many entries, the charges that expire soonest go first: memory stays bounded
     /// whatever the rate of reviews.
     max_entries: usize,
-    /// Entries dropped early to stay within `max_entries`.
+    /// Past this many (pod, node) shares held by all entries, too: a decision under sampling
+    /// predicts up to a hundred nodes or more, and each share is 16 bytes held (with the heat
+    /// remembered for landing accuracy), so entries alone do not bound the memory.
+    max_landings: usize,
+    /// Shares held by all entries.
+    landings: usize,
+    /// Entries dropped early to stay within `max_entries` and `max_landings`.
     evicted: u64,
     /// Entries decided here that the pod watch has not reported yet.
     unheard: usize,
@@ -244,6 +250,20 @@ impl Ledger {
         }
     }
 
+    /// A ledger whose entries predict at most `max_landings` (pod, node) landings in all; one
+    /// entry more is always held, whatever its width.
+    pub fn with_max_landings(self, max_landings: usize) -> Self {
+        Ledger {
+            max_landings: max_landings.max(1),
+            ..self
+        }
+    }
+
+    /// (pod, node) landings the entries predict in all (a bound pod: one).
+    pub fn landings(&self) -> usize {
+        self.landings
+    }
+
     pub fn new(ttl: Duration) -> Self {
         Ledger {
             ttl,
@@ -254,6 +274,8 @@ impl Ledger {
             expiry: BinaryHeap::new(),
             next_seq: 0,
             max_entries: crate::config::DEFAULT_MAX_INFLIGHT,
+            max_landings: crate::config::DEFAULT_MAX_LANDINGS,
+            landings: 0,
             evicted: 0,
             unheard: 0,
             heard: HeardMix::default(),
@@ -306,7 +328,11 @@ impl Ledger {
             group: None,
         };
         self.next_seq += 1;
-        while self.entries.len() >= self.max_entries && self.evict_soonest() {}
+        let width = entry.shares.len();
+        while (self.entries.len() >= self.max_entries || self.landings + width > self.max_landings)
+            && self.evict_soonest()
+        {}
+        self.landings += width;
         self.apply(&entry, 1.0);
         self.expiry
             .push(Reverse((expires, entry.charge_seq, id.to_string())));
@@ -339,11 +365,13 @@ impl Ledger {
         let entry = Entry::clone(entry);
         self.untally(&entry);
         self.apply(&entry, -1.0);
+        self.landings -= entry.shares.len();
         let bound = Entry {
             shares: Box::new([Share::new(self.node_id(node), 1.0)]),
             bound: true,
             ..entry
         };
+        self.landings += 1;
         self.apply(&bound, 1.0);
         self.entries.insert(id.to_string(), Box::new(bound));
         true
@@ -479,6 +507,7 @@ impl Ledger {
     /// The pod is gone (deleted, or failed before running).
     pub fn forget(&mut self, id: &str) {
         if let Some(entry) = self.entries.remove(id) {
+            self.landings -= entry.shares.len();
             if entry.unheard {
                 self.unheard -= 1;
             }
@@ -982,6 +1011,43 @@ mod tests {
         assert_eq!(l.evicted(), 1);
         assert_eq!(l.extra("a"), None);
         assert_eq!(l.extra("b").map(|x| x.cpu_cores), Some(4.0));
+    }
+
+    #[test]
+    fn past_the_landing_budget_the_soonest_to_expire_goes_first() {
+        let now = Instant::now();
+        let mut l = Ledger::new(Duration::from_secs(60)).with_max_landings(5);
+        let wide = shares(&[("a", 0.5), ("b", 0.25), ("c", 0.25)]);
+        l.charge(
+            "old",
+            &wide,
+            TWO_CPU,
+            &requests(),
+            now - Duration::from_secs(10),
+        );
+        l.charge(
+            "mid",
+            &shares(&[("a", 0.5), ("d", 0.5)]),
+            TWO_CPU,
+            &requests(),
+            now,
+        );
+        assert_eq!((l.len(), l.landings()), (2, 5));
+        // Three more landings: the oldest charge goes, its three landings with it.
+        l.charge("new", &wide, TWO_CPU, &requests(), now);
+        assert_eq!((l.len(), l.landings(), l.evicted()), (2, 5, 1));
+        assert!(!l.contains("old"));
+        assert_eq!(l.extra("c").map(|x| x.cpu_cores), Some(0.5));
+        // A bind holds one landing, a forgotten pod none.
+        assert!(l.bind("new", "c"));
+        assert_eq!(l.landings(), 3);
+        l.forget("mid");
+        assert_eq!((l.len(), l.landings()), (1, 1));
+        // One entry is held whatever its width.
+        let widest: Vec<(String, f64)> = (0..8).map(|i| (format!("n{i}"), 0.125)).collect();
+        l.charge("widest", &widest, TWO_CPU, &requests(), now);
+        assert_eq!((l.len(), l.landings(), l.evicted()), (1, 8, 2));
+        assert_eq!(l.extra("n7").map(|x| x.cpu_cores), Some(0.25));
     }
 
     #[test]

@@ -62,7 +62,9 @@ pub(super) fn webhook(
     let ledgers: Vec<Arc<SharedLedger>> = (0..replicas)
         .map(|_| {
             Arc::new(SharedLedger::new(
-                Ledger::new(config.inflight.ttl).with_max_entries(config.inflight.max_entries),
+                Ledger::new(config.inflight.ttl)
+                    .with_max_entries(config.inflight.max_entries)
+                    .with_max_landings(config.inflight.max_landings),
             ))
         })
         .collect();
