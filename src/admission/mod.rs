@@ -521,6 +521,16 @@ mod tests {
     use crate::metrics_source::file::embedded_example;
     use serde_json::{Value, json};
 
+    /// A replica with the default configuration on the embedded snapshot, its store and ledger.
+    fn on_the_example() -> (Admission, Arc<ViewStore>, Arc<SharedLedger>) {
+        let config = Arc::new(Config::default());
+        let store = Arc::new(ViewStore::new(config.placement.clone()));
+        store.publish_snapshot(embedded_example().expect("embedded snapshot"));
+        let ledger = Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl)));
+        let admission = Admission::with_salt(config, store.clone(), ledger.clone(), 7);
+        (admission, store, ledger)
+    }
+
     /// The example review's pod, changed by `edit`, as a dry run (nothing is charged, so
     /// every read decides against the same ledger).
     fn request(edit: impl FnOnce(&mut Value)) -> RequestIn {
@@ -537,11 +547,7 @@ mod tests {
     /// patch, warnings and decision, for pods that use each field read (and some that do not).
     #[test]
     fn the_partial_read_answers_as_the_full_pod() {
-        let config = Arc::new(Config::default());
-        let store = Arc::new(ViewStore::new(config.placement.clone()));
-        store.publish_snapshot(embedded_example().expect("embedded snapshot"));
-        let ledger = Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl)));
-        let admission = Admission::with_salt(config, store.clone(), ledger, 7);
+        let (admission, store, _) = on_the_example();
         let view = store.current();
         let now = SystemTime::now();
         let edits: Vec<fn(&mut Value)> = vec![
@@ -610,11 +616,7 @@ mod tests {
     /// decisions are charged under the write lock (after the first charge of a burst).
     #[test]
     fn a_retry_is_answered_and_charged_once() {
-        let config = Arc::new(Config::default());
-        let store = Arc::new(ViewStore::new(config.placement.clone()));
-        store.publish_snapshot(embedded_example().expect("embedded snapshot"));
-        let ledger = Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl)));
-        let admission = Admission::with_salt(config, store.clone(), ledger.clone(), 7);
+        let (admission, store, ledger) = on_the_example();
         let review = |uid: &str| {
             let mut review: Value =
                 serde_json::from_str(include_str!("../../examples/taskmanager-review.json"))
