@@ -6,7 +6,8 @@
 //! water-filling inside each pod's sample, with every pod sent to the coolest node, and with
 //! no webhook at all, on generated clusters. Modes: 1, 2 and 3 replicas; reviews split round
 //! robin, 80/20 and 100/0; a replica that joins halfway; binds 10 ms after each pod and only
-//! after the burst.
+//! after the burst (the watch reports each pod created 10 ms after its review either way).
+//! Beyond those: two replicas whose watch reports nothing at all until the burst is over.
 //!
 //! Targets, in every scenario and mode: the hottest node that receives a pod is at most one
 //! TaskManager hotter than the bound's, and no more than the bound's count + 2 pods land on
@@ -165,11 +166,12 @@ fn burst(count: usize, network: f64) -> Burst {
 /// The replica modes every scenario runs.
 fn modes() -> Vec<Timing> {
     let typical = Timing::typical;
+    let after_burst = |replicas| Timing {
+        binds_after_burst: true,
+        ..typical(replicas)
+    };
     vec![
-        Timing {
-            watch_lag: None,
-            ..typical(1)
-        },
+        after_burst(1),
         typical(1),
         typical(2),
         Timing {
@@ -180,6 +182,8 @@ fn modes() -> Vec<Timing> {
             first_share: Some(1.0),
             ..typical(2)
         },
+        after_burst(2),
+        // Beyond the burst's modes: a watch that reports nothing until the burst is over.
         Timing {
             watch_lag: None,
             ..typical(2)

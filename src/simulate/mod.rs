@@ -3,9 +3,10 @@
 //! closed-loop tests and by `placement-webhook simulate`: one code path for both.
 //!
 //! Time is virtual: reviews arrive every `review_interval` (the apiserver sends them
-//! concurrently), the scheduler binds one pod every `bind_interval` in admission order, and the
-//! watch delivers "created" and "bound" events `watch_lag` later (or, in the "binds after the
-//! burst" mode, only once every pod has been admitted).
+//! concurrently), the scheduler binds one pod every `bind_interval` in admission order (or, in
+//! the "binds after burst" mode, only once every pod has been admitted), and the watch delivers
+//! "created" and "bound" events `watch_lag` later (or, when the watch stays silent through the
+//! burst, only once every pod has been admitted).
 //!
 //! The cluster may hold pods already running ([`Cluster::with_pods`]). Every method schedules
 //! with them and the burst's pods bound so far in view (PodTopologySpread, InterPodAffinity),
@@ -47,8 +48,12 @@ pub struct Timing {
     pub replicas: usize,
     pub review_interval: Duration,
     pub bind_interval: Duration,
-    /// `None`: no watch event reaches the webhook until the whole burst is admitted.
+    /// `None`: no watch event reaches the webhook until the whole burst is admitted (the
+    /// replicas hear nothing of each other's pods, created or bound, through the burst).
     pub watch_lag: Option<Duration>,
+    /// The scheduler binds only once the whole burst is admitted (its queue drains after the
+    /// burst): the watch reports each pod created as usual, and bound only after the burst.
+    pub binds_after_burst: bool,
     /// Share of the reviews the apiserver sends to the first replica (the rest round robin
     /// to the others); `None`: round robin over all.
     pub first_share: Option<f64>,
@@ -67,6 +72,7 @@ impl Timing {
             review_interval: Duration::from_millis(3),
             bind_interval: Duration::from_millis(10),
             watch_lag: Some(Duration::from_millis(10)),
+            binds_after_burst: false,
             first_share: None,
             join_at: None,
             membership: true,
@@ -123,7 +129,8 @@ impl Method {
             Method::NoWebhook => "no webhook".into(),
             Method::Webhook(t) => {
                 let binds = match t.watch_lag {
-                    None => "binds after burst".to_string(),
+                    None => "watch silent in burst".to_string(),
+                    Some(_) if t.binds_after_burst => "binds after burst".to_string(),
                     Some(lag) => format!("binds +{}ms", lag.as_millis()),
                 };
                 let mut label = if t.replicas == 1 {

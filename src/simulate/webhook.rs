@@ -100,13 +100,17 @@ pub(super) fn webhook(
     // The schedule, in virtual microseconds.
     let us = |d: Duration| d.as_micros() as u64;
     let admit_at = |i: usize| i as u64 * us(timing.review_interval);
+    let burst_end = admit_at(burst.count.saturating_sub(1)) + 1;
     let mut bind_at = Vec::with_capacity(burst.count);
-    let mut last = 0;
+    let mut last = if timing.binds_after_burst {
+        burst_end
+    } else {
+        0
+    };
     for i in 0..burst.count {
         last = last.max(admit_at(i)) + us(timing.bind_interval);
         bind_at.push(last);
     }
-    let burst_end = admit_at(burst.count.saturating_sub(1)) + 1;
     let deliver = |t: u64| match timing.watch_lag {
         Some(lag) => t + us(lag),
         None => t.max(burst_end),
