@@ -13,22 +13,23 @@
 //!    scores decide; under sampling, a node lands the pod when it is in the sample and every
 //!    better-scored tier-1 node is not. The pod is charged there, by probability.
 
-use super::constraints::{Ineligible, eligible_nodes};
+use super::constraints::eligible_nodes;
 use super::decision::{Decision, RankedNode, TierChoice};
 use super::landing::{Coverage, Named, Window, landing_odds, landing_shares, order_positions};
+use super::partition::partition_for;
 use super::pod_level::Around;
 use super::rank_index::{RankIndex, RankIndexes};
 use super::replica::{Partition, Replica};
+use super::spread_cover::cover_spread_domains;
 use super::standing::{
-    Candidate, InFlight, PodDemand, PodHeat, Ranking, Standing, cover_in_order, effective_load,
-    fits_with, load_with, mirrored_level, model_node_with, pod_heat, standing, tie_breakers,
+    Candidate, InFlight, PodDemand, Ranking, Standing, cover_in_order, fits_with, load_with,
+    model_node_with, pod_heat, standing, tie_breakers,
 };
 use crate::config::scheduler::SchedulerConfig;
 use crate::config::{NodeMatch, PlacementConfig};
 use crate::inflight::ledger::Ledger;
 use crate::scheduler::cycle::resource_score;
 use crate::scheduler::num_feasible_nodes_to_find;
-use crate::view::heat::{Load, heat, is_hot};
 use crate::view::{ClusterView, NodeView};
 
 /// How many tier-1 nodes make it `miss`-unlikely that none is in a sample of `fraction`.
@@ -263,54 +264,14 @@ pub fn decide(
             pod,
             policy,
         );
-        cover_spread_domains(&mut picked, &cool_anywhere.candidates, &domains, policy);
+        cover_spread_domains(
+            &mut picked.tiers,
+            &cool_anywhere.candidates,
+            &domains,
+            policy,
+        );
     }
     finish(picked, pod, view, inflight, policy, scheduler)
-}
-
-/// This replica's nodes, and the level the other replicas' unheard pods are taken to have
-/// filled theirs to.
-fn partition_for(
-    replica: &Replica,
-    view: &ClusterView,
-    eligible: &[u32],
-    inflight: InFlight<'_>,
-    pod: &PodDemand<'_>,
-    policy: &PlacementConfig,
-) -> Option<Partition> {
-    let mut partition = replica.partition(view)?;
-    if replica.mirrors() {
-        (partition.foreign_level, partition.filled) = mirrored_level(
-            view,
-            eligible,
-            inflight,
-            pod,
-            policy,
-            &partition.owned,
-            replica.unheard_elsewhere(),
-        );
-        partition.filled.sort_unstable();
-    }
-    partition.mirrored = partition.filled.clone();
-    if !partition.others_idle && super::pod_level::scores_apply(&pod.facts) {
-        // Another replica's node ranks as if its owner had just put a pod there in the scores
-        // that count pods too: a pod that keeps apart from its kind does not take the node
-        // its owner took a moment ago, which the scheduler would then rank below a free one.
-        let mut pods = vec![0u32; view.nodes.len()];
-        for &(position, count) in &partition.filled {
-            pods[position] = count;
-        }
-        for &position in eligible {
-            let position = position as usize;
-            if partition.weighs_as_foreign(position) {
-                pods[position] = pods[position].max(1);
-            }
-        }
-        partition.mirrored = (pods.into_iter().enumerate())
-            .filter(|&(_, count)| count > 0)
-            .collect();
-    }
-    Some(partition)
 }
 
 /// How many feasible nodes the scheduler looks for per pod in `view` (its nodes without
@@ -337,51 +298,6 @@ fn affinity_gap(policy: &PlacementConfig, scheduler: &SchedulerConfig) -> i64 {
         return 0;
     }
     scheduler.weights.node_affinity * 100 * (first - next).max(0) / first
-}
-
-/// Named nodes each open spread domain keeps: several, so that the pods that fall back to a
-/// domain (their first tier's closed) spread over them by the scheduler's resource scores
-/// instead of stacking on one node nobody charged.
-const SPREAD_DOMAIN_NODES: usize = 3;
-
-/// Names, in the last tier, the coolest nodes (of `cool`, the cool nodes the node filters
-/// allow) of every domain of the pod's `DoNotSchedule` spread constraints that the tiers do not
-/// name enough of: when pods this replica has not heard of (another replica's, decided in the
-/// last few milliseconds) close the first tier's domain, the scheduler still finds cool named
-/// nodes in whichever domain is open.
-fn cover_spread_domains(
-    picked: &mut Picked,
-    cool: &[Candidate],
-    domains: &[(String, Vec<usize>)],
-    policy: &PlacementConfig,
-) {
-    if policy.tiers.len() < 2 || picked.tiers.iter().all(Vec::is_empty) {
-        return;
-    }
-    let last = policy.tiers.len() - 1;
-    if picked.tiers.len() <= last {
-        picked.tiers.resize(last + 1, Vec::new());
-    }
-    for (_, positions) in domains {
-        let in_domain = |index: usize| positions.binary_search(&index).is_ok();
-        let named = picked
-            .tiers
-            .iter()
-            .flatten()
-            .filter(|c| in_domain(c.index))
-            .count();
-        if named >= SPREAD_DOMAIN_NODES {
-            continue;
-        }
-        let mut coolest: Vec<Candidate> = cool
-            .iter()
-            .filter(|c| in_domain(c.index))
-            .filter(|c| !picked.tiers.iter().flatten().any(|n| n.index == c.index))
-            .copied()
-            .collect();
-        coolest.sort_by(Candidate::order);
-        picked.tiers[last].extend(coolest.into_iter().take(SPREAD_DOMAIN_NODES - named));
-    }
 }
 
 /// [`decide`], reading the ranking of this pod's shape from `indexes` (brought up to date
@@ -696,144 +612,5 @@ fn by_label(node: &NodeView, node_match: &NodeMatch) -> bool {
     match node_match {
         NodeMatch::Name => false,
         NodeMatch::Label { key } => node.labels.get(key) == Some(&node.name),
-    }
-}
-
-/// One row of `review --explain`: every node, with why it was or was not chosen.
-#[derive(Debug, Clone)]
-pub struct NodeAssessment {
-    pub name: String,
-    /// Heat now (weighted), with in-flight pods.
-    pub heat: f64,
-    pub load: Load,
-    pub network_fraction: f64,
-    pub eligibility: Result<(), Ineligible>,
-    /// Requests fit in what is left of allocatable.
-    pub fits: bool,
-    pub hot: bool,
-    /// What the decision ranks the node on for this pod (eligible nodes whose requests fit).
-    pub ranked: Option<PodHeat>,
-    /// The utilisation the pod would leave behind, per dimension it loads.
-    pub after: After,
-    /// Another replica's node: ranked as if its owner had just put a pod there too.
-    pub foreign: bool,
-    /// Beyond the job's own bounds (`placement.per_job`): named only when no cool node is
-    /// within them.
-    pub beyond_job_bounds: bool,
-    /// Tier number (1-based) when the node was chosen.
-    pub tier: Option<usize>,
-    pub avoided: bool,
-    /// Predicted landing probability.
-    pub landing: f64,
-}
-
-/// The utilisation a pod would leave behind on a node: CPU always, the NIC when the pod carries
-/// network, memory when the policy weighs it. In-flight pods counted as the decision counts them.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct After {
-    pub cpu: f64,
-    pub nic: Option<f64>,
-    pub memory: Option<f64>,
-}
-
-/// Every node's assessment for the decision `decision` taken by `replica`, in view order
-/// (coolest measured first).
-pub fn assess_all(
-    pod: &PodDemand<'_>,
-    view: &ClusterView,
-    ledger: Option<&Ledger>,
-    policy: &PlacementConfig,
-    replica: &Replica,
-    decision: &Decision,
-) -> Vec<NodeAssessment> {
-    let inflight = InFlight::new(ledger, view);
-    let partition = partition_for(
-        replica,
-        view,
-        &eligible_nodes(&pod.constraints, view),
-        inflight,
-        pod,
-        policy,
-    );
-    let around = ledger
-        .filter(|l| super::pod_level::applies(&pod.facts, l))
-        .map(|l| super::pod_level::pods_around(&pod.facts, view, l));
-    let around_filters = around.as_deref().zip(ledger).map(|(pods, ledger)| {
-        super::pod_level::AroundFilters::new(&pod.facts, view, pods, ledger.namespace_labels())
-    });
-    let every_node: Vec<u32> = (0..view.nodes.len())
-        .filter_map(|i| u32::try_from(i).ok())
-        .collect();
-    let within_bounds = ledger.and_then(|ledger| {
-        super::per_job::within_bounds(&every_node, &pod.facts, view, ledger, &policy.per_job)
-    });
-    view.nodes
-        .iter()
-        .enumerate()
-        .map(|(index, node)| {
-            let load = effective_load(node, ledger);
-            let eligibility = pod.constraints.check(node).and_then(|()| {
-                around_filters
-                    .as_ref()
-                    .map_or(Ok(()), |f| f.check(&pod.facts, index))
-            });
-            let ranked = match eligibility
-                .ok()
-                .map(|()| standing(index, view, inflight, pod, policy, partition.as_ref()))
-            {
-                Some(Standing::Cool(heat) | Standing::Hot { pod: heat, .. }) => Some(heat),
-                _ => None,
-            };
-            let cautious = load_with(node, inflight.extra(index, node), policy.uncertainty);
-            NodeAssessment {
-                name: node.name.clone(),
-                heat: heat(&load, &node.scale, &policy.weights),
-                network_fraction: node.scale.network_fraction(load.network_bytes_per_second),
-                load,
-                eligibility,
-                fits: fits_with(
-                    node,
-                    ledger.and_then(|l| l.occupancy.node(&node.name)),
-                    ledger.and_then(|l| l.extra(&node.name)),
-                    &pod.facts,
-                ),
-                hot: is_hot(&load, &node.scale, &policy.hot),
-                ranked,
-                after: after_of(node, &cautious, pod, policy),
-                foreign: partition
-                    .as_ref()
-                    .is_some_and(|p| p.weighs_as_foreign(index)),
-                beyond_job_bounds: within_bounds.as_ref().is_some_and(|kept| {
-                    u32::try_from(index).map_or(true, |i| kept.binary_search(&i).is_err())
-                }),
-                tier: decision
-                    .tiers
-                    .iter()
-                    .position(|t| t.nodes.iter().any(|n| n.name == node.name))
-                    .map(|p| p + 1),
-                avoided: decision.avoid.iter().any(|n| n.name == node.name),
-                landing: decision
-                    .landing
-                    .iter()
-                    .find(|(n, _)| *n == node.name)
-                    .map_or(0.0, |(_, p)| *p),
-            }
-        })
-        .collect()
-}
-
-fn after_of(node: &NodeView, load: &Load, pod: &PodDemand<'_>, policy: &PlacementConfig) -> After {
-    let carries_network =
-        pod.load.network_bytes_per_second > 0.0 && node.scale.network_bytes_per_second > 0.0;
-    After {
-        cpu: load.cpu + pod.load.cpu_cores / node.scale.cpu_cores,
-        nic: carries_network.then(|| {
-            node.scale
-                .network_fraction(load.network_bytes_per_second + pod.load.network_bytes_per_second)
-        }),
-        memory: (policy.weights.memory > 0.0 && node.allocatable.memory > 0).then(|| {
-            load.memory
-                + pod.facts.requests.requested.memory as f64 / node.allocatable.memory as f64
-        }),
     }
 }

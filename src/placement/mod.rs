@@ -1,21 +1,25 @@
 //! Pure placement decisions: from a pod, the cluster view and the policy to ranked nodes and terms.
 
 pub mod affinity_sums;
+pub mod assess;
 pub mod constraints;
 pub mod decide;
 pub mod decision;
 pub mod estimate;
 pub mod landing;
+mod partition;
 pub mod per_job;
 pub mod pod_level;
 pub mod rank_index;
 pub mod replica;
 pub mod selector;
+mod spread_cover;
 pub mod standing;
 pub mod unsteered;
 
+pub use assess::{After, NodeAssessment, assess_all};
 pub use constraints::{Ineligible, PodConstraints};
-pub use decide::{After, NodeAssessment, assess_all, decide, decide_indexed};
+pub use decide::{decide, decide_indexed};
 pub use decision::{Decision, RankedNode, TierChoice};
 pub use estimate::{Estimate, LoadSource};
 pub use rank_index::RankIndexes;

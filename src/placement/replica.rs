@@ -130,7 +130,7 @@ pub(super) struct Partition {
     /// room there.
     pub filled: Vec<(usize, u32)>,
     /// The pods like the one decided that the scores that count pods count on the other
-    /// replicas' nodes: the fill's, and one on each node (see `decide::partition_for`).
+    /// replicas' nodes: the fill's, and one on each node (see `partition::partition_for`).
     pub mirrored: Vec<(usize, u32)>,
     /// Another replica's node with room for one pod only is left to its owner (see
     /// [`Replica::unsampled`]).

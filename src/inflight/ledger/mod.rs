@@ -16,12 +16,19 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
-use super::changes::{ChangeLog, LogPosition};
-use super::occupancy::{NodeRequests, Occupancy};
-use super::pod_groups::{GroupChange, PodGroup, PodGroups};
+use super::changes::ChangeLog;
+use super::occupancy::Occupancy;
+use super::pod_groups::{PodGroup, PodGroups};
 use super::running::RunningPods;
 use crate::scheduler::PodRequests;
 use std::sync::Arc;
+
+mod aligned;
+mod pending_tally;
+
+use aligned::Alignment;
+pub use aligned::{ChangeMark, GroupMark};
+use pending_tally::PendingTally;
 
 /// Estimated load one pod adds to a node.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -211,34 +218,6 @@ pub struct Ledger {
     aligned: Alignment,
     /// Ledger numbers of the nodes whose in-flight load changed.
     changes: ChangeLog,
-}
-
-#[derive(Debug, Clone, Default)]
-struct Alignment {
-    view_id: u64,
-    /// (ledger number, occupancy number) for each view position.
-    numbers: Vec<(u32, u32)>,
-    /// View position by ledger number and by occupancy number (`u32::MAX`: not in the view).
-    by_ledger_number: Vec<u32>,
-    by_occupancy_number: Vec<u32>,
-}
-
-/// How far a reader has followed the group changes (pods gained and lost by each group, bound
-/// and pending) of one ledger aligned with one view.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct GroupMark {
-    view_id: u64,
-    bound: LogPosition,
-    pending: LogPosition,
-    namespaces: u64,
-}
-
-/// How far a reader has followed the changes of one ledger aligned with one view.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ChangeMark {
-    view_id: u64,
-    ledger: LogPosition,
-    occupancy: LogPosition,
 }
 
 impl Ledger {
@@ -446,29 +425,6 @@ impl Ledger {
         self.pending_tally.count(&group, node, true);
     }
 
-    /// Pods charged and not yet bound, with their labels, group by group: each group with its
-    /// pods counted at the position (in the aligned view) where they most likely land, which is
-    /// where the plugins that count pods will find them.
-    pub fn pending_by_group(
-        &self,
-    ) -> impl Iterator<Item = (&Arc<PodGroup>, impl Iterator<Item = (usize, u32)> + '_)> {
-        let positions = &self.aligned.by_ledger_number;
-        self.pending_tally
-            .groups
-            .values()
-            .map(move |(group, on_node)| {
-                let placed = on_node
-                    .iter()
-                    .filter_map(move |(&node, &count)| Some((in_view(positions, node)?, count)));
-                (group, placed)
-            })
-    }
-
-    /// The position in the aligned view of the node the occupancy numbers `number`.
-    pub fn position_of_occupancy_number(&self, number: u32) -> Option<usize> {
-        in_view(&self.aligned.by_occupancy_number, number)
-    }
-
     /// A pod list is complete: pods it did not mention are dropped (see
     /// [`Occupancy::end_relist`]), their labels with them.
     pub fn end_relist(&mut self) {
@@ -557,33 +513,6 @@ impl Ledger {
     }
 
     /// Numbers the nodes of the view `view_id` (named in view order) for [`Self::extra_at`] and
-    /// [`Self::bound_at`]. Once per view: a no-op while the view stays the same.
-    pub fn align<'a>(&mut self, view_id: u64, names: impl Iterator<Item = &'a str>) {
-        if self.is_aligned(view_id) {
-            return;
-        }
-        let numbers: Vec<(u32, u32)> = names
-            .map(|name| (self.node_id(name), self.occupancy.number(name)))
-            .collect();
-        let reverse = |numbers: &mut dyn Iterator<Item = u32>| {
-            let mut by_number = Vec::new();
-            for (position, number) in numbers.enumerate() {
-                let number = number as usize;
-                if by_number.len() <= number {
-                    by_number.resize(number + 1, u32::MAX);
-                }
-                by_number[number] = u32::try_from(position).unwrap_or(u32::MAX);
-            }
-            by_number
-        };
-        self.aligned = Alignment {
-            view_id,
-            by_ledger_number: reverse(&mut numbers.iter().map(|n| n.0)),
-            by_occupancy_number: reverse(&mut numbers.iter().map(|n| n.1)),
-            numbers,
-        };
-    }
-
     /// Every namespace's labels, from the namespace watch.
     pub fn namespace_labels(
         &self,
@@ -599,89 +528,6 @@ impl Ledger {
             self.namespace_labels = labels;
             self.namespace_version += 1;
         }
-    }
-
-    /// Where the group change logs are now, for [`Self::group_changes_since`].
-    pub fn group_mark(&self) -> GroupMark {
-        GroupMark {
-            view_id: self.aligned.view_id,
-            bound: self.groups.changes().position(),
-            pending: self.pending_tally.changes.position(),
-            namespaces: self.namespace_version,
-        }
-    }
-
-    /// The pods each group gained and lost since `mark`, at positions in the aligned view:
-    /// (group, position, pods). `None` when that cannot be told: `mark` is from another view,
-    /// ledger or namespace list, or further back than the logs remember.
-    pub fn group_changes_since(
-        &self,
-        mark: GroupMark,
-    ) -> Option<impl Iterator<Item = (Arc<PodGroup>, usize, i64)> + '_> {
-        if mark.view_id != self.aligned.view_id
-            || !self.is_aligned(mark.view_id)
-            || mark.namespaces != self.namespace_version
-        {
-            return None;
-        }
-        let bound = self.groups.changes().since(mark.bound)?;
-        let pending = self.pending_tally.changes.since(mark.pending)?;
-        let bound = bound.filter_map(move |c| {
-            let position = in_view(&self.aligned.by_occupancy_number, c.node)?;
-            Some((c.group, position, i64::from(c.delta)))
-        });
-        let pending = pending.filter_map(move |c| {
-            let position = in_view(&self.aligned.by_ledger_number, c.node)?;
-            Some((c.group, position, i64::from(c.delta)))
-        });
-        Some(bound.chain(pending))
-    }
-
-    /// Where the change logs are now, for [`Self::changed_positions`].
-    pub fn change_mark(&self) -> ChangeMark {
-        ChangeMark {
-            view_id: self.aligned.view_id,
-            ledger: self.changes.position(),
-            occupancy: self.occupancy.changes().position(),
-        }
-    }
-
-    /// Positions in the aligned view of the nodes whose in-flight load or bound requests
-    /// changed since `mark` (maybe repeated); `None` when that cannot be told: `mark` is from
-    /// another view or ledger, or further back than the logs remember.
-    pub fn changed_positions(&self, mark: ChangeMark) -> Option<Vec<usize>> {
-        if mark.view_id != self.aligned.view_id || !self.is_aligned(mark.view_id) {
-            return None;
-        }
-        let mut positions: Vec<usize> = self
-            .changes
-            .since(mark.ledger)?
-            .filter_map(|n| in_view(&self.aligned.by_ledger_number, n))
-            .collect();
-        positions.extend(
-            self.occupancy
-                .changes()
-                .since(mark.occupancy)?
-                .filter_map(|n| in_view(&self.aligned.by_occupancy_number, n)),
-        );
-        Some(positions)
-    }
-
-    /// Whether [`Self::align`] was last called for the view `view_id` (never for id 0).
-    pub fn is_aligned(&self, view_id: u64) -> bool {
-        view_id != 0 && self.aligned.view_id == view_id
-    }
-
-    /// [`Self::extra`] of the node at `position` in the aligned view.
-    pub fn extra_at(&self, position: usize) -> Option<NodeExtra> {
-        let (number, _) = *self.aligned.numbers.get(position)?;
-        Some(self.per_node[number as usize]).filter(|x| !x.is_negligible())
-    }
-
-    /// The occupancy's bound requests of the node at `position` in the aligned view.
-    pub fn bound_at(&self, position: usize) -> Option<&NodeRequests> {
-        let (_, number) = *self.aligned.numbers.get(position)?;
-        self.occupancy.at(number)
     }
 
     /// Where the pod `id` is expected to land, with probabilities; bound pods have one node.
@@ -751,65 +597,6 @@ fn most_likely(entry: &Entry) -> Option<u32> {
         .map(|s| s.parts())
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .map(|(node, _)| node)
-}
-
-/// The view position `by_number` (an [`Alignment`] map) gives the node numbered `number`, if it
-/// is in the view.
-fn in_view(by_number: &[u32], number: u32) -> Option<usize> {
-    by_number
-        .get(number as usize)
-        .filter(|&&p| p != u32::MAX)
-        .map(|&p| p as usize)
-}
-
-/// Pending pods with a group, by group (its address): the group and its pods counted by the
-/// node (ledger number) they most likely land on; and each count's change, for readers that
-/// keep sums over them.
-#[derive(Debug, Clone, Default)]
-struct PendingTally {
-    groups: HashMap<usize, (Arc<PodGroup>, HashMap<u32, u32>)>,
-    changes: ChangeLog<GroupChange>,
-}
-
-impl PendingTally {
-    /// One pod of `group` more (`add`) or less on the node numbered `node`.
-    fn count(&mut self, group: &Arc<PodGroup>, node: u32, add: bool) {
-        let key = Arc::as_ptr(group) as usize;
-        if add {
-            let (_, on_node) = self
-                .groups
-                .entry(key)
-                .or_insert_with(|| (group.clone(), HashMap::default()));
-            *on_node.entry(node).or_insert(0) += 1;
-            self.record(group, node, 1);
-            return;
-        }
-        let Some((_, on_node)) = self.groups.get_mut(&key) else {
-            return;
-        };
-        let mut counted = false;
-        if let Some(count) = on_node.get_mut(&node) {
-            *count -= 1;
-            if *count == 0 {
-                on_node.remove(&node);
-            }
-            counted = true;
-        }
-        if on_node.is_empty() {
-            self.groups.remove(&key);
-        }
-        if counted {
-            self.record(group, node, -1);
-        }
-    }
-
-    fn record(&mut self, group: &Arc<PodGroup>, node: u32, delta: i32) {
-        self.changes.record(GroupChange {
-            group: group.clone(),
-            node,
-            delta,
-        });
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,152 @@
+//! `review --explain`'s rows: every node of the view, with why a decision chose it or not.
+
+use super::constraints::{Ineligible, eligible_nodes};
+use super::decision::Decision;
+use super::partition::partition_for;
+use super::replica::Replica;
+use super::standing::{
+    InFlight, PodDemand, PodHeat, Standing, effective_load, fits_with, load_with, standing,
+};
+use crate::config::PlacementConfig;
+use crate::inflight::ledger::Ledger;
+use crate::view::heat::{Load, heat, is_hot};
+use crate::view::{ClusterView, NodeView};
+
+/// One row of `review --explain`: every node, with why it was or was not chosen.
+#[derive(Debug, Clone)]
+pub struct NodeAssessment {
+    pub name: String,
+    /// Heat now (weighted), with in-flight pods.
+    pub heat: f64,
+    pub load: Load,
+    pub network_fraction: f64,
+    pub eligibility: Result<(), Ineligible>,
+    /// Requests fit in what is left of allocatable.
+    pub fits: bool,
+    pub hot: bool,
+    /// What the decision ranks the node on for this pod (eligible nodes whose requests fit).
+    pub ranked: Option<PodHeat>,
+    /// The utilisation the pod would leave behind, per dimension it loads.
+    pub after: After,
+    /// Another replica's node: ranked as if its owner had just put a pod there too.
+    pub foreign: bool,
+    /// Beyond the job's own bounds (`placement.per_job`): named only when no cool node is
+    /// within them.
+    pub beyond_job_bounds: bool,
+    /// Tier number (1-based) when the node was chosen.
+    pub tier: Option<usize>,
+    pub avoided: bool,
+    /// Predicted landing probability.
+    pub landing: f64,
+}
+
+/// The utilisation a pod would leave behind on a node: CPU always, the NIC when the pod carries
+/// network, memory when the policy weighs it. In-flight pods counted as the decision counts them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct After {
+    pub cpu: f64,
+    pub nic: Option<f64>,
+    pub memory: Option<f64>,
+}
+
+/// Every node's assessment for the decision `decision` taken by `replica`, in view order
+/// (coolest measured first).
+pub fn assess_all(
+    pod: &PodDemand<'_>,
+    view: &ClusterView,
+    ledger: Option<&Ledger>,
+    policy: &PlacementConfig,
+    replica: &Replica,
+    decision: &Decision,
+) -> Vec<NodeAssessment> {
+    let inflight = InFlight::new(ledger, view);
+    let partition = partition_for(
+        replica,
+        view,
+        &eligible_nodes(&pod.constraints, view),
+        inflight,
+        pod,
+        policy,
+    );
+    let around = ledger
+        .filter(|l| super::pod_level::applies(&pod.facts, l))
+        .map(|l| super::pod_level::pods_around(&pod.facts, view, l));
+    let around_filters = around.as_deref().zip(ledger).map(|(pods, ledger)| {
+        super::pod_level::AroundFilters::new(&pod.facts, view, pods, ledger.namespace_labels())
+    });
+    let every_node: Vec<u32> = (0..view.nodes.len())
+        .filter_map(|i| u32::try_from(i).ok())
+        .collect();
+    let within_bounds = ledger.and_then(|ledger| {
+        super::per_job::within_bounds(&every_node, &pod.facts, view, ledger, &policy.per_job)
+    });
+    view.nodes
+        .iter()
+        .enumerate()
+        .map(|(index, node)| {
+            let load = effective_load(node, ledger);
+            let eligibility = pod.constraints.check(node).and_then(|()| {
+                around_filters
+                    .as_ref()
+                    .map_or(Ok(()), |f| f.check(&pod.facts, index))
+            });
+            let ranked = match eligibility
+                .ok()
+                .map(|()| standing(index, view, inflight, pod, policy, partition.as_ref()))
+            {
+                Some(Standing::Cool(heat) | Standing::Hot { pod: heat, .. }) => Some(heat),
+                _ => None,
+            };
+            let cautious = load_with(node, inflight.extra(index, node), policy.uncertainty);
+            NodeAssessment {
+                name: node.name.clone(),
+                heat: heat(&load, &node.scale, &policy.weights),
+                network_fraction: node.scale.network_fraction(load.network_bytes_per_second),
+                load,
+                eligibility,
+                fits: fits_with(
+                    node,
+                    ledger.and_then(|l| l.occupancy.node(&node.name)),
+                    ledger.and_then(|l| l.extra(&node.name)),
+                    &pod.facts,
+                ),
+                hot: is_hot(&load, &node.scale, &policy.hot),
+                ranked,
+                after: after_of(node, &cautious, pod, policy),
+                foreign: partition
+                    .as_ref()
+                    .is_some_and(|p| p.weighs_as_foreign(index)),
+                beyond_job_bounds: within_bounds.as_ref().is_some_and(|kept| {
+                    u32::try_from(index).map_or(true, |i| kept.binary_search(&i).is_err())
+                }),
+                tier: decision
+                    .tiers
+                    .iter()
+                    .position(|t| t.nodes.iter().any(|n| n.name == node.name))
+                    .map(|p| p + 1),
+                avoided: decision.avoid.iter().any(|n| n.name == node.name),
+                landing: decision
+                    .landing
+                    .iter()
+                    .find(|(n, _)| *n == node.name)
+                    .map_or(0.0, |(_, p)| *p),
+            }
+        })
+        .collect()
+}
+
+fn after_of(node: &NodeView, load: &Load, pod: &PodDemand<'_>, policy: &PlacementConfig) -> After {
+    let carries_network =
+        pod.load.network_bytes_per_second > 0.0 && node.scale.network_bytes_per_second > 0.0;
+    After {
+        cpu: load.cpu + pod.load.cpu_cores / node.scale.cpu_cores,
+        nic: carries_network.then(|| {
+            node.scale
+                .network_fraction(load.network_bytes_per_second + pod.load.network_bytes_per_second)
+        }),
+        memory: (policy.weights.memory > 0.0 && node.allocatable.memory > 0).then(|| {
+            load.memory
+                + pod.facts.requests.requested.memory as f64 / node.allocatable.memory as f64
+        }),
+    }
+}
