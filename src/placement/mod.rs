@@ -14,6 +14,7 @@ pub mod rank_index;
 pub mod replica;
 pub mod selector;
 mod spread_cover;
+mod spread_settle;
 pub mod standing;
 pub mod unsteered;
 

@@ -124,6 +124,16 @@ pub(super) fn for_each_group<'l>(
     keep: impl Fn(&PodGroup) -> bool,
     mut visit: impl FnMut(&'l Arc<PodGroup>, &mut dyn Iterator<Item = (usize, u32)>),
 ) {
+    for_each_bound_group(ledger, &keep, &mut visit);
+    for_each_pending_group(ledger, &keep, &mut visit);
+}
+
+/// [`for_each_group`]'s bound groups (the pod watch).
+fn for_each_bound_group<'l>(
+    ledger: &'l Ledger,
+    keep: &impl Fn(&PodGroup) -> bool,
+    visit: &mut impl FnMut(&'l Arc<PodGroup>, &mut dyn Iterator<Item = (usize, u32)>),
+) {
     for (group, on_node) in ledger.groups.groups() {
         if keep(group) {
             let mut placed = on_node.iter().filter_map(|&(number, count)| {
@@ -132,6 +142,14 @@ pub(super) fn for_each_group<'l>(
             visit(group, &mut placed);
         }
     }
+}
+
+/// [`for_each_group`]'s pending groups (steered, counted where they most likely land).
+fn for_each_pending_group<'l>(
+    ledger: &'l Ledger,
+    keep: &impl Fn(&PodGroup) -> bool,
+    visit: &mut impl FnMut(&'l Arc<PodGroup>, &mut dyn Iterator<Item = (usize, u32)>),
+) {
     for (group, mut placed) in ledger.pending_by_group() {
         if keep(group) {
             visit(group, &mut placed);
@@ -148,16 +166,35 @@ pub fn pods_around(facts: &PodFacts<'_>, view: &ClusterView, ledger: &Ledger) ->
     if !ledger.is_aligned(view.id) {
         return pods;
     }
-    for_each_group_around(facts, ledger, |group, placed| {
-        pods.extend(placed.map(|(node, count)| ExistingPod {
-            namespace: group.namespace.clone(),
-            labels: group.labels.clone(),
-            node,
-            terminating: false,
-            terms: group.terms.clone(),
-            count,
-        }));
+    let reads = reads_group(facts);
+    let entries = |group: &Arc<PodGroup>, placed: &mut dyn Iterator<Item = (usize, u32)>| {
+        placed
+            .map(|(node, count)| ExistingPod {
+                namespace: group.namespace.clone(),
+                labels: group.labels.clone(),
+                node,
+                terminating: false,
+                terms: group.terms.clone(),
+                count,
+            })
+            .collect::<Vec<_>>()
+    };
+    // Bound first, then pending: the pending pods of a zone spread settle into the domains
+    // the scheduler will let them into (see `spread_settle`).
+    for_each_bound_group(ledger, &reads, &mut |group, placed| {
+        pods.extend(entries(group, placed));
     });
+    let first_pending = pods.len();
+    for_each_pending_group(ledger, &reads, &mut |group, placed| {
+        pods.extend(entries(group, placed));
+    });
+    super::spread_settle::settle_pending(
+        facts,
+        view.model_nodes(),
+        ledger.namespace_labels(),
+        &mut pods,
+        first_pending,
+    );
     pods
 }
 
