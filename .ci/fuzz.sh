@@ -3,8 +3,9 @@
 #
 #   bash .ci/fuzz.sh                 the gate: replays every committed corpus and regression
 #                                    input, then runs each target from its seeds with a fixed
-#                                    seed and a fixed number of runs. The same commit gives the
-#                                    same answer and the same statistics every time.
+#                                    seed and a fixed number of runs. The inputs libFuzzer
+#                                    keeps, and so its later mutations, can differ by a few
+#                                    percent between runs of the same commit (see `summary`).
 #   FUZZ_SECONDS=600 bash .ci/fuzz.sh --explore
 #                                    exploration, not part of the gate: a random seed, for a
 #                                    time, new inputs kept in fuzz/corpus-explore/<target>/.
