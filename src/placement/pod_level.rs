@@ -167,26 +167,22 @@ pub fn pods_around(facts: &PodFacts<'_>, view: &ClusterView, ledger: &Ledger) ->
         return pods;
     }
     let reads = reads_group(facts);
-    let entries = |group: &Arc<PodGroup>, placed: &mut dyn Iterator<Item = (usize, u32)>| {
-        placed
-            .map(|(node, count)| ExistingPod {
-                namespace: group.namespace.clone(),
-                labels: group.labels.clone(),
-                node,
-                terminating: false,
-                terms: group.terms.clone(),
-                count,
-            })
-            .collect::<Vec<_>>()
+    let pod = |group: &PodGroup, (node, count): (usize, u32)| ExistingPod {
+        namespace: group.namespace.clone(),
+        labels: group.labels.clone(),
+        node,
+        terminating: false,
+        terms: group.terms.clone(),
+        count,
     };
     // Bound first, then pending: the pending pods of a zone spread settle into the domains
     // the scheduler will let them into (see `spread_settle`).
     for_each_bound_group(ledger, &reads, &mut |group, placed| {
-        pods.extend(entries(group, placed));
+        pods.extend(placed.map(|at| pod(group, at)));
     });
     let first_pending = pods.len();
     for_each_pending_group(ledger, &reads, &mut |group, placed| {
-        pods.extend(entries(group, placed));
+        pods.extend(placed.map(|at| pod(group, at)));
     });
     super::spread_settle::settle_pending(
         facts,

@@ -71,17 +71,17 @@ pub(super) fn settle_pending(
     if settled_here.is_empty() {
         return;
     }
-    let mut named: BTreeMap<&str, i64> = BTreeMap::new();
+    // Pods named into each domain and not placed yet by the walk below.
+    let mut still_named: BTreeMap<&str, i64> = BTreeMap::new();
     for p in &settled_here {
         if let Some(d) = domain_of(p) {
-            *named.entry(d.as_str()).or_insert(0) += i64::from(p.count);
+            *still_named.entry(d.as_str()).or_insert(0) += i64::from(p.count);
         }
     }
-    let total: i64 = named.values().sum();
+    let total: i64 = still_named.values().sum();
     let max_skew = i64::from(constraint.max_skew.max(1));
     let min_domains = usize::try_from(constraint.min_domains.unwrap_or(1)).unwrap_or(1);
     let mut wanted: BTreeMap<String, i64> = counts.keys().map(|d| (d.clone(), 0)).collect();
-    let mut still_named = named.clone();
     for _ in 0..total {
         let min = if counts.len() < min_domains {
             0
