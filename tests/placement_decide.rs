@@ -322,6 +322,48 @@ fn requests_of_steered_pods_fill_a_node_before_they_are_bound() {
 }
 
 #[test]
+fn a_node_the_pods_ahead_may_fill_passes_its_odds_to_the_next_tier() {
+    // Room for 3 TaskManagers of 2 cores on the cool node; 4 pods still pending may land there
+    // or on `spare`, evenly: 2 expected, and 3 or 4 (fill) with odds 5/16.
+    let snapshot = LoadSnapshot {
+        taken_at: None,
+        pods: Vec::new(),
+        nodes: vec![
+            sized("cool", 0.05, 16, 10),
+            sized("warm", 0.60, 16, 0),
+            sized("spare", 0.90, 64, 0),
+        ],
+    };
+    let policy = PlacementConfig::default();
+    let view = ClusterView::build(&snapshot, None, &policy);
+    let p = pod(json!({}));
+    let d = demand(&p, &[]);
+    let mut ledger = Ledger::new(Duration::from_secs(60));
+    let alone = run(&d, &view, Some(&ledger), &policy);
+    assert_eq!(alone.landing, vec![("cool".to_string(), 1.0)]);
+    let even = [("cool".to_string(), 0.5), ("spare".to_string(), 0.5)];
+    for k in 0..4 {
+        ledger.charge(
+            &format!("p{k}"),
+            &even,
+            d.load,
+            &d.facts.requests,
+            Instant::now(),
+        );
+    }
+    let decision = run(&d, &view, Some(&ledger), &policy);
+    assert_eq!(names(&decision), vec![vec!["cool"], vec!["warm"]]);
+    let odds: std::collections::BTreeMap<&str, f64> = decision
+        .landing
+        .iter()
+        .map(|(n, p)| (n.as_str(), *p))
+        .collect();
+    // The normal tail at (3 - 0.5 - 2) / 1 standard deviation: 0.31.
+    assert!((odds["warm"] - 0.3085).abs() < 1e-3, "{odds:?}");
+    assert!((odds["cool"] + odds["warm"] - 1.0).abs() < 1e-9, "{odds:?}");
+}
+
+#[test]
 fn a_network_heavy_pod_avoids_busy_nics_a_cpu_only_pod_does_not() {
     let nic = 1.25e9;
     let mut busy_nic = node("busy-nic", 0.10);

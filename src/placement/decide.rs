@@ -22,8 +22,8 @@ use super::rank_index::{RankIndex, RankIndexes};
 use super::replica::{Partition, Replica};
 use super::spread_cover::cover_spread_domains;
 use super::standing::{
-    Candidate, InFlight, PodDemand, Ranking, Standing, cover_in_order, fits_with, load_with,
-    model_node_with, pod_heat, standing, tie_breakers,
+    Candidate, InFlight, PodDemand, Ranking, Standing, cover_in_order, fill_risk, fits_with,
+    load_with, model_node_with, pod_heat, standing, tie_breakers,
 };
 use crate::config::scheduler::SchedulerConfig;
 use crate::config::{NodeMatch, PlacementConfig};
@@ -545,12 +545,7 @@ fn finish(
         })
         .collect();
 
-    let first: Vec<usize> = picked
-        .tiers
-        .first()
-        .map(|t| t.iter().map(|c| c.index).collect())
-        .unwrap_or_default();
-    let landing = predict_landing(pod, view, inflight, scheduler, &first, picked.window);
+    let landing = predict_landing(pod, view, inflight, scheduler, &picked.tiers, picked.window);
     // A node named in a tier is not avoided too (when saturated, every feasible node is hot).
     let named = |i: usize| picked.tiers.iter().flatten().any(|c| c.index == i);
     let avoid = picked
@@ -578,31 +573,48 @@ fn finish(
     }
 }
 
-/// Where the pod lands among the tier-1 nodes `first` (indexes into the view): the scheduler
-/// gives them equal affinity, so the resource scores decide among those in its sample (see
-/// `landing`).
+/// Where the pod lands among the named nodes: the scheduler gives each tier's nodes equal
+/// affinity, so the resource scores decide among a tier's nodes in its sample (see `landing`).
+/// Tier 1 takes the pod unless the runs it misses, or the room the pods ahead of this one may
+/// take there, pass it on: then the later tiers are counted too.
 fn predict_landing(
     pod: &PodDemand<'_>,
     view: &ClusterView,
     inflight: InFlight<'_>,
     scheduler: &SchedulerConfig,
-    first: &[usize],
+    tiers: &[Vec<Candidate>],
     window: Window,
 ) -> Vec<(String, f64)> {
     let positions = order_positions(view);
-    let tier: Vec<Named> = first
-        .iter()
-        .map(|&i| {
-            let node = &view.nodes[i];
-            let model = model_node_with(node, inflight.bound(i, node), inflight.extra(i, node));
-            Named {
-                position: positions[i] as usize,
-                level: 0,
-                score: resource_score(&pod.facts, &model, scheduler),
+    let named_at = |i: usize, level: usize| {
+        let node = &view.nodes[i];
+        let (bound, extra) = (inflight.bound(i, node), inflight.extra(i, node));
+        let model = model_node_with(node, bound, extra);
+        Named {
+            position: positions[i] as usize,
+            level: u8::try_from(level).unwrap_or(u8::MAX),
+            score: resource_score(&pod.facts, &model, scheduler),
+            available: 1.0 - fill_risk(node, bound, extra, &pod.facts),
+        }
+    };
+    let Some(first) = tiers.first() else {
+        return Vec::new();
+    };
+    let mut nodes: Vec<usize> = first.iter().map(|c| c.index).collect();
+    let mut named: Vec<Named> = nodes.iter().map(|&i| named_at(i, 0)).collect();
+    let mut odds = landing_odds(window, &named);
+    let passes_on =
+        named.iter().any(|t| t.available < 1.0) || odds.iter().sum::<f64>() < 1.0 - 1e-9;
+    if passes_on && tiers.len() > 1 {
+        for (level, tier) in tiers.iter().enumerate().skip(1) {
+            for c in tier {
+                nodes.push(c.index);
+                named.push(named_at(c.index, level));
             }
-        })
-        .collect();
-    landing_shares(view, first.iter().copied(), landing_odds(window, &tier))
+        }
+        odds = landing_odds(window, &named);
+    }
+    landing_shares(view, nodes, odds)
 }
 
 /// Whether a label-keyed term can name `node`: its value of the label is its name, so the

@@ -169,7 +169,7 @@ impl Coverage {
 }
 
 /// A preferred node as the scheduler weighs it inside a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Named {
     /// Its position in the scheduler's order.
     pub position: usize,
@@ -178,6 +178,9 @@ pub struct Named {
     pub level: u8,
     /// Its resource score (NodeResourcesFit + BalancedAllocation, weighted).
     pub score: i64,
+    /// The odds it still has room when the scheduler reaches the pod (see
+    /// `standing::fill_risk`): when it has none, the run's next best named node takes the pod.
+    pub available: f64,
 }
 
 impl Named {
@@ -187,21 +190,17 @@ impl Named {
     }
 }
 
-/// Landing odds of each named node: the best key inside the run wins, equal keys share. Odds
-/// sum to the share of runs that hold any of them (1 when the coverage is complete).
+/// Landing odds of each named node: the best key inside the run wins, equal keys share; a node
+/// that may have filled passes the pod, for the odds it has, to the next best inside the run.
+/// Odds sum to the share of runs that hold any of them (1 when the coverage is complete and
+/// some node of every run surely has room).
 pub fn landing_odds(window: Window, tier: &[Named]) -> Vec<f64> {
     let mut odds = vec![0.0; tier.len()];
     if tier.is_empty() || window.n == 0 {
         return odds;
     }
     if window.whole() {
-        let best = tier.iter().map(Named::key).max();
-        let winners = tier.iter().filter(|t| Some(t.key()) == best).count() as f64;
-        for (o, t) in odds.iter_mut().zip(tier) {
-            if Some(t.key()) == best {
-                *o = 1.0 / winners;
-            }
-        }
+        share_run(tier, 0..tier.len(), 1.0, &mut odds);
         return odds;
     }
     let n = window.n;
@@ -242,16 +241,82 @@ pub fn landing_odds(window: Window, tier: &[Named]) -> Vec<f64> {
         while to < from + count && round(to).0 < start + window.len {
             to += 1;
         }
-        let inside = (from..to).map(|k| round(k).1);
-        let Some(best) = inside.clone().map(|j| tier[j].key()).max() else {
-            continue;
-        };
-        let winners = inside.clone().filter(|&j| tier[j].key() == best).count() as f64;
-        for j in inside.filter(|&j| tier[j].key() == best) {
-            odds[j] += starts / winners;
-        }
+        share_run(tier, (from..to).map(|k| round(k).1), starts, &mut odds);
     }
     odds
+}
+
+/// Shares `mass` (the runs holding exactly `inside`) among the nodes `inside`: the best key
+/// takes it, equal keys alike, and what they may pass on for lack of room goes to the next
+/// best key, and so on.
+fn share_run(
+    tier: &[Named],
+    inside: impl Iterator<Item = usize> + Clone,
+    mass: f64,
+    odds: &mut [f64],
+) {
+    let mut rest = mass;
+    let mut below: Option<(std::cmp::Reverse<u8>, i64)> = None;
+    loop {
+        let Some(best) = inside
+            .clone()
+            .map(|j| tier[j].key())
+            .filter(|k| below.is_none_or(|b| *k < b))
+            .max()
+        else {
+            return;
+        };
+        let group = inside.clone().filter(|&j| tier[j].key() == best);
+        if group.clone().all(|j| tier[j].available >= 1.0) {
+            let winners = group.clone().count() as f64;
+            for j in group {
+                odds[j] += rest / winners;
+            }
+            return;
+        }
+        let members: Vec<usize> = group.collect();
+        let open: Vec<f64> = members
+            .iter()
+            .map(|&j| tier[j].available.clamp(0.0, 1.0))
+            .collect();
+        for (&j, share) in members.iter().zip(tie_shares(&open)) {
+            odds[j] += rest * share;
+        }
+        rest *= open.iter().map(|a| 1.0 - a).product::<f64>();
+        if rest <= 0.0 {
+            return;
+        }
+        below = Some(best);
+    }
+}
+
+/// Equally scored nodes, each with room at the odds `open`: the odds each takes the pod, the
+/// scheduler choosing evenly among those with room (`open[k]` times the mean of 1 / (1 + how
+/// many of the others have room)).
+fn tie_shares(open: &[f64]) -> Vec<f64> {
+    (0..open.len())
+        .map(|k| {
+            // How many of the others have room: its distribution, one node at a time.
+            let mut others = vec![1.0];
+            for (m, &a) in open.iter().enumerate() {
+                if m == k {
+                    continue;
+                }
+                let mut next = vec![0.0; others.len() + 1];
+                for (x, &p) in others.iter().enumerate() {
+                    next[x] += p * (1.0 - a);
+                    next[x + 1] += p * a;
+                }
+                others = next;
+            }
+            let mean_share: f64 = others
+                .iter()
+                .enumerate()
+                .map(|(x, p)| p / (1 + x) as f64)
+                .sum();
+            open[k] * mean_share
+        })
+        .collect()
 }
 
 /// The landing as a decision charges it and the annotation carries it: the nodes (positions in
@@ -303,6 +368,7 @@ mod tests {
                 position,
                 level,
                 score,
+                available: 1.0,
             })
             .collect()
     }
@@ -338,22 +404,40 @@ mod tests {
         assert!((odds[1] - 0.01).abs() < 1e-12, "{odds:?}");
     }
 
-    /// The odds by trying every start: the best key inside each run wins, equal keys share.
+    /// The odds by trying every start and every set of nodes with room: the best key inside
+    /// each run among those with room wins, equal keys share.
     fn brute_odds(window: Window, tier: &[Named]) -> Vec<f64> {
         let mut brute = vec![0.0; tier.len()];
-        for start in 0..window.n {
-            let inside: Vec<usize> = (0..tier.len())
-                .filter(|&j| window.holds(start, tier[j].position))
-                .collect();
-            let Some(best) = inside.iter().map(|&j| tier[j].key()).max() else {
+        for with_room in 0..1usize << tier.len() {
+            let chance: f64 = tier
+                .iter()
+                .enumerate()
+                .map(|(j, t)| {
+                    if with_room & (1 << j) != 0 {
+                        t.available
+                    } else {
+                        1.0 - t.available
+                    }
+                })
+                .product();
+            if chance == 0.0 {
                 continue;
-            };
-            let winners: Vec<usize> = inside
-                .into_iter()
-                .filter(|&j| tier[j].key() == best)
-                .collect();
-            for &j in &winners {
-                brute[j] += 1.0 / window.n as f64 / winners.len() as f64;
+            }
+            for start in 0..window.n {
+                let inside: Vec<usize> = (0..tier.len())
+                    .filter(|&j| with_room & (1 << j) != 0)
+                    .filter(|&j| window.holds(start, tier[j].position))
+                    .collect();
+                let Some(best) = inside.iter().map(|&j| tier[j].key()).max() else {
+                    continue;
+                };
+                let winners: Vec<usize> = inside
+                    .into_iter()
+                    .filter(|&j| tier[j].key() == best)
+                    .collect();
+                for &j in &winners {
+                    brute[j] += chance / window.n as f64 / winners.len() as f64;
+                }
             }
         }
         brute
@@ -399,12 +483,14 @@ mod tests {
                 len: 1 + next(n),
             };
             let mut positions: Vec<usize> = (0..n).collect();
-            let count = 1 + next(n.min(12));
+            let count = 1 + next(n.min(10));
             let tier: Vec<Named> = (0..count)
                 .map(|_| Named {
                     position: positions.swap_remove(next(positions.len())),
                     level: next(2) as u8,
                     score: next(4) as i64,
+                    // Most surely have room; some may fill first, one in a while surely.
+                    available: [1.0, 1.0, 0.9, 0.5, 0.25, 0.0][next(6)],
                 })
                 .collect();
             let odds = landing_odds(window, &tier);

@@ -149,6 +149,55 @@ pub(super) fn room_with(
     room
 }
 
+/// Fill risks below this are taken as none: they would only lengthen the landing's arithmetic.
+const NEGLIGIBLE_FILL_RISK: f64 = 1e-3;
+
+/// The odds that the steered pods expected on `node` and not yet bound (`extra`) take the
+/// last of its room for `pod` before the scheduler reaches it: they are ahead of it in the
+/// scheduler's queue, and their count spreads around its expectation as their landings do
+/// (taken as normal, with a half-pod continuity correction). 0 when nothing is pending there
+/// or the node's room is not limited as far as the webhook can tell.
+pub(super) fn fill_risk(
+    node: &NodeView,
+    bound: Option<&NodeRequests>,
+    extra: Option<NodeExtra>,
+    pod: &PodFacts<'_>,
+) -> f64 {
+    let Some(extra) = extra.filter(|x| x.pods > 0.0) else {
+        return 0.0;
+    };
+    let room = room_with(node, bound, None, pod);
+    if room == usize::MAX {
+        return 0.0;
+    }
+    let margin = room as f64 - 0.5 - extra.pods;
+    let spread = extra.pods_variance.max(0.0).sqrt();
+    let risk = if spread < 1e-6 {
+        if margin < 0.0 { 1.0 } else { 0.0 }
+    } else {
+        normal_upper_tail(margin / spread)
+    };
+    if risk < NEGLIGIBLE_FILL_RISK {
+        0.0
+    } else {
+        risk
+    }
+}
+
+/// P(Z > z) for a standard normal Z (Abramowitz and Stegun 26.2.17, within 1e-7).
+fn normal_upper_tail(z: f64) -> f64 {
+    if z < 0.0 {
+        return 1.0 - normal_upper_tail(-z);
+    }
+    let t = 1.0 / (1.0 + 0.231_641_9 * z);
+    let density = (-0.5 * z * z).exp() / (2.0 * std::f64::consts::PI).sqrt();
+    let poly = t
+        * (0.319_381_530
+            + t * (-0.356_563_782
+                + t * (1.781_477_937 + t * (-1.821_255_978 + t * 1.330_274_429))));
+    density * poly
+}
+
 /// The ledger's counts for each node of one view: by position when the ledger is aligned with
 /// the view (see [`Ledger::align`]), else by name. Both give the same numbers.
 #[derive(Clone, Copy)]

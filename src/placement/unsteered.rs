@@ -66,6 +66,7 @@ pub fn unsteered_landing(
             position: positions[i] as usize,
             level: 0,
             score,
+            available: 1.0,
         })
         .collect();
     let odds = landing_odds(Window::new(view.nodes.len(), wanted, feasible), &named);

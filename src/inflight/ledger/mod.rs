@@ -48,6 +48,9 @@ pub struct NodeExtra {
     pub non_zero_milli_cpu: f64,
     pub non_zero_memory: f64,
     pub pods: f64,
+    /// Variance of the count of steered pods not yet bound that land here: how far the pods
+    /// arriving before the next one may stray from `pods`.
+    pub pods_variance: f64,
     /// Variance of the in-flight CPU (cores²) and network (bytes²/s²) that landing
     /// probabilities below 1 leave: where sampling makes the landing uncertain.
     pub cpu_variance: f64,
@@ -70,6 +73,7 @@ impl NodeExtra {
             self.non_zero_milli_cpu += r.non_zero_milli_cpu as f64 * share;
             self.non_zero_memory += r.non_zero_memory as f64 * share;
             self.pods += share;
+            self.pods_variance += spread;
         }
     }
 
