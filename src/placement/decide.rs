@@ -391,6 +391,8 @@ struct Picked {
     feasible: usize,
     sample_fraction: f64,
     window: Window,
+    /// The runs tier 1 covers, as picked (spread domains may add to it).
+    first_coverage: Coverage,
     /// Each configured tier's candidates, in naming order: the first named, then those that
     /// complete the coverage of the scheduler's runs.
     tiers: Vec<Vec<Candidate>>,
@@ -463,6 +465,7 @@ fn pick(
     let positions = order_positions(view);
     let mut remaining = named;
     let mut tiers: Vec<Vec<Candidate>> = Vec::with_capacity(policy.tiers.len());
+    let mut first_coverage = Coverage::new(window);
     for (k, tier) in policy.tiers.iter().enumerate() {
         let size = if k == 0 {
             configured_first
@@ -505,11 +508,15 @@ fn pick(
         }
         tiers.push(chosen);
         remaining = left;
+        if k == 0 {
+            first_coverage = coverage;
+        }
     }
     Picked {
         feasible,
         sample_fraction,
         window,
+        first_coverage,
         tiers,
         saturated,
         hot,
@@ -545,7 +552,15 @@ fn finish(
         })
         .collect();
 
-    let landing = predict_landing(pod, view, inflight, scheduler, &picked.tiers, picked.window);
+    let landing = predict_landing(
+        pod,
+        view,
+        inflight,
+        scheduler,
+        &picked.tiers,
+        picked.window,
+        picked.first_coverage.clone(),
+    );
     // A node named in a tier is not avoided too (when saturated, every feasible node is hot).
     let named = |i: usize| picked.tiers.iter().flatten().any(|c| c.index == i);
     let avoid = picked
@@ -575,8 +590,9 @@ fn finish(
 
 /// Where the pod lands among the named nodes: the scheduler gives each tier's nodes equal
 /// affinity, so the resource scores decide among a tier's nodes in its sample (see `landing`).
-/// Tier 1 takes the pod unless the runs it misses, or the room the pods ahead of this one may
-/// take there, pass it on: then the later tiers are counted too.
+/// Tier 1 takes the pod unless the room the pods ahead of this one may take there, or a run it
+/// does not cover (`coverage`, tier 1's), passes it on: then the later tiers' nodes that can
+/// take it are counted too.
 fn predict_landing(
     pod: &PodDemand<'_>,
     view: &ClusterView,
@@ -584,6 +600,7 @@ fn predict_landing(
     scheduler: &SchedulerConfig,
     tiers: &[Vec<Candidate>],
     window: Window,
+    mut coverage: Coverage,
 ) -> Vec<(String, f64)> {
     let positions = order_positions(view);
     let named_at = |i: usize, level: usize| {
@@ -597,24 +614,29 @@ fn predict_landing(
             available: 1.0 - fill_risk(node, bound, extra, &pod.facts),
         }
     };
-    let Some(first) = tiers.first() else {
+    let Some(first) = tiers.first().filter(|t| !t.is_empty()) else {
         return Vec::new();
     };
     let mut nodes: Vec<usize> = first.iter().map(|c| c.index).collect();
     let mut named: Vec<Named> = nodes.iter().map(|&i| named_at(i, 0)).collect();
-    let mut odds = landing_odds(window, &named);
-    let passes_on =
-        named.iter().any(|t| t.available < 1.0) || odds.iter().sum::<f64>() < 1.0 - 1e-9;
-    if passes_on && tiers.len() > 1 {
-        for (level, tier) in tiers.iter().enumerate().skip(1) {
+    for t in &named {
+        coverage.add(t.position);
+    }
+    let may_fill = named.iter().any(|t| t.available < 1.0);
+    if may_fill || !coverage.complete() {
+        // With every tier-1 node sure to have room, a later node only takes the runs that
+        // hold no tier-1 node.
+        let later = tiers.iter().enumerate().skip(1);
+        for (level, tier) in later {
             for c in tier {
-                nodes.push(c.index);
-                named.push(named_at(c.index, level));
+                if may_fill || coverage.adds(positions[c.index] as usize) {
+                    nodes.push(c.index);
+                    named.push(named_at(c.index, level));
+                }
             }
         }
-        odds = landing_odds(window, &named);
     }
-    landing_shares(view, nodes, odds)
+    landing_shares(view, nodes.iter().copied(), landing_odds(window, &named))
 }
 
 /// Whether a label-keyed term can name `node`: its value of the label is its name, so the
