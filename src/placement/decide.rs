@@ -559,7 +559,7 @@ fn finish(
         scheduler,
         &picked.tiers,
         picked.window,
-        picked.first_coverage.clone(),
+        picked.first_coverage,
     );
     // A node named in a tier is not avoided too (when saturated, every feasible node is hot).
     let named = |i: usize| picked.tiers.iter().flatten().any(|c| c.index == i);
@@ -636,7 +636,8 @@ fn predict_landing(
             }
         }
     }
-    landing_shares(view, nodes.iter().copied(), landing_odds(window, &named))
+    let odds = landing_odds(window, &named);
+    landing_shares(view, nodes, odds)
 }
 
 /// Whether a label-keyed term can name `node`: its value of the label is its name, so the
