@@ -582,6 +582,63 @@ fn nodes_a_score_leaves_out_still_count_towards_the_sample() {
     );
 }
 
+/// The nodes preferred anti-affinity favours (those without the job) are all hot: the tiers
+/// name the cool nodes it puts behind, and the favoured hot ones are avoided, instead of
+/// naming the hot ones or nothing.
+#[test]
+fn when_the_nodes_the_scores_favour_are_hot_the_cool_ones_are_named_and_those_avoided() {
+    let nodes: Vec<NodeLoad> = [
+        ("n0", 0.20),
+        ("n1", 0.25),
+        ("n2", 0.30),
+        ("n3", 0.35),
+        ("n4", 0.90),
+        ("n5", 0.92),
+    ]
+    .iter()
+    .map(|(name, cpu)| {
+        let mut n = NodeLoad::new(*name, *cpu);
+        Arc::make_mut(&mut n.labels).insert("kubernetes.io/hostname".into(), name.to_string());
+        n.cpu_capacity_cores = Some(16.0);
+        n
+    })
+    .collect();
+    let view = view_of(nodes);
+    let mut ledger = aligned_ledger(&view);
+    for node in ["n0", "n1", "n2", "n3"] {
+        watch(
+            &mut ledger,
+            &bound(
+                &format!("w-{node}"),
+                json!({"app": "wordcount"}),
+                node,
+                json!({}),
+            ),
+        );
+    }
+    let tm = taskmanager(
+        "wordcount",
+        json!({"affinity": {"podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100,
+                "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "wordcount"}},
+                                    "topologyKey": "kubernetes.io/hostname"}}]}}}),
+    );
+    let decision = run(&tm, &view, &ledger);
+    assert!(!decision.saturated, "cool nodes exist: {decision:?}");
+    assert_eq!(first_tier(&decision), ["n0"], "the coolest, sibling or not");
+    let named = named(&decision);
+    assert!(
+        !named.iter().any(|n| n == "n4" || n == "n5"),
+        "the hot nodes are not named: {named:?}"
+    );
+    let avoided: Vec<&str> = decision.avoid.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(
+        avoided,
+        ["n5", "n4"],
+        "the favoured hot nodes, hottest first"
+    );
+}
+
 /// `placement.per_job`: a node holding `max_per_node` of the job's pods, or a zone that would
 /// hold more than `max_per_zone` of them, is not named while another node is; other jobs'
 /// pods do not count; the index and the walk agree.

@@ -249,7 +249,17 @@ pub fn decide(
         Some(walk) if !walk.candidates.is_empty() => walk,
         _ => walk_over(&eligible),
     };
+    let mut favoured = None;
+    if walk.candidates.is_empty() && eligible.len() < passing.len() {
+        let wide = walk_over(&passing);
+        if !wide.candidates.is_empty() {
+            favoured = Some(std::mem::replace(&mut walk, wide));
+        }
+    }
     let mut picked = pick(&mut walk, pod, view, inflight, policy, scheduler);
+    if let Some(favoured) = favoured.as_mut() {
+        picked.hot = avoid_favoured(favoured, policy);
+    }
     let domains = super::pod_level::spread_domains(&pod.facts, view);
     if !domains.is_empty() && !picked.saturated {
         // Every spread domain, those this replica sees closed included: by the time the
@@ -272,6 +282,19 @@ pub fn decide(
         );
     }
     finish(picked, pod, view, inflight, policy, scheduler)
+}
+
+/// The avoid list when the nodes the pod-level scores favour (`favoured`) hold no cool node
+/// and the tiers name cool ones those scores put behind: the favoured hot nodes are what the
+/// scheduler would take instead, so they are the ones avoided. At the default weights a
+/// first-tier node's NodeAffinity points over an avoided node match InterPodAffinity's whole
+/// range: against preferred anti-affinity alone, a cool node named there ties a favoured
+/// node at worst, and naming it does no worse than naming the hot ones or nothing.
+fn avoid_favoured(favoured: &mut dyn Ranking, policy: &PlacementConfig) -> Vec<(f64, usize)> {
+    if policy.avoid_hot.weight == 0 || policy.avoid_hot.max_nodes == 0 {
+        return Vec::new();
+    }
+    favoured.hottest(policy.avoid_hot.max_nodes)
 }
 
 /// How many feasible nodes the scheduler looks for per pod in `view` (its nodes without
@@ -377,7 +400,18 @@ pub fn decide_indexed(
                     }
                     _ => index.ranking(restricted.as_deref()),
                 };
-                pick(&mut ranking, pod, view, inflight, policy, scheduler)
+                let mut favoured = None;
+                if restricted.is_some() && ranking.best().is_none() {
+                    let wide = index.ranking(None);
+                    if wide.best().is_some() {
+                        favoured = Some(std::mem::replace(&mut ranking, wide));
+                    }
+                }
+                let mut picked = pick(&mut ranking, pod, view, inflight, policy, scheduler);
+                if let Some(favoured) = favoured.as_mut() {
+                    picked.hot = avoid_favoured(favoured, policy);
+                }
+                picked
             };
             finish(picked, pod, view, inflight, policy, scheduler)
         }
