@@ -157,6 +157,25 @@ fn eligibility(p: &Pod, view: &ClusterView, ledger: &Ledger, node: &str) -> Opti
     .and_then(|a| a.eligibility.err())
 }
 
+/// A TaskManager of `wordcount` that prefers (weight 100) not to share a node with the job.
+fn wordcount_apart() -> Pod {
+    taskmanager(
+        "wordcount",
+        json!({"affinity": {"podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100,
+                "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "wordcount"}},
+                                    "topologyKey": "kubernetes.io/hostname"}}]}}}),
+    )
+}
+
+/// One of `wordcount`'s pods, bound to `node`, as the watch reports it.
+fn watch_wordcount(ledger: &mut Ledger, name: &str, node: &str) {
+    watch(
+        ledger,
+        &bound(name, json!({"app": "wordcount"}), node, json!({})),
+    );
+}
+
 fn zone_spread(job: &str) -> Value {
     json!({"topologySpreadConstraints": [{
         "maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
@@ -541,23 +560,9 @@ fn nodes_a_score_leaves_out_still_count_towards_the_sample() {
     // One of the job's TaskManagers on every node but every tenth.
     for i in (0..400).filter(|i| i % 10 != 0) {
         let name = format!("w{i}");
-        watch(
-            &mut ledger,
-            &bound(
-                &name,
-                json!({"app": "wordcount"}),
-                &format!("n{i:03}"),
-                json!({}),
-            ),
-        );
+        watch_wordcount(&mut ledger, &name, &format!("n{i:03}"));
     }
-    let tm = taskmanager(
-        "wordcount",
-        json!({"affinity": {"podAntiAffinity": {
-            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100,
-                "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "wordcount"}},
-                                    "topologyKey": "kubernetes.io/hostname"}}]}}}),
-    );
+    let tm = wordcount_apart();
     let decision = run(&tm, &view, &ledger);
     assert_eq!(decision.feasible, 400, "every node is feasible");
     assert!(
@@ -606,23 +611,9 @@ fn when_the_nodes_the_scores_favour_are_hot_the_cool_ones_are_named_and_those_av
     let view = view_of(nodes);
     let mut ledger = aligned_ledger(&view);
     for node in ["n0", "n1", "n2", "n3"] {
-        watch(
-            &mut ledger,
-            &bound(
-                &format!("w-{node}"),
-                json!({"app": "wordcount"}),
-                node,
-                json!({}),
-            ),
-        );
+        watch_wordcount(&mut ledger, &format!("w-{node}"), node);
     }
-    let tm = taskmanager(
-        "wordcount",
-        json!({"affinity": {"podAntiAffinity": {
-            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100,
-                "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "wordcount"}},
-                                    "topologyKey": "kubernetes.io/hostname"}}]}}}),
-    );
+    let tm = wordcount_apart();
     let decision = run(&tm, &view, &ledger);
     assert!(!decision.saturated, "cool nodes exist: {decision:?}");
     assert_eq!(first_tier(&decision), ["n0"], "the coolest, sibling or not");
