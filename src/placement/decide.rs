@@ -146,6 +146,10 @@ impl Ranking for Walk<'_> {
         self.candidates.iter().min_by(|a, b| a.order(b)).copied()
     }
 
+    fn any_cool(&self) -> bool {
+        !self.candidates.is_empty()
+    }
+
     fn named(&mut self, used: usize, is_tied: &dyn Fn(&Candidate) -> bool) -> Vec<Candidate> {
         first_named(self.candidates.clone(), used, is_tied)
     }
@@ -245,21 +249,12 @@ pub fn decide(
     let bounded = ledger.and_then(|ledger| {
         super::per_job::within_bounds(&eligible, &pod.facts, view, ledger, &policy.per_job)
     });
-    let mut walk = match bounded.map(|b| walk_over(&b)) {
+    let walk = match bounded.map(|b| walk_over(&b)) {
         Some(walk) if !walk.candidates.is_empty() => walk,
         _ => walk_over(&eligible),
     };
-    let mut favoured = None;
-    if walk.candidates.is_empty() && eligible.len() < passing.len() {
-        let wide = walk_over(&passing);
-        if !wide.candidates.is_empty() {
-            favoured = Some(std::mem::replace(&mut walk, wide));
-        }
-    }
-    let mut picked = pick(&mut walk, pod, view, inflight, policy, scheduler);
-    if let Some(favoured) = favoured.as_mut() {
-        picked.hot = avoid_favoured(favoured, policy);
-    }
+    let wide = (eligible.len() < passing.len()).then_some(|| walk_over(&passing));
+    let mut picked = pick_cool_first(walk, wide, pod, view, inflight, policy, scheduler);
     let domains = super::pod_level::spread_domains(&pod.facts, view);
     if !domains.is_empty() && !picked.saturated {
         // Every spread domain, those this replica sees closed included: by the time the
@@ -284,17 +279,35 @@ pub fn decide(
     finish(picked, pod, view, inflight, policy, scheduler)
 }
 
-/// The avoid list when the nodes the pod-level scores favour (`favoured`) hold no cool node
-/// and the tiers name cool ones those scores put behind: the favoured hot nodes are what the
-/// scheduler would take instead, so they are the ones avoided. At the default weights a
-/// first-tier node's NodeAffinity points over an avoided node match InterPodAffinity's whole
-/// range: against preferred anti-affinity alone, a cool node named there ties a favoured
-/// node at worst, and naming it does no worse than naming the hot ones or nothing.
-fn avoid_favoured(favoured: &mut dyn Ranking, policy: &PlacementConfig) -> Vec<(f64, usize)> {
-    if policy.avoid_hot.weight == 0 || policy.avoid_hot.max_nodes == 0 {
-        return Vec::new();
+/// Picks from `favoured`, the nodes the pod-level scores keep; when it holds no cool node and
+/// `wide` (every node that passes the filters, when the scores left some out) does, picks
+/// from `wide` instead and avoids the favoured hot nodes, hottest first: they are what the
+/// scheduler would take instead. At the default weights a first-tier node's NodeAffinity
+/// points over an avoided node match InterPodAffinity's whole range: against preferred
+/// anti-affinity alone, a cool node named there ties a favoured node at worst, and naming it
+/// does no worse than naming the hot ones or nothing.
+fn pick_cool_first<R: Ranking>(
+    mut favoured: R,
+    wide: Option<impl FnOnce() -> R>,
+    pod: &PodDemand<'_>,
+    view: &ClusterView,
+    inflight: InFlight<'_>,
+    policy: &PlacementConfig,
+    scheduler: &SchedulerConfig,
+) -> Picked {
+    if !favoured.any_cool()
+        && let Some(mut wide) = wide.map(|wide| wide())
+        && wide.any_cool()
+    {
+        let mut picked = pick(&mut wide, pod, view, inflight, policy, scheduler);
+        picked.hot = if policy.avoid_hot.weight == 0 || policy.avoid_hot.max_nodes == 0 {
+            Vec::new()
+        } else {
+            favoured.hottest(policy.avoid_hot.max_nodes)
+        };
+        return picked;
     }
-    favoured.hottest(policy.avoid_hot.max_nodes)
+    pick(&mut favoured, pod, view, inflight, policy, scheduler)
 }
 
 /// How many feasible nodes the scheduler looks for per pod in `view` (its nodes without
@@ -394,24 +407,14 @@ pub fn decide_indexed(
                 let mut index = RankIndexes::lock(&slot);
                 let index = RankIndex::up_to_date(&mut index, view, ledger, pod, policy, &replica);
                 // The job's own bounds hold while some cool node is within them.
-                let mut ranking = match bounded.as_deref() {
+                let ranking = match bounded.as_deref() {
                     Some(bounded) if index.ranking(Some(bounded)).best().is_some() => {
                         index.ranking(Some(bounded))
                     }
                     _ => index.ranking(restricted.as_deref()),
                 };
-                let mut favoured = None;
-                if restricted.is_some() && ranking.best().is_none() {
-                    let wide = index.ranking(None);
-                    if wide.best().is_some() {
-                        favoured = Some(std::mem::replace(&mut ranking, wide));
-                    }
-                }
-                let mut picked = pick(&mut ranking, pod, view, inflight, policy, scheduler);
-                if let Some(favoured) = favoured.as_mut() {
-                    picked.hot = avoid_favoured(favoured, policy);
-                }
-                picked
+                let wide = restricted.is_some().then_some(|| index.ranking(None));
+                pick_cool_first(ranking, wide, pod, view, inflight, policy, scheduler)
             };
             finish(picked, pod, view, inflight, policy, scheduler)
         }

@@ -562,6 +562,10 @@ pub(super) trait Ranking {
     fn feasible(&self) -> usize;
     /// The coolest candidate.
     fn best(&self) -> Option<Candidate>;
+    /// Some candidate is cool (what `best` answers, where finding the best costs more).
+    fn any_cool(&self) -> bool {
+        self.best().is_some()
+    }
     /// The first `used` candidates as named: those `is_tied` (a prefix of the order) first,
     /// in tie order, then the rest in order.
     fn named(&mut self, used: usize, is_tied: &dyn Fn(&Candidate) -> bool) -> Vec<Candidate>;
