@@ -428,7 +428,7 @@ struct Picked {
     feasible: usize,
     sample_fraction: f64,
     window: Window,
-    /// The runs tier 1 covers, as picked (spread domains may add to it).
+    /// The runs tier 1 covers, as picked (spread domains add to the last tier, never to tier 1).
     first_coverage: Coverage,
     /// Each configured tier's candidates, in naming order: the first named, then those that
     /// complete the coverage of the scheduler's runs.
