@@ -299,15 +299,17 @@ fn pick_cool_first<R: Ranking>(
         && let Some(mut wide) = wide.map(|wide| wide())
         && wide.any_cool()
     {
-        let mut picked = pick(&mut wide, pod, view, inflight, policy, scheduler);
-        picked.hot = if policy.avoid_hot.weight == 0 || policy.avoid_hot.max_nodes == 0 {
-            Vec::new()
-        } else {
-            favoured.hottest(policy.avoid_hot.max_nodes)
-        };
-        return picked;
+        return pick(
+            &mut wide,
+            Some(&mut favoured),
+            pod,
+            view,
+            inflight,
+            policy,
+            scheduler,
+        );
     }
-    pick(&mut favoured, pod, view, inflight, policy, scheduler)
+    pick(&mut favoured, None, pod, view, inflight, policy, scheduler)
 }
 
 /// How many feasible nodes the scheduler looks for per pod in `view` (its nodes without
@@ -440,8 +442,11 @@ struct Picked {
     tie_limit: Option<f64>,
 }
 
+/// Picks the tiers from `ranking`; the hot nodes to avoid from `avoided` when given (the
+/// favoured nodes the scheduler would take instead), else from `ranking` too.
 fn pick(
     ranking: &mut dyn Ranking,
+    avoided: Option<&mut dyn Ranking>,
     pod: &PodDemand<'_>,
     view: &ClusterView,
     inflight: InFlight<'_>,
@@ -494,7 +499,11 @@ fn pick(
     let hot = if policy.avoid_hot.weight == 0 || policy.avoid_hot.max_nodes == 0 {
         Vec::new()
     } else {
-        ranking.hottest(policy.avoid_hot.max_nodes + if saturated { used } else { 0 })
+        let max = policy.avoid_hot.max_nodes + if saturated { used } else { 0 };
+        match avoided {
+            Some(avoided) => avoided.hottest(max),
+            None => ranking.hottest(max),
+        }
     };
 
     // Each tier: its configured count, then any candidate that some run would otherwise miss
