@@ -46,10 +46,12 @@ impl Rng {
     /// The scenario's generator; `CLOSED_LOOP_SEED=k` shifts every scenario's seed by `k` to
     /// try other clusters of the same kind outside the gate (unset: the gate's clusters).
     fn seeded(seed: u64) -> Self {
-        let shift = std::env::var("CLOSED_LOOP_SEED")
-            .ok()
-            .and_then(|s| s.parse::<u64>().ok())
-            .unwrap_or(0);
+        // A value that does not parse stops the run: it would otherwise rerun the gate's
+        // clusters under the name of others.
+        let shift = std::env::var("CLOSED_LOOP_SEED").map_or(0, |s| {
+            s.parse::<u64>()
+                .unwrap_or_else(|_| panic!("CLOSED_LOOP_SEED must be a whole number, not {s:?}"))
+        });
         Rng(seed.wrapping_add(shift.wrapping_mul(1000)))
     }
 
