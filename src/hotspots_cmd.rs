@@ -1,4 +1,4 @@
-//! `placement-webhook hotspots`: the [`hotspots`](crate::hotspots) report for the configured
+//! `placement-webhook hotspots`: the [`hotspots`] report for the configured
 //! source, from the same view the decisions use.
 
 use crate::config::Config;

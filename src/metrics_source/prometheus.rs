@@ -1,7 +1,7 @@
 //! Live node load from Prometheus, refreshed in the background.
 //!
 //! One refresh sends the same handful of vectorized instant queries whatever the number of
-//! nodes or pods, builds a whole [`LoadSnapshot`](crate::snapshot::LoadSnapshot) and swaps it
+//! nodes or pods, builds a whole [`LoadSnapshot`] and swaps it
 //! into the view. The request path never waits on Prometheus: a failed refresh keeps the last
 //! good snapshot, which ages until `max_staleness` makes admission fail open.
 

@@ -17,6 +17,7 @@ mod spread_cover;
 mod spread_settle;
 pub mod standing;
 pub mod unsteered;
+mod walk;
 
 pub use assess::{After, NodeAssessment, assess_all};
 pub use constraints::{Ineligible, PodConstraints};

@@ -3,7 +3,7 @@
 //! that count pods count on their nodes.
 
 use super::replica::{Partition, Replica};
-use super::standing::{InFlight, PodDemand, mirrored_level};
+use super::standing::{InFlight, PodDemand, load_with, pod_heat, room_with};
 use crate::config::PlacementConfig;
 use crate::view::ClusterView;
 
@@ -50,4 +50,111 @@ pub(super) fn partition_for(
             .collect();
     }
     Some(partition)
+}
+
+/// A node the mirror may fill: its position, its rank with no pod, what one pod adds, and
+/// how many pods its requests leave room for.
+struct FillNode {
+    index: usize,
+    empty: f64,
+    step: f64,
+    room: usize,
+}
+
+impl FillNode {
+    /// Pods the node takes under `level`.
+    fn takes(&self, level: f64) -> usize {
+        (((level - self.empty) / self.step).floor().max(0.0) as usize).min(self.room)
+    }
+}
+
+/// The other replicas' eligible nodes (`owned` 0) where `pod`'s requests fit.
+fn foreign_fill_nodes(
+    view: &ClusterView,
+    eligible: &[u32],
+    inflight: InFlight<'_>,
+    pod: &PodDemand<'_>,
+    policy: &PlacementConfig,
+    owned: &[u32],
+) -> Vec<FillNode> {
+    let mut nodes = Vec::new();
+    for index in eligible.iter().map(|&i| i as usize) {
+        if owned.get(index) != Some(&0) {
+            continue;
+        }
+        let node = &view.nodes[index];
+        let extra = inflight.extra(index, node);
+        let room = room_with(node, inflight.bound(index, node), extra, &pod.facts);
+        if room == 0 {
+            continue;
+        }
+        let load = load_with(node, extra, policy.uncertainty);
+        // In levels a pod leaves behind (bottleneck, not the halfway rank).
+        let before = pod_heat(node, &load, pod, policy, 0.0);
+        let empty = before.rank;
+        let step = pod_heat(node, &load, pod, policy, 1.0).bottleneck - before.bottleneck;
+        if step.is_finite() && empty.is_finite() && step > 0.0 {
+            nodes.push(FillNode {
+                index,
+                empty,
+                step,
+                room,
+            });
+        }
+    }
+    nodes
+}
+
+/// The rank `pods` pods like `pod`, water-filled over the other replicas' eligible nodes
+/// (`owned` 0) where its requests fit, fill them to: the lowest level under which that many
+/// fit, each node taking pods at the rank one adds there, as many as its requests leave room
+/// for. Minus infinity when none fits, infinity when they do not all fit. With the level, the
+/// pods each of those nodes is taken to have received: (position, pods).
+fn mirrored_level(
+    view: &ClusterView,
+    eligible: &[u32],
+    inflight: InFlight<'_>,
+    pod: &PodDemand<'_>,
+    policy: &PlacementConfig,
+    owned: &[u32],
+    pods: usize,
+) -> (f64, Vec<(usize, u32)>) {
+    if pods == 0 {
+        return (f64::NEG_INFINITY, Vec::new());
+    }
+    let nodes = foreign_fill_nodes(view, eligible, inflight, pod, policy, owned);
+    let Some(lowest) = nodes.iter().map(|n| n.empty).min_by(f64::total_cmp) else {
+        return (f64::NEG_INFINITY, Vec::new());
+    };
+    let fill = |level: f64| -> usize {
+        nodes
+            .iter()
+            .map(|n| n.takes(level))
+            .fold(0usize, usize::saturating_add)
+    };
+    let level = if fill(f64::MAX) < pods {
+        // More pods than fit: the owners' nodes are as full as they get.
+        f64::INFINITY
+    } else {
+        let widest = nodes.iter().map(|n| n.step).fold(0.0, f64::max);
+        let highest = nodes.iter().map(|n| n.empty).fold(lowest, f64::max);
+        let (mut low, mut high) = (lowest, highest + (pods as f64 + 1.0) * widest);
+        for _ in 0..48 {
+            let middle = (low + high) / 2.0;
+            if fill(middle) >= pods {
+                high = middle;
+            } else {
+                low = middle;
+            }
+        }
+        high
+    };
+    let placed = nodes
+        .iter()
+        .filter_map(|n| {
+            let pods = u32::try_from(n.takes(level)).unwrap_or(u32::MAX);
+            (pods > 0).then_some((n.index, pods))
+        })
+        .collect();
+    (level, placed)
 }

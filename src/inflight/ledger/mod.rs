@@ -146,7 +146,7 @@ struct Entry {
 }
 
 /// The decisions the pod watch reported lately, this replica's and the others', each count
-/// decaying by [`HeardMix::KEEP`] per report: how the apiserver splits the reviews now.
+/// decaying by `HeardMix::KEEP` per report: how the apiserver splits the reviews now.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct HeardMix {
     pub own: f64,
