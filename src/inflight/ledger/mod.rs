@@ -24,10 +24,12 @@ use crate::scheduler::PodRequests;
 use std::sync::Arc;
 
 mod aligned;
+mod heard;
 mod pending_tally;
 
 use aligned::Alignment;
 pub use aligned::{ChangeMark, GroupMark};
+pub use heard::HeardMix;
 use pending_tally::PendingTally;
 
 /// Estimated load one pod adds to a node.
@@ -143,30 +145,6 @@ struct Entry {
     unheard: bool,
     /// Its labels and terms, for the plugins that count other pods while it is pending.
     group: Option<Arc<PodGroup>>,
-}
-
-/// The decisions the pod watch reported lately, this replica's and the others', each count
-/// decaying by `HeardMix::KEEP` per report: how the apiserver splits the reviews now.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct HeardMix {
-    pub own: f64,
-    pub others: f64,
-}
-
-impl HeardMix {
-    /// Per report: about the last 50 reports count.
-    const KEEP: f64 = 0.98;
-
-    fn add(&mut self, own: bool) {
-        self.own = self.own * Self::KEEP + f64::from(u8::from(own));
-        self.others = self.others * Self::KEEP + f64::from(u8::from(!own));
-    }
-
-    /// Decisions the other replicas (`others` of them) make per decision of this one: an even
-    /// split until reports say otherwise (one report of each kind as the prior).
-    pub fn others_per_own(&self, others: usize) -> f64 {
-        (self.others + others as f64) / (self.own + 1.0)
-    }
 }
 
 #[derive(Debug, Clone)]
