@@ -303,3 +303,63 @@ proptest! {
         prop_assert!(!indexes.is_empty(), "no shape was indexed");
     }
 }
+
+/// A job's pods on a long stretch of the scheduler's order (names in order, zones round robin,
+/// so the names' order): the pod kept apart from them is named only from the other nodes, no
+/// tier covers the runs inside the stretch, and each tier's scan for uncovered runs reads every
+/// node the score keeps (the index reads its set once and replays it for the next tier).
+#[test]
+fn the_index_decides_as_the_walk_does_when_no_tier_covers_every_run() {
+    let nodes: Vec<GenNode> = (0..300)
+        .map(|i| GenNode {
+            cpu: 0.1 + f64::from(i % 11) * 0.04,
+            cores: 16,
+            requested: 0.2,
+            network: 0.1,
+            other_pool: false,
+            cordoned: false,
+        })
+        .collect();
+    let policy = PlacementConfig::default();
+    let scheduler = SchedulerConfig::default();
+    let snapshot = snapshot(&nodes);
+    let view = ClusterView::build(&snapshot, None, &policy);
+    let (template, load) = pod(3);
+    let d = demand(&template, load);
+    let indexes = RankIndexes::default();
+    let mut ledger = Ledger::new(TTL);
+    ledger.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
+    for n in 0..200 {
+        watch_job(
+            &mut ledger,
+            &template,
+            &format!("stretch-{n}"),
+            Some(&name(n)),
+        );
+    }
+    for step in 0..6 {
+        let walked = decide(&d, &view, Some(&ledger), &policy, &scheduler, 3);
+        let indexed = decide_indexed(&d, &view, Some(&ledger), &policy, &scheduler, 3, &indexes);
+        assert_eq!(indexed, walked, "step {step}");
+        // Named only off the stretch, in more than one tier.
+        let named: Vec<&str> = walked
+            .tiers
+            .iter()
+            .flat_map(|t| t.nodes.iter().map(|n| n.name.as_str()))
+            .collect();
+        assert!(walked.tiers.len() >= 2, "step {step}: {:?}", walked.tiers);
+        assert!(
+            named.iter().all(|n| n >= &name(200).as_str()),
+            "step {step}: {named:?}"
+        );
+        ledger.charge(
+            &format!("pod-{step}"),
+            &walked.landing,
+            d.load,
+            &d.facts.requests,
+            Instant::now(),
+        );
+        ledger.set_group(&format!("pod-{step}"), PodGroup::of_facts(&d.facts));
+    }
+    assert!(!indexes.is_empty(), "the shape was not indexed");
+}

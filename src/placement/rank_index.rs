@@ -9,6 +9,7 @@
 
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
+use std::ops::Bound::{Excluded, Unbounded};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::hashing::HashMap;
@@ -376,6 +377,8 @@ impl RankIndex {
             index: self,
             allowed,
             few,
+            cool_read: Vec::new(),
+            cool_all_read: false,
         }
     }
 
@@ -426,12 +429,17 @@ pub struct Restricted<'a> {
     index: &'a RankIndex,
     allowed: Option<&'a [bool]>,
     few: Option<Few>,
+    /// The cool nodes read through so far, in order. A decision scans them once per tier for
+    /// the runs its tier leaves out, often to the end when the nodes read through leave
+    /// stretches of the order empty: the set's walk past every node left out is done once.
+    cool_read: Vec<&'a ByOrder>,
+    /// `cool_read` holds every cool node read through.
+    cool_all_read: bool,
 }
 
 impl Restricted<'_> {
     fn keeps(&self, position: usize) -> bool {
-        self.allowed
-            .is_none_or(|allowed| allowed.get(position).copied().unwrap_or(false))
+        keeps(self.allowed, position)
     }
 
     fn in_order<'s>(&'s self, set: &'s BTreeSet<ByOrder>) -> impl Iterator<Item = Candidate> + 's {
@@ -446,6 +454,44 @@ impl Restricted<'_> {
         }
     }
 
+    /// [`cover_in_order`] over the cool nodes read through: those read by an earlier scan
+    /// first, then the set from the last of them on, each remembered as it is read.
+    fn cover_cool(
+        &mut self,
+        coverage: &mut Coverage,
+        positions: &[u32],
+        taken: &dyn Fn(usize) -> bool,
+    ) -> Vec<Candidate> {
+        let mut added = cover_in_order(
+            self.cool_read.iter().map(|c| c.0),
+            coverage,
+            positions,
+            taken,
+        );
+        if self.cool_all_read || coverage.complete() {
+            return added;
+        }
+        let (index, allowed) = (self.index, self.allowed);
+        let rest = match self.cool_read.last() {
+            Some(&last) => index.cool.range((Excluded(last), Unbounded)),
+            None => index.cool.range::<ByOrder, _>(..),
+        };
+        for read in rest.filter(|c| keeps(allowed, c.0.index)) {
+            self.cool_read.push(read);
+            if coverage.complete() {
+                return added;
+            }
+            let c = read.0;
+            let position = positions[c.index] as usize;
+            if coverage.adds(position) && !taken(c.index) {
+                coverage.add(position);
+                added.push(c);
+            }
+        }
+        self.cool_all_read = true;
+        added
+    }
+
     /// The hot nodes read through, least bad for the pod first.
     fn hot_in_order(&self) -> Box<dyn Iterator<Item = Candidate> + '_> {
         match &self.few {
@@ -453,6 +499,11 @@ impl Restricted<'_> {
             None => Box::new(self.in_order(&self.index.hot_order)),
         }
     }
+}
+
+/// `allowed` (none: every node) keeps the node at `position`.
+fn keeps(allowed: Option<&[bool]>, position: usize) -> bool {
+    allowed.is_none_or(|allowed| allowed.get(position).copied().unwrap_or(false))
 }
 
 impl Ranking for Restricted<'_> {
@@ -520,6 +571,9 @@ impl Ranking for Restricted<'_> {
         positions: &[u32],
         taken: &dyn Fn(usize) -> bool,
     ) -> Vec<Candidate> {
+        if !hot && self.few.is_none() {
+            return self.cover_cool(coverage, positions, taken);
+        }
         let in_order = if hot {
             self.hot_in_order()
         } else {
