@@ -476,19 +476,14 @@ impl Restricted<'_> {
             Some(&last) => index.cool.range((Excluded(last), Unbounded)),
             None => index.cool.range::<ByOrder, _>(..),
         };
-        for read in rest.filter(|c| keeps(allowed, c.0.index)) {
-            self.cool_read.push(read);
-            if coverage.complete() {
-                return added;
-            }
-            let c = read.0;
-            let position = positions[c.index] as usize;
-            if coverage.adds(position) && !taken(c.index) {
-                coverage.add(position);
-                added.push(c);
-            }
-        }
-        self.cool_all_read = true;
+        let read = &mut self.cool_read;
+        let kept = rest
+            .filter(|c| keeps(allowed, c.0.index))
+            .inspect(|&c| read.push(c))
+            .map(|c| c.0);
+        added.extend(cover_in_order(kept, coverage, positions, taken));
+        // The scan stops early only once every run is covered: otherwise it read to the end.
+        self.cool_all_read = !coverage.complete();
         added
     }
 
