@@ -14,11 +14,12 @@ use tracing::info;
 use crate::admission::Admission;
 use crate::config::Config;
 use crate::inflight::ledger::Ledger;
-use crate::inventory::replicas::Identity;
+use crate::inventory::replicas::{Identity, Member};
 use crate::metrics_source::file::spawn_file_source;
 use crate::metrics_source::prometheus::{PrometheusSource, spawn_refresher};
 use crate::placement::ReplicaSet;
 use crate::readiness::Readiness;
+use crate::server::forward::Forwarder;
 use crate::server::tls::{CertSource, ServerTls};
 use crate::server::{self, AppState};
 use crate::telemetry::{Metrics, NodeHeat};
@@ -36,16 +37,20 @@ pub struct Running {
     /// What `/readyz` answers; the inventory watches set it.
     pub readiness: Arc<Readiness>,
     pub tls: Arc<ServerTls>,
+    membership: Option<Arc<Membership>>,
     stop: watch::Sender<bool>,
     server: JoinHandle<()>,
     background: Vec<JoinHandle<()>>,
 }
 
 /// Which optional parts to start.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct StartOptions {
     /// Look for a kube API (in-cluster or kubeconfig) for the node inventory and pod watch.
     pub use_cluster: bool,
+    /// This replica's name and Service; `None`: read from the downward API when `use_cluster`.
+    /// Given, the members can also be handed over with [`Running::publish_members`].
+    pub identity: Option<Identity>,
 }
 
 impl Running {
@@ -61,6 +66,14 @@ impl Running {
     /// Resolves when the server has finished (after a shutdown signal).
     pub async fn wait(&mut self) {
         let _ = (&mut self.server).await;
+    }
+
+    /// Takes `members` as the live replicas, as the EndpointSlice watch does on a change (for
+    /// embedding and tests: without a cluster there is no watch). No-op without an identity.
+    pub fn publish_members(&self, members: &[Member]) {
+        if let Some(membership) = &self.membership {
+            membership.publish(members);
+        }
     }
 
     /// Asks the server to shut down gracefully.
@@ -107,24 +120,6 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
             "none"
         }
     };
-    let replicas = Arc::new(ArcSwapOption::<ReplicaSet>::empty());
-    if options.use_cluster {
-        let identity = crate::inventory::replicas::Identity::from_env(&config.service);
-        if identity.is_none() {
-            info!("POD_NAME or POD_NAMESPACE unset: deciding as a single replica");
-        }
-        background.push(spawn_cluster_watches(
-            store.clone(),
-            ledger.clone(),
-            identity.map(|identity| (identity, replicas.clone())),
-            readiness.clone(),
-            metrics.clone(),
-            stopped.clone(),
-        ));
-    }
-
-    background.push(spawn_ledger_expiry(ledger.clone()));
-
     let cert_source = match (&config.tls_cert, &config.tls_key) {
         (Some(cert), Some(key)) => CertSource::Files {
             cert: cert.clone(),
@@ -138,14 +133,58 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
             .spawn_reloader(FILE_POLL, wait_for(stopped.clone())),
     );
 
+    let replicas = Arc::new(ArcSwapOption::<ReplicaSet>::empty());
+    let identity = options.identity.clone().or_else(|| {
+        options
+            .use_cluster
+            .then(|| Identity::from_env(&config.service))
+            .flatten()
+    });
+    if options.use_cluster && identity.is_none() {
+        info!("POD_NAME or POD_NAMESPACE unset: deciding as a single replica");
+    }
+    let forwarder = match (&identity, config.forward.enabled, &config.client_ca) {
+        (Some(identity), true, None) => Some(Arc::new(Forwarder::new(
+            &identity.pod,
+            &tls,
+            config.forward.clone(),
+        )?)),
+        (Some(_), true, Some(_)) => {
+            info!("client certificates required: replicas do not forward reviews to each other");
+            None
+        }
+        _ => None,
+    };
+    let membership = identity.map(|identity| {
+        Arc::new(Membership {
+            identity,
+            replicas: replicas.clone(),
+            forwarder: forwarder.clone(),
+        })
+    });
+    if options.use_cluster {
+        background.push(spawn_cluster_watches(
+            store.clone(),
+            ledger.clone(),
+            membership.clone(),
+            readiness.clone(),
+            metrics.clone(),
+            stopped.clone(),
+        ));
+    }
+
+    background.push(spawn_ledger_expiry(ledger.clone()));
+
     let listener = TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
     let admission =
         Admission::new(config.clone(), store.clone(), ledger.clone()).sharing_replicas(replicas);
-    let state = Arc::new(
-        AppState::new(admission, metrics.clone(), config.limits.clone())
-            .with_readiness(readiness.clone()),
-    );
+    let mut state = AppState::new(admission, metrics.clone(), config.limits.clone())
+        .with_readiness(readiness.clone());
+    if let Some(forwarder) = forwarder {
+        state = state.with_forwarder(forwarder);
+    }
+    let state = Arc::new(state);
     info!(%addr, mode = config.mode.as_str(), source, "serving");
     let server = tokio::spawn(server::serve(
         listener,
@@ -160,10 +199,39 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
         metrics,
         readiness,
         tls,
+        membership,
         stop,
         server,
         background,
     })
+}
+
+/// Who this replica is, and what follows the live replicas: the node partition its own
+/// decisions use, and where it forwards reviews.
+struct Membership {
+    identity: Identity,
+    replicas: Arc<ArcSwapOption<ReplicaSet>>,
+    forwarder: Option<Arc<Forwarder>>,
+}
+
+impl Membership {
+    fn publish(&self, members: &[Member]) {
+        let me = &self.identity.pod;
+        // While reviews are forwarded, the decider takes every decision it can reach: it
+        // decides as one replica. The others keep the partition for the reviews they decide
+        // themselves when it does not answer.
+        let decides_all =
+            self.forwarder.is_some() && Member::decider(members).is_some_and(|d| &d.name == me);
+        let set = if decides_all {
+            None
+        } else {
+            ReplicaSet::new(me, members.iter().map(|m| m.name.clone()))
+        };
+        self.replicas.store(set.map(Arc::new));
+        if let Some(forwarder) = &self.forwarder {
+            forwarder.follow(members);
+        }
+    }
 }
 
 /// Connects to the apiserver (retrying with backoff while a configured one does not answer),
@@ -171,7 +239,7 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
 fn spawn_cluster_watches(
     store: Arc<ViewStore>,
     ledger: Arc<SharedLedger>,
-    membership: Option<(Identity, Arc<ArcSwapOption<ReplicaSet>>)>,
+    membership: Option<Arc<Membership>>,
     readiness: Arc<Readiness>,
     metrics: Arc<Metrics>,
     stopped: watch::Receiver<bool>,
@@ -187,15 +255,11 @@ fn spawn_cluster_watches(
         let replicas = {
             let (client, stopped) = (client.clone(), stopped.clone());
             async move {
-                if let Some((identity, published)) = membership {
-                    let publish = |members: &[String]| {
-                        let set = ReplicaSet::new(&identity.pod, members.iter().cloned());
-                        published.store(set.map(Arc::new));
-                    };
+                if let Some(membership) = membership {
                     crate::inventory::replicas::watch_replicas(
                         client,
-                        &identity,
-                        publish,
+                        &membership.identity,
+                        |members: &[Member]| membership.publish(members),
                         wait_for(stopped),
                     )
                     .await;
@@ -242,4 +306,59 @@ fn spawn_ledger_expiry(ledger: Arc<SharedLedger>) -> JoinHandle<()> {
             ledger.write().expire(Instant::now());
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ForwardConfig;
+
+    fn membership(me: &str, forwarding: bool) -> Membership {
+        crate::install_crypto_provider();
+        let tls = ServerTls::new(CertSource::SelfSigned, None).expect("self-signed TLS");
+        Membership {
+            identity: Identity {
+                pod: me.into(),
+                namespace: "placement-webhook".into(),
+                service: "placement-webhook".into(),
+            },
+            replicas: Arc::new(ArcSwapOption::empty()),
+            forwarder: forwarding.then(|| {
+                Arc::new(Forwarder::new(me, &tls, ForwardConfig::default()).expect("forwarder"))
+            }),
+        }
+    }
+
+    fn members() -> Vec<Member> {
+        ["webhook-a", "webhook-b"]
+            .iter()
+            .enumerate()
+            .map(|(i, name)| Member {
+                name: (*name).into(),
+                url: Some(format!("https://10.0.0.{}:8443", i + 1)),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_decider_decides_as_one_replica_and_the_others_keep_their_share_for_fallbacks() {
+        let decider = membership("webhook-a", true);
+        decider.publish(&members());
+        assert!(decider.replicas.load().is_none());
+        assert!(decider.forwarder.as_ref().is_some_and(|f| f.decides_here()));
+
+        let other = membership("webhook-b", true);
+        other.publish(&members());
+        let set = other
+            .replicas
+            .load_full()
+            .expect("a partition for its own decisions");
+        assert_eq!(set.members(), ["webhook-a", "webhook-b"]);
+        assert!(other.forwarder.as_ref().is_some_and(|f| !f.decides_here()));
+
+        // Without forwarding, every replica partitions the nodes, the lowest-named too.
+        let alone = membership("webhook-a", false);
+        alone.publish(&members());
+        assert!(alone.replicas.load().is_some());
+    }
 }

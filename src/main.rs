@@ -372,9 +372,14 @@ fn read_input(file: &PathBuf) -> anyhow::Result<Vec<u8>> {
 }
 
 async fn serve(config: Config, use_cluster: bool) -> anyhow::Result<()> {
-    let mut running =
-        placement_webhook::app::start(config, placement_webhook::app::StartOptions { use_cluster })
-            .await?;
+    let mut running = placement_webhook::app::start(
+        config,
+        placement_webhook::app::StartOptions {
+            use_cluster,
+            identity: None,
+        },
+    )
+    .await?;
     shutdown_signal().await;
     running.shutdown();
     running.wait().await;

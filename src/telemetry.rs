@@ -46,6 +46,12 @@ pub struct ModeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ForwardLabels {
+    /// `answered`, `failed` (decided here) or `resting` (decided here after a recent failure).
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HotJobLabels {
     pub namespace: String,
     /// As `hotspots` names it: the `app` label, or `owner:<uid>`.
@@ -146,6 +152,7 @@ pub struct Metrics {
     pub inflight_evicted: Counter,
     pub saturated_decisions: Counter,
     pub empty_decisions: Counter,
+    pub forwarded: Family<ForwardLabels, Counter>,
     pub landings: Family<LandingLabels, Counter>,
     pub landing_heat: Histogram,
     pub observed_heat: Family<PlacementLabels, Histogram, fn() -> Histogram>,
@@ -248,6 +255,13 @@ impl Metrics {
              by the scheduler's own scores and nothing is charged",
             empty_decisions.clone(),
         );
+        let forwarded = Family::<ForwardLabels, Counter>::default();
+        registry.register(
+            "forwarded_reviews",
+            "Reviews this replica sent on to the deciding replica, by result (failed and resting: \
+             decided here)",
+            forwarded.clone(),
+        );
         let landing_heat = Histogram::new(LANDING_HEAT_BUCKETS);
         registry.register(
             "landing_heat",
@@ -336,6 +350,7 @@ impl Metrics {
             landings,
             saturated_decisions,
             empty_decisions,
+            forwarded,
             landing_heat,
             observed_heat,
             observed_hot_landings,
@@ -446,6 +461,7 @@ mod tests {
             ("placement_webhook_review_duration_seconds", "histogram"),
             ("placement_webhook_patches", "counter"),
             ("placement_webhook_empty_decisions", "counter"),
+            ("placement_webhook_forwarded_reviews", "counter"),
             ("placement_webhook_snapshot_age_seconds", "gauge"),
             ("placement_webhook_nodes_in_snapshot", "gauge"),
             ("placement_webhook_prometheus_query_errors", "counter"),

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub mod forward;
 pub mod inflight;
 pub mod kube_scheduler;
 pub mod names;
@@ -17,6 +18,7 @@ use prometheus::PrometheusConfig;
 
 pub mod scheduler;
 
+pub use forward::ForwardConfig;
 pub use inflight::{DEFAULT_MAX_INFLIGHT, DEFAULT_MAX_LANDINGS, EstimateConfig, InflightConfig};
 pub use scheduler::SchedulerConfig;
 
@@ -52,6 +54,8 @@ pub struct Config {
     /// The webhook's own Service: the pods behind its ready endpoints are the live replicas,
     /// which share the nodes out among themselves (this pod is `POD_NAME` in `POD_NAMESPACE`).
     pub service: String,
+    /// Reviews sent on to one deciding replica of `service`.
+    pub forward: ForwardConfig,
 }
 
 impl Default for Config {
@@ -73,6 +77,7 @@ impl Default for Config {
             scheduler_config_file: None,
             scheduler: SchedulerConfig::default(),
             service: "placement-webhook".into(),
+            forward: ForwardConfig::default(),
         }
     }
 }
@@ -526,6 +531,9 @@ impl Config {
             problems.push(format!("prometheus: {e}"));
         }
         problems.extend(self.scheduler.problems());
+        if self.forward.enabled && self.forward.timeout.is_zero() {
+            problems.push("forward.timeout must be above 0 while forward.enabled".into());
+        }
         for (i, r) in self.targets.match_expressions.iter().enumerate() {
             let needs_values = matches!(r.operator, SelectorOperator::In | SelectorOperator::NotIn);
             if needs_values == r.values.is_empty() {

@@ -34,19 +34,65 @@ impl Identity {
     }
 }
 
+/// One live replica: its pod name and, when the slice gives one, where it serves.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Member {
+    pub name: String,
+    /// `https://address:port`, from the endpoint's first address and the slice's first port.
+    pub url: Option<String>,
+}
+
+impl Member {
+    /// The member every replica forwards its reviews to: the lowest-named one that can be
+    /// reached. All replicas that know the same members pick the same one.
+    pub fn decider(members: &[Member]) -> Option<&Member> {
+        members
+            .iter()
+            .filter(|m| m.url.is_some())
+            .min_by(|a, b| a.name.cmp(&b.name))
+    }
+}
+
 /// The pods behind the Service's ready endpoints (an endpoint whose readiness is unknown counts
-/// as ready, as the EndpointSlice API says it should be read).
-pub fn members_of<'a>(slices: impl IntoIterator<Item = &'a EndpointSlice>) -> Vec<String> {
-    let mut members: Vec<String> = slices
+/// as ready, as the EndpointSlice API says it should be read), sorted by name. A pod listed in
+/// several slices (dual stack) counts once, with the first address found.
+pub fn members_of<'a>(slices: impl IntoIterator<Item = &'a EndpointSlice>) -> Vec<Member> {
+    let mut members: Vec<Member> = slices
         .into_iter()
-        .flat_map(|slice| slice.endpoints.iter())
-        .filter(|e| e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true))
-        .filter_map(|e| e.target_ref.as_ref())
-        .filter(|r| r.kind.as_deref() == Some("Pod"))
-        .filter_map(|r| r.name.clone())
+        .flat_map(|slice| {
+            let port = slice
+                .ports
+                .iter()
+                .flatten()
+                .find_map(|p| p.port)
+                .and_then(|p| u16::try_from(p).ok());
+            slice.endpoints.iter().map(move |e| (e, port))
+        })
+        .filter(|(e, _)| e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true))
+        .filter_map(|(e, port)| {
+            let pod = e.target_ref.as_ref()?;
+            (pod.kind.as_deref() == Some("Pod")).then_some(())?;
+            let url = e.addresses.first().zip(port).map(|(address, port)| {
+                if address.contains(':') {
+                    format!("https://[{address}]:{port}")
+                } else {
+                    format!("https://{address}:{port}")
+                }
+            });
+            Some(Member {
+                name: pod.name.clone()?,
+                url,
+            })
+        })
         .collect();
-    members.sort();
-    members.dedup();
+    // Sorted by name, then with a known address first, so dedup keeps an address when any
+    // slice has one.
+    members.sort_by(|a, b| {
+        a.name
+            .cmp(&b.name)
+            .then_with(|| b.url.is_some().cmp(&a.url.is_some()))
+    });
+    members.dedup_by(|later, first| later.name == first.name);
     members
 }
 
@@ -57,7 +103,7 @@ pub fn members_of<'a>(slices: impl IntoIterator<Item = &'a EndpointSlice>) -> Ve
 pub async fn watch_replicas(
     client: Client,
     identity: &Identity,
-    publish: impl Fn(&[String]) + Send,
+    publish: impl Fn(&[Member]) + Send,
     shutdown: impl Future<Output = ()> + Send,
 ) {
     let api = Api::<EndpointSlice>::namespaced(client, &identity.namespace);
@@ -69,7 +115,7 @@ pub async fn watch_replicas(
         .reflect(writer);
     let mut events = std::pin::pin!(events);
     let mut shutdown = std::pin::pin!(shutdown);
-    let mut last: Option<Vec<String>> = None;
+    let mut last: Option<Vec<Member>> = None;
     loop {
         tokio::select! {
             () = &mut shutdown => {
@@ -126,9 +172,41 @@ mod tests {
              "targetRef": {"kind": "Pod", "name": "placement-webhook-7d9f-b"}},
             {"addresses": ["10.0.0.9"], "conditions": {"ready": true}},
         ]));
+        let names: Vec<String> = members_of([&a, &b]).into_iter().map(|m| m.name).collect();
         assert_eq!(
-            members_of([&a, &b]),
+            names,
             vec!["placement-webhook-7d9f-a", "placement-webhook-7d9f-b"]
         );
+    }
+
+    #[test]
+    fn members_carry_where_they_serve_and_the_lowest_reachable_name_decides() {
+        let mut v4 = slice(json!([
+            {"addresses": ["10.0.0.7"], "targetRef": {"kind": "Pod", "name": "webhook-b"}},
+        ]));
+        v4.ports = Some(vec![
+            serde_json::from_value(json!({"name": "https", "port": 8443})).expect("a port"),
+        ]);
+        let mut v6 = slice(json!([
+            {"addresses": ["fd00::7"], "targetRef": {"kind": "Pod", "name": "webhook-c"}},
+        ]));
+        v6.ports = v4.ports.clone();
+        // No ports in this slice: the member is known, but cannot be forwarded to.
+        let portless = slice(json!([
+            {"addresses": ["10.0.0.1"], "targetRef": {"kind": "Pod", "name": "webhook-a"}},
+        ]));
+        let members = members_of([&portless, &v4, &v6]);
+        let urls: Vec<Option<&str>> = members.iter().map(|m| m.url.as_deref()).collect();
+        assert_eq!(
+            urls,
+            vec![
+                None,
+                Some("https://10.0.0.7:8443"),
+                Some("https://[fd00::7]:8443")
+            ]
+        );
+        let decider = Member::decider(&members).map(|m| m.name.as_str());
+        assert_eq!(decider, Some("webhook-b"));
+        assert_eq!(Member::decider(&members[..1]), None);
     }
 }

@@ -1,5 +1,6 @@
 //! The HTTPS server: TLS accept loop, HTTP/1.1 connections, graceful shutdown.
 
+pub mod forward;
 pub mod routes;
 pub mod tls;
 

@@ -18,7 +18,8 @@ use crate::admission::{self, Admission, BadReview, review::ResponseOut};
 use crate::config::Limits;
 use crate::hotspots;
 use crate::readiness::Readiness;
-use crate::telemetry::{Metrics, ModeLabels, Outcome};
+use crate::server::forward::{FORWARDED_BY, Forwarded, Forwarder};
+use crate::telemetry::{ForwardLabels, Metrics, ModeLabels, Outcome};
 
 pub struct AppState {
     pub admission: Admission,
@@ -27,6 +28,8 @@ pub struct AppState {
     /// Reviews allowed in progress at once.
     pub permits: Semaphore,
     pub readiness: Arc<Readiness>,
+    /// Where reviews are decided when several replicas run; `None`: always here.
+    pub forwarder: Option<Arc<Forwarder>>,
 }
 
 impl AppState {
@@ -38,12 +41,19 @@ impl AppState {
             metrics,
             limits,
             readiness: Arc::new(Readiness::new()),
+            forwarder: None,
         }
     }
 
     /// Uses `readiness`, which the inventory watches update.
     pub fn with_readiness(mut self, readiness: Arc<Readiness>) -> Self {
         self.readiness = readiness;
+        self
+    }
+
+    /// Sends reviews on to the deciding replica `forwarder` follows.
+    pub fn with_forwarder(mut self, forwarder: Arc<Forwarder>) -> Self {
+        self.forwarder = Some(forwarder);
         self
     }
 }
@@ -87,12 +97,21 @@ async fn mutate(
         outcome = tracing::field::Empty
     );
     let until = tokio::time::Instant::now() + deadline;
+    // A review another replica sent on is decided here, whoever this replica takes the decider
+    // to be: two replicas that disagree for a moment never bounce a review between them.
+    let forwarder = state
+        .forwarder
+        .as_ref()
+        .filter(|_| !headers.contains_key(FORWARDED_BY));
     let work = async {
         let mut body = body;
         match tokio::time::timeout_at(until, read_body(&mut body, state.limits.max_body_bytes))
             .await
         {
-            Ok(Ok(bytes)) => answer(&state, &bytes),
+            Ok(Ok(bytes)) => match forwarder {
+                Some(forwarder) => forward_or_answer(&state, forwarder, bytes, until).await,
+                None => answer(&state, &bytes),
+            },
             Ok(Err(BodyError::TooLarge)) => too_large(&state, &mut body, until).await,
             Ok(Err(BodyError::Read(e))) => reject(
                 &state,
@@ -225,6 +244,46 @@ fn answer(state: &AppState, body: &Bytes) -> Response {
         }
         Err(e) => bad_review(state, e),
     }
+}
+
+/// The deciding replica's answer when it gives one in time, else this replica's own.
+async fn forward_or_answer(
+    state: &AppState,
+    forwarder: &Forwarder,
+    body: Bytes,
+    until: tokio::time::Instant,
+) -> Response {
+    let result = match forwarder.forward(body.clone(), until).await {
+        Forwarded::Answered {
+            status,
+            content_type,
+            body,
+        } => {
+            state
+                .metrics
+                .forwarded
+                .get_or_create(&ForwardLabels { result: "answered" })
+                .inc();
+            let mut response = (status, body).into_response();
+            if let Some(content_type) = content_type {
+                response
+                    .headers_mut()
+                    .insert(header::CONTENT_TYPE, content_type);
+            }
+            return response;
+        }
+        Forwarded::NotSent => None,
+        Forwarded::Resting => Some("resting"),
+        Forwarded::Failed(_) => Some("failed"),
+    };
+    if let Some(result) = result {
+        state
+            .metrics
+            .forwarded
+            .get_or_create(&ForwardLabels { result })
+            .inc();
+    }
+    answer(state, &body)
 }
 
 fn bad_review(state: &AppState, e: BadReview) -> Response {

@@ -284,6 +284,24 @@ impl ServerTls {
         })
     }
 
+    /// A client configuration for talking to the other replicas: it trusts exactly the
+    /// certificate this server serves at the moment of each handshake (every replica mounts the
+    /// same Secret), so no name or CA needs to be known, and a peer proves it holds the key.
+    pub fn peer_client_config(&self) -> Result<rustls::ClientConfig, TlsError> {
+        let verifier = SameCertificate {
+            current: self.current.clone(),
+            provider: self.provider.clone(),
+        };
+        let mut config = rustls::ClientConfig::builder_with_provider(self.provider.clone())
+            .with_protocol_versions(PROTOCOL_VERSIONS)
+            .map_err(TlsError::Config)?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_no_client_auth();
+        config.alpn_protocols = vec![ALPN_HTTP11.to_vec()];
+        Ok(config)
+    }
+
     /// The PEM of the generated certificate in [`CertSource::SelfSigned`] mode, for clients
     /// that need to trust it.
     pub fn self_signed_cert_pem(&self) -> Option<String> {
@@ -309,6 +327,68 @@ impl fmt::Debug for CurrentCert {
 impl ResolvesServerCert for CurrentCert {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         Some(self.0.load_full())
+    }
+}
+
+/// Accepts a server whose leaf certificate is the one this replica serves, byte for byte; the
+/// handshake signature is checked as usual, so the peer holds the same key.
+#[derive(Debug)]
+struct SameCertificate {
+    current: Arc<ArcSwap<CertifiedKey>>,
+    provider: Arc<CryptoProvider>,
+}
+
+impl rustls::client::danger::ServerCertVerifier for SameCertificate {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &rustls_pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        let current = self.current.load();
+        if current.cert.first() == Some(end_entity) {
+            Ok(rustls::client::danger::ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::ApplicationVerificationFailure,
+            ))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 

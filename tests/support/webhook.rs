@@ -24,9 +24,15 @@ pub fn test_config() -> Config {
 }
 
 pub async fn start(config: Config) -> Running {
-    app::start(config, StartOptions { use_cluster: false })
-        .await
-        .expect("webhook starts")
+    app::start(
+        config,
+        StartOptions {
+            use_cluster: false,
+            identity: None,
+        },
+    )
+    .await
+    .expect("webhook starts")
 }
 
 /// An HTTPS client that trusts exactly `ca_pem` and reaches `server_name` at the server's port.
