@@ -290,6 +290,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 pod,
                 replicas,
                 first_share,
+                forwarding: config.forward.enabled,
                 bind_lag: bind_lag.into(),
                 seed: 1,
             };

@@ -31,6 +31,8 @@ pub struct Request {
     pub replicas: usize,
     /// Share of the reviews the first replica gets (see `--split`); `None`: round robin.
     pub first_share: Option<f64>,
+    /// Replicas forward their reviews to one deciding replica (`forward.enabled`).
+    pub forwarding: bool,
     pub bind_lag: Duration,
     /// Seed of the scheduler's tie-breaking: the same input gives the same answer.
     pub seed: u64,
@@ -85,6 +87,8 @@ pub struct Scenario {
     /// Share of the reviews the first replica gets (`--split`); absent: round robin.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_share: Option<f64>,
+    /// Every review decided by one replica (`forward.enabled`, with several replicas).
+    pub one_decider: bool,
 }
 
 /// One bar of the picture.
@@ -270,6 +274,7 @@ pub fn methods(request: &Request) -> [Method; 3] {
             replicas: request.replicas,
             watch_lag: Some(request.bind_lag),
             first_share: request.first_share,
+            forwarding: request.forwarding,
             ..Timing::typical(request.replicas)
         }),
         Method::Ideal,
@@ -390,6 +395,7 @@ pub fn simulate_observed(
             replicas: request.replicas,
             bind_lag_ms: request.bind_lag.as_secs_f64() * 1e3,
             first_share: request.first_share,
+            one_decider: request.forwarding && request.replicas > 1,
         },
         methods,
         bars,

@@ -185,29 +185,41 @@ fn modes() -> Vec<Timing> {
         binds_after_burst: true,
         ..typical(replicas)
     };
+    let silent = |replicas| Timing {
+        watch_lag: None,
+        ..typical(replicas)
+    };
+    let share = |replicas, share| Timing {
+        first_share: Some(share),
+        ..typical(replicas)
+    };
+    let joins = |replicas| Timing {
+        join_at: Some(usize::MAX),
+        ..typical(replicas)
+    };
+    // The deciding replica gone: each replica decides what it receives.
+    let alone = |timing: Timing| Timing {
+        forwarding: false,
+        ..timing
+    };
     vec![
         after_burst(1),
         typical(1),
+        // The default install: every review forwarded to one deciding replica.
         typical(2),
-        Timing {
-            first_share: Some(0.8),
-            ..typical(2)
-        },
-        Timing {
-            first_share: Some(1.0),
-            ..typical(2)
-        },
-        after_burst(2),
-        // Beyond the burst's modes: a watch that reports nothing until the burst is over.
-        Timing {
-            watch_lag: None,
-            ..typical(2)
-        },
+        share(2, 0.8),
         typical(3),
-        Timing {
-            join_at: Some(usize::MAX),
-            ..typical(3)
-        },
+        joins(3),
+        // Beyond the burst's modes: a watch that reports nothing until the burst is over.
+        silent(2),
+        // Without the deciding replica.
+        alone(typical(2)),
+        alone(share(2, 0.8)),
+        alone(share(2, 1.0)),
+        alone(after_burst(2)),
+        alone(silent(2)),
+        alone(typical(3)),
+        alone(joins(3)),
     ]
 }
 
@@ -317,7 +329,7 @@ fn check(name: &str, specs: &[Spec], burst: &Burst, setup: Setup) {
         let mut guards = Vec::new();
         // Replicas that hear nothing of each other until the burst is over cannot avoid each
         // other's choices but by their partition: guarded only against doing harm.
-        let blind = timing.replicas > 1 && timing.watch_lag.is_none();
+        let blind = timing.replicas > 1 && timing.watch_lag.is_none() && !timing.one_decider();
         let one_pod = f.one_pod_on_hottest;
         let target_hot = bound_hot + one_pod + 1e-9;
         // Regression guards: two TaskManagers where the scheduler scores every node, four
@@ -367,7 +379,11 @@ fn check(name: &str, specs: &[Spec], burst: &Burst, setup: Setup) {
         // more than one pod's traffic when another replica may be adding one unseen).
         let hot_nic = config.placement.hot.network;
         let nic_pod = burst.network_bytes_per_second / NIC;
-        let nic_slack = if timing.replicas > 1 { nic_pod } else { 0.0 };
+        let nic_slack = if timing.replicas > 1 && !timing.one_decider() {
+            nic_pod
+        } else {
+            0.0
+        };
         if let (Some(ideal_nic), Some(nic)) = (ideal.hottest_nic, f.hottest_nic)
             && ideal_nic < hot_nic
             && nic >= hot_nic

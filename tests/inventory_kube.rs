@@ -657,6 +657,7 @@ async fn simulate_reads_nodes_and_bound_requests_from_the_apiserver() {
         pod: None,
         replicas: 1,
         first_share: None,
+        forwarding: true,
         bind_lag: Duration::from_millis(10),
         seed: 1,
     };

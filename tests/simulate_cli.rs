@@ -29,6 +29,7 @@ fn request(pods: usize) -> Request {
         pod: None,
         replicas: 1,
         first_share: None,
+        forwarding: true,
         bind_lag: Duration::from_millis(10),
         seed: 1,
     }

@@ -62,6 +62,10 @@ pub struct Timing {
     pub join_at: Option<usize>,
     /// Replicas know each other (the membership watch); `false`: each decides as if alone.
     pub membership: bool,
+    /// With the membership known, every replica forwards its reviews to the lowest-named one,
+    /// which decides them all (the default install); `false`: that replica does not answer,
+    /// and each decides the reviews it receives, with its share of the nodes.
+    pub forwarding: bool,
 }
 
 impl Timing {
@@ -76,7 +80,14 @@ impl Timing {
             first_share: None,
             join_at: None,
             membership: true,
+            forwarding: true,
         }
+    }
+
+    /// Whether the replicas' reviews are all decided by the first one (the lowest-named, which
+    /// is in the membership from the start).
+    pub fn one_decider(&self) -> bool {
+        self.forwarding && self.membership && self.replicas > 1
     }
 
     /// Which replica the apiserver sends pod `index` to.
@@ -146,6 +157,8 @@ impl Method {
                 }
                 if t.replicas > 1 && !t.membership {
                     label += ", no membership";
+                } else if t.replicas > 1 && !t.forwarding {
+                    label += ", decider gone";
                 }
                 label
             }

@@ -77,6 +77,9 @@ fn subtitle(report: &Report) -> String {
     if let Some(share) = s.first_share {
         webhook += &format!(" ({} of the reviews to one)", percent(share));
     }
+    if s.one_decider {
+        webhook += ", one deciding";
+    }
     format!(
         "{nodes}, {pods}, {webhook}, bind lag {}ms, hot at {} CPU",
         s.bind_lag_ms,
@@ -478,6 +481,7 @@ mod tests {
                 replicas: 2,
                 bind_lag_ms: 10.0,
                 first_share: Some(0.8),
+                one_decider: false,
             },
             methods: Vec::new(),
             bars,
