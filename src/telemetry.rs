@@ -335,6 +335,9 @@ impl Metrics {
         for place in [Landing::FirstTier, Landing::OtherTier, Landing::Elsewhere] {
             let _ = landings.get_or_create(&LandingLabels { r#where: place });
         }
+        for result in ["answered", "failed", "resting"] {
+            let _ = forwarded.get_or_create(&ForwardLabels { result });
+        }
         Metrics {
             registry,
             reviews,

@@ -4,10 +4,12 @@
 //! that order from a rotating start that begins anywhere), with the pod watch feeding
 //! "created" and "bound" events back to the webhook. Compared with ideal water-filling, with
 //! water-filling inside each pod's sample, with every pod sent to the coolest node, and with
-//! no webhook at all, on generated clusters. Modes: 1, 2 and 3 replicas; reviews split round
-//! robin, 80/20 and 100/0; a replica that joins halfway; binds 10 ms after each pod and only
-//! after the burst (the watch reports each pod created 10 ms after its review either way).
-//! Beyond those: two replicas whose watch reports nothing at all until the burst is over.
+//! no webhook at all, on generated clusters. Modes: 1, 2 and 3 replicas, forwarding every review
+//! to the deciding replica as installed, and with that replica gone ("decider gone": each
+//! decides what it receives); reviews split round robin, 80/20 and 100/0; a replica that joins
+//! halfway; binds 10 ms after each pod and only after the burst (the watch reports each pod
+//! created 10 ms after its review either way). Beyond those: two replicas whose watch reports
+//! nothing at all until the burst is over.
 //!
 //! Targets, in every scenario and mode: the hottest node that receives a pod is at most one
 //! TaskManager hotter than the bound's, and no more than the bound's count + 2 pods land on
