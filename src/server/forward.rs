@@ -15,7 +15,7 @@ use arc_swap::ArcSwapOption;
 use axum::body::Bytes;
 use axum::http::{HeaderValue, StatusCode};
 use tokio::time::Instant;
-use tracing::{debug, warn};
+use tracing::{info, warn};
 
 use crate::config::ForwardConfig;
 use crate::inventory::replicas::Member;
@@ -113,9 +113,11 @@ impl Forwarder {
         let changed =
             self.decider.load().as_ref().map(|p| &p.name) != peer.as_ref().map(|p| &p.name);
         if changed {
-            debug!(
+            // `here`: this replica decides (it is the decider, or knows no other).
+            info!(
                 decider = peer.as_ref().map(|p| p.name.as_str()),
-                "deciding replica"
+                here = peer.is_none(),
+                "deciding replica changed"
             );
             // A new decider gets its chance at once.
             self.resting_until.store(0, Ordering::Relaxed);
