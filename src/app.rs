@@ -9,7 +9,7 @@ use arc_swap::ArcSwapOption;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::admission::Admission;
 use crate::config::Config;
@@ -144,11 +144,16 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
         info!("POD_NAME or POD_NAMESPACE unset: deciding as a single replica");
     }
     let forwarder = match (&identity, config.forward.enabled, &config.client_ca) {
-        (Some(identity), true, None) => Some(Arc::new(Forwarder::new(
-            &identity.pod,
-            &tls,
-            config.forward.clone(),
-        )?)),
+        // Forwarding only sharpens decisions: without it, this replica still serves.
+        (Some(identity), true, None) => {
+            match Forwarder::new(&identity.pod, &tls, config.forward.clone()) {
+                Ok(forwarder) => Some(Arc::new(forwarder)),
+                Err(error) => {
+                    warn!(%error, "replicas do not forward reviews to each other");
+                    None
+                }
+            }
+        }
         (Some(_), true, Some(_)) => {
             info!("client certificates required: replicas do not forward reviews to each other");
             None
