@@ -221,17 +221,17 @@ struct Membership {
 
 impl Membership {
     fn publish(&self, members: &[Member]) {
-        let me = &self.identity.pod;
-        // While reviews are forwarded, the decider takes every decision it can reach: it
-        // decides as one replica. The others keep the partition for the reviews they decide
-        // themselves when it does not answer.
-        let decides_all =
-            self.forwarder.is_some() && Member::decider(members).is_some_and(|d| &d.name == me);
-        let set = if decides_all {
-            None
-        } else {
-            ReplicaSet::new(me, members.iter().map(|m| m.name.clone()))
-        };
+        // Only while reviews are forwarded is there a decider.
+        let decider = self
+            .forwarder
+            .as_ref()
+            .and(Member::decider(members))
+            .map(|d| d.name.as_str());
+        let set = ReplicaSet::for_own_decisions(
+            &self.identity.pod,
+            members.iter().map(|m| m.name.clone()),
+            decider,
+        );
         self.replicas.store(set.map(Arc::new));
         if let Some(forwarder) = &self.forwarder {
             forwarder.follow(members);

@@ -270,15 +270,20 @@ pub fn first_share(split: &[f64], replicas: usize) -> Result<Option<f64>, Simula
 pub fn methods(request: &Request) -> [Method; 3] {
     [
         Method::NoWebhook,
-        Method::Webhook(Timing {
-            replicas: request.replicas,
-            watch_lag: Some(request.bind_lag),
-            first_share: request.first_share,
-            forwarding: request.forwarding,
-            ..Timing::typical(request.replicas)
-        }),
+        Method::Webhook(timing(request)),
         Method::Ideal,
     ]
+}
+
+/// How the webhook's replicas hear of the burst the flags describe.
+fn timing(request: &Request) -> Timing {
+    Timing {
+        replicas: request.replicas,
+        watch_lag: Some(request.bind_lag),
+        first_share: request.first_share,
+        forwarding: request.forwarding,
+        ..Timing::typical(request.replicas)
+    }
 }
 
 /// How many times the burst is run: once per method, and once more for the webhook without
@@ -395,7 +400,7 @@ pub fn simulate_observed(
             replicas: request.replicas,
             bind_lag_ms: request.bind_lag.as_secs_f64() * 1e3,
             first_share: request.first_share,
-            one_decider: request.forwarding && request.replicas > 1,
+            one_decider: timing(request).one_decider(),
         },
         methods,
         bars,

@@ -391,6 +391,13 @@ impl Metrics {
         self.reviews.get_or_create(&OutcomeLabels { outcome }).inc();
     }
 
+    /// Counts one review sent on to the deciding replica, by `result` (see [`ForwardLabels`]).
+    pub fn count_forward(&self, result: &'static str) {
+        self.forwarded
+            .get_or_create(&ForwardLabels { result })
+            .inc();
+    }
+
     /// Counts one steered pod seen bound; `heat` is the heat its node had at decision time,
     /// when the decision knew that node.
     pub fn count_landing(&self, place: Landing, heat: Option<f64>) {

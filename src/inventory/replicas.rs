@@ -35,7 +35,7 @@ impl Identity {
 }
 
 /// One live replica: its pod name and, when the slice gives one, where it serves.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member {
     pub name: String,
     /// `https://address:port`, from the endpoint's first address and the slice's first port.

@@ -43,6 +43,21 @@ impl ReplicaSet {
         })
     }
 
+    /// The partition for the decisions this replica takes itself. `None` when it is
+    /// `decider`, the replica the others forward their reviews to: it decides every review it
+    /// can be reached for, as a single replica does. The others keep their share for the
+    /// reviews they decide themselves when it does not answer.
+    pub fn for_own_decisions(
+        me: &str,
+        members: impl IntoIterator<Item = String>,
+        decider: Option<&str>,
+    ) -> Option<Self> {
+        if decider == Some(me) {
+            return None;
+        }
+        Self::new(me, members)
+    }
+
     pub fn me(&self) -> &str {
         &self.me
     }

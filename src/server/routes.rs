@@ -19,7 +19,7 @@ use crate::config::Limits;
 use crate::hotspots;
 use crate::readiness::Readiness;
 use crate::server::forward::{FORWARDED_BY, Forwarded, Forwarder};
-use crate::telemetry::{ForwardLabels, Metrics, ModeLabels, Outcome};
+use crate::telemetry::{Metrics, ModeLabels, Outcome};
 
 pub struct AppState {
     pub admission: Admission,
@@ -259,11 +259,7 @@ async fn forward_or_answer(
             content_type,
             body,
         } => {
-            state
-                .metrics
-                .forwarded
-                .get_or_create(&ForwardLabels { result: "answered" })
-                .inc();
+            state.metrics.count_forward("answered");
             let mut response = (status, body).into_response();
             if let Some(content_type) = content_type {
                 response
@@ -277,11 +273,7 @@ async fn forward_or_answer(
         Forwarded::Failed(_) => Some("failed"),
     };
     if let Some(result) = result {
-        state
-            .metrics
-            .forwarded
-            .get_or_create(&ForwardLabels { result })
-            .inc();
+        state.metrics.count_forward(result);
     }
     answer(state, &body)
 }

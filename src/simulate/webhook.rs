@@ -87,10 +87,17 @@ pub(super) fn webhook(
         .collect();
     let publish_members = |count: usize| {
         for (r, admission) in admissions.iter().enumerate() {
-            // The decider decides as one replica; the others keep their share of the nodes
-            // for the reviews they would decide themselves.
-            let set = (timing.membership && !(timing.one_decider() && r == 0))
-                .then(|| ReplicaSet::new(&names[r], names[..count].iter().cloned()))
+            // The decider is the first replica, the lowest-named.
+            let decider = timing.one_decider().then_some(names[0].as_str());
+            let set = timing
+                .membership
+                .then(|| {
+                    ReplicaSet::for_own_decisions(
+                        &names[r],
+                        names[..count].iter().cloned(),
+                        decider,
+                    )
+                })
                 .flatten();
             admission.replicas().store(set.map(Arc::new));
         }
