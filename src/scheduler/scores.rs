@@ -121,18 +121,26 @@ pub fn resources_fit_score(pod: &PodRequests, node: &ModelNode, strategy: &Scori
 /// v1.35 and earlier: `trunc((1 - std) * 100)` over the request fractions (each capped at 1).
 /// Float operations in upstream's order, so results truncate identically.
 pub fn balanced_resource_scorer(requested: &[i64], allocatable: &[i64]) -> i64 {
-    let fractions: Vec<f64> = requested
-        .iter()
-        .zip(allocatable)
-        .filter(|(_, a)| **a != 0)
-        .map(|(r, a)| (*r as f64 / *a as f64).min(1.0))
-        .collect();
-    let std = match fractions.len() {
+    balanced_of_pairs(requested.iter().copied().zip(allocatable.iter().copied()))
+}
+
+/// [`balanced_resource_scorer`] over (requested, allocatable) pairs, read twice instead of
+/// collected: the landing model scores every named node with it, per decision.
+fn balanced_of_pairs(pairs: impl Iterator<Item = (i64, i64)> + Clone) -> i64 {
+    let fractions = pairs
+        .filter(|&(_, a)| a != 0)
+        .map(|(r, a)| (r as f64 / a as f64).min(1.0));
+    let n = fractions.clone().count();
+    let std = match n {
         0 | 1 => 0.0,
-        2 => ((fractions[0] - fractions[1]) / 2.0).abs(),
+        2 => {
+            let mut two = fractions;
+            let (first, second) = (two.next().unwrap_or(0.0), two.next().unwrap_or(0.0));
+            ((first - second) / 2.0).abs()
+        }
         n => {
-            let mean = fractions.iter().sum::<f64>() / n as f64;
-            let sum: f64 = fractions.iter().map(|f| (f - mean) * (f - mean)).sum();
+            let mean = fractions.clone().sum::<f64>() / n as f64;
+            let sum: f64 = fractions.map(|f| (f - mean) * (f - mean)).sum();
             (sum / n as f64).sqrt()
         }
     };
@@ -154,14 +162,20 @@ pub fn balanced_allocation_skips(pod: &PodRequests, resources: &[String]) -> boo
 
 /// BalancedAllocation score of `node` for the pod, on requests as written.
 pub fn balanced_allocation(pod: &PodRequests, node: &ModelNode, resources: &[String]) -> i64 {
-    let mut requested = Vec::with_capacity(resources.len());
-    let mut allocatable = Vec::with_capacity(resources.len());
-    for resource in resources {
+    // Each resource's figures are looked up once: the pairs are read twice below.
+    let mut pairs = [(0, 0); 4];
+    let looked_up = |resource: &String| {
         let (a, r) = allocatable_and_requested(node, pod, resource, true).unwrap_or((0, 0));
-        allocatable.push(a);
-        requested.push(r);
+        (r, a)
+    };
+    if resources.len() <= pairs.len() {
+        for (pair, resource) in pairs.iter_mut().zip(resources) {
+            *pair = looked_up(resource);
+        }
+        return balanced_of_pairs(pairs[..resources.len()].iter().copied());
     }
-    balanced_resource_scorer(&requested, &allocatable)
+    let pairs: Vec<(i64, i64)> = resources.iter().map(looked_up).collect();
+    balanced_of_pairs(pairs.iter().copied())
 }
 
 /// Sum of the weights of the preferred terms the node matches; weight-0 and empty terms count 0.
@@ -209,5 +223,60 @@ pub fn default_normalize_score(max_priority: i64, reverse: bool, scores: &mut [i
         } else {
             normalized
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Up to four resources are scored from a buffer on the stack, more from a vector: both
+    /// give what the figures collected first and scored as upstream does give.
+    #[test]
+    fn balanced_allocation_matches_the_collected_figures_for_any_number_of_resources() {
+        let names = [
+            CPU,
+            MEMORY,
+            EPHEMERAL_STORAGE,
+            PODS,
+            "example.com/gpu",
+            "example.com/fpga",
+        ];
+        let mut node = ModelNode::default();
+        let mut pod = PodRequests::default();
+        for (k, name) in names.iter().enumerate() {
+            let k = k as i64;
+            *node.allocatable.slot(name) = 1000 * (k + 1);
+            *node.requested.slot(name) = 150 * k + 10;
+            *pod.requested.slot(name) = 70 * (k + 2);
+        }
+        // One resource the node does not have: skipped, as upstream skips zero allocatable.
+        *pod.requested.slot("example.com/absent") = 5;
+        for count in 1..=names.len() + 1 {
+            let resources: Vec<String> = names
+                .iter()
+                .map(|n| n.to_string())
+                .chain(["example.com/absent".to_string()])
+                .take(count)
+                .collect();
+            let (requested, allocatable): (Vec<i64>, Vec<i64>) = resources
+                .iter()
+                .map(|r| {
+                    let (a, q) = allocatable_and_requested(&node, &pod, r, true).unwrap_or((0, 0));
+                    (q, a)
+                })
+                .unzip();
+            let expected = balanced_resource_scorer(&requested, &allocatable);
+            assert_eq!(
+                balanced_allocation(&pod, &node, &resources),
+                expected,
+                "{count} resources"
+            );
+        }
+        // The figures differ enough that the score is not the same for every count.
+        assert_ne!(
+            balanced_allocation(&pod, &node, &[CPU.to_string(), MEMORY.to_string()]),
+            MAX_NODE_SCORE
+        );
     }
 }
