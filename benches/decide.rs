@@ -329,12 +329,41 @@ fn roomy_cluster(n: usize) -> LoadSnapshot {
 }
 
 /// What a busy webhook does per review: a new uid (the ledger charged every time) with the
-/// ledger at `inflight.max_entries`, on a cluster with room, parse to response bytes. Beside
-/// it, the minimal webhook's handler (`examples/minimal_webhook.rs`: the review read into a
-/// `DynamicObject`, one label patched) on the same body, the in-process part of the load
-/// test's baseline.
+/// ledger at `inflight.max_entries`, on a cluster with room, parse to response bytes; under
+/// the default sampling (10% of 5,000 nodes from a rotating start: a decision names the nodes
+/// that cover its runs) and with the exact profile (`percentage_of_nodes_to_score: 100`).
+/// Beside them, the minimal webhook's handler (`examples/minimal_webhook.rs`: the review read
+/// into a `DynamicObject`, one label patched) on the same body, the in-process part of the
+/// load test's baseline.
 fn bench_steady_review(c: &mut Criterion) {
-    let config = Arc::new(Config::default());
+    let mut group = c.benchmark_group("steady_review_5000_nodes");
+    for (name, percentage) in [("webhook", 0), ("webhook_exact_profile", 100)] {
+        let mut config = Config::default();
+        config.scheduler.percentage_of_nodes_to_score = percentage;
+        let (admission, mut next_review) = steady_admission(config);
+        group.bench_function(name, |b| {
+            b.iter_batched(
+                &mut next_review,
+                |body| {
+                    let answer = admission.review_bytes(black_box(&body)).expect("answer");
+                    black_box(serde_json::to_vec(&answer.review).expect("json"))
+                },
+                criterion::BatchSize::SmallInput,
+            )
+        });
+    }
+    let body = REVIEW.as_bytes().to_vec();
+    group.bench_function("minimal_baseline", |b| {
+        b.iter(|| black_box(minimal_review(black_box(&body))))
+    });
+    group.finish();
+}
+
+/// A webhook on the roomy 5,000-node cluster with its ledger filled to its working size, and
+/// the reviews that keep it there (a new uid each: its first 8 hex digits count, the ledger id
+/// being the first 16).
+fn steady_admission(config: Config) -> (Admission, impl FnMut() -> Vec<u8>) {
+    let config = Arc::new(config);
     let store = Arc::new(ViewStore::new(config.placement.clone()));
     store.publish_snapshot(roomy_cluster(5000));
     let admission = Admission::new(
@@ -342,36 +371,19 @@ fn bench_steady_review(c: &mut Criterion) {
         store,
         Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl))),
     );
-    // A new uid per review: its first 8 hex digits count (the ledger id is the first 16).
     let at = REVIEW.find("3f2a9c01-").expect("the example's uid");
     let mut counter = 0u32;
-    let mut next_review = || {
+    let mut next_review = move || {
         counter += 1;
         let mut body = REVIEW.as_bytes().to_vec();
         body[at..at + 8].copy_from_slice(format!("{counter:08x}").as_bytes());
         body
     };
-    // Fill the ledger to its working size first.
     for _ in 0..config.inflight.max_entries {
         let body = next_review();
         admission.review_bytes(&body).expect("answer");
     }
-    let mut group = c.benchmark_group("steady_review_5000_nodes");
-    group.bench_function("webhook", |b| {
-        b.iter_batched(
-            &mut next_review,
-            |body| {
-                let answer = admission.review_bytes(black_box(&body)).expect("answer");
-                black_box(serde_json::to_vec(&answer.review).expect("json"))
-            },
-            criterion::BatchSize::SmallInput,
-        )
-    });
-    let body = REVIEW.as_bytes().to_vec();
-    group.bench_function("minimal_baseline", |b| {
-        b.iter(|| black_box(minimal_review(black_box(&body))))
-    });
-    group.finish();
+    (admission, next_review)
 }
 
 /// `examples/minimal_webhook.rs`'s handler without the server: parse, one label, serialize.

@@ -29,6 +29,8 @@
 #                        decision behind them), the floor a decision adds to
 #   EARLIER_BIN=         another placement-webhook binary (e.g. built from an earlier commit) run
 #                        in each row too, after the webhook: its figures and ratios are added
+#   WEBHOOK_CONFIG=      a config file passed to the webhook (and EARLIER_BIN) with --config, e.g.
+#                        one with `scheduler: {percentage_of_nodes_to_score: 100}` (the exact profile)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,6 +48,7 @@ OUT="${OUT:-target/load}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
 WEBHOOK_PRELOAD="${WEBHOOK_PRELOAD:-}"
 EARLIER_BIN="${EARLIER_BIN:-}"
+WEBHOOK_CONFIG="${WEBHOOK_CONFIG:-}"
 ANSWER_ONLY="${ANSWER_ONLY:-1}"
 TARGET="${CARGO_TARGET_DIR:-target}"
 BIN="$TARGET/release/placement-webhook"
@@ -140,7 +143,7 @@ wait_listening() { # wait_listening URL: until TLS answers (any HTTP status)
 start_server() { # start_server [BINARY] [SNAPSHOT]: the webhook, or another build of it
   LD_PRELOAD="$WEBHOOK_PRELOAD" "${1:-$BIN}" serve --listen "127.0.0.1:${PORT}" \
     --metrics-file "${2:-$SNAPSHOT}" --no-cluster --tls-cert "$CERT" --tls-key "$KEY" \
-    >"$OUT/server.log" 2>&1 &
+    ${WEBHOOK_CONFIG:+--config "$WEBHOOK_CONFIG"} >"$OUT/server.log" 2>&1 &
   SERVER_PID=$!
   wait_listening "$BASE/healthz"
 }
