@@ -29,6 +29,8 @@
 #                        decision behind them), the floor a decision adds to
 #   EARLIER_BIN=         another placement-webhook binary (e.g. built from an earlier commit) run
 #                        in each row too, after the webhook: its figures and ratios are added
+#   JOB_SIZE=0           N > 0: every N reviews of a wrk thread belong to a new job (benches/review.lua),
+#                        instead of every review to the example's one job
 #   WEBHOOK_CONFIG=      a config file passed to the webhook (and EARLIER_BIN) with --config, e.g.
 #                        one with `scheduler: {percentage_of_nodes_to_score: 100}` (the exact profile)
 set -euo pipefail
@@ -118,6 +120,7 @@ terms[0]["matchExpressions"][0]["values"] = ["worker-00014", "worker-00327", "wo
 json.dump(review, open(sys.argv[1], "w"), separators=(",", ":"))
 PY
 export BODY_FILE="$BODY"
+export JOB_SIZE="${JOB_SIZE:-0}"
 
 mib() { awk -v k="$1" 'BEGIN {printf "%.1f", k / 1024}'; }
 

@@ -3,7 +3,9 @@
 --
 -- Environment: BODY_FILE (the review; its uid must be "3f2a9c01-b7de-4c55-9e1a-0d4b6f8e2c17"),
 -- DELAY_MS (optional pause before each request, per connection, for a steady rate),
--- SAME_UID=1 (send the body as it is: one uid, so only the first review charges the ledger).
+-- SAME_UID=1 (send the body as it is: one uid, so only the first review charges the ledger),
+-- JOB_SIZE=N (optional: every N reviews of a thread belong to a new job, its "wordcount" in
+-- labels, owner and anti-affinity selector renamed alike, as a cluster that runs many jobs sees).
 
 local UID = "3f2a9c01%-b7de%-4c55%-9e1a%-0d4b6f8e2c17"
 local threads = {}
@@ -34,6 +36,9 @@ function init(args)
   same_uid = os.getenv("SAME_UID") == "1"
   whole = text
   delay_ms = tonumber(os.getenv("DELAY_MS") or "0") or 0
+  job_size = tonumber(os.getenv("JOB_SIZE") or "0") or 0
+  job = -1
+  job_before, job_after = before, after
   wrk.method = "POST"
   wrk.path = "/mutate?timeout=10s"
   wrk.headers["Content-Type"] = "application/json"
@@ -49,6 +54,17 @@ function request()
   local hi = math.floor(counter / 65536)
   local lo = counter % 65536
   local uid = string.format("%04x%04x-%04x-4c55-9e1a-0d4b6f8e2c17", thread_id, hi % 65536, lo)
+  if job_size > 0 then
+    local now = math.floor((counter - 1) / job_size)
+    if now ~= job then
+      -- As long as "wordcount": the body's other offsets do not move.
+      job = now
+      local name = string.format("w%x%07d", thread_id % 16, job % 10000000)
+      job_before = before:gsub("wordcount", name)
+      job_after = after:gsub("wordcount", name)
+    end
+    return wrk.format(nil, nil, nil, job_before .. uid .. job_after)
+  end
   return wrk.format(nil, nil, nil, before .. uid .. after)
 end
 

@@ -5,5 +5,11 @@
 #[cfg(not(fuzzing))]
 pub type HashMap<K, V> = foldhash::HashMap<K, V>;
 
+#[cfg(not(fuzzing))]
+pub type HashSet<K> = foldhash::HashSet<K>;
+
 #[cfg(fuzzing)]
 pub type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
+
+#[cfg(fuzzing)]
+pub type HashSet<K> = std::collections::HashSet<K, foldhash::fast::FixedState>;

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use super::changes::ChangeLog;
 use super::occupancy::Occupancy;
-use super::pod_groups::{PodGroup, PodGroups};
+use super::pod_groups::{PendingGroups, PodGroup, PodGroups};
 use super::running::RunningPods;
 use crate::scheduler::PodRequests;
 use std::sync::Arc;
@@ -177,8 +177,8 @@ pub struct Ledger {
     unheard: usize,
     /// Whose decisions the pod watch reported lately.
     heard: HeardMix,
-    /// The group of the pending pod tagged last.
-    last_pending_group: Option<Arc<PodGroup>>,
+    /// The groups of pending pods, one copy per template.
+    pending_groups: PendingGroups,
     /// The requests of the pod charged last.
     last_requests: Option<Arc<PodRequests>>,
     /// Pending pods with a group, by group (its address): the group and its pods counted by
@@ -240,7 +240,7 @@ impl Ledger {
             evicted: 0,
             unheard: 0,
             heard: HeardMix::default(),
-            last_pending_group: None,
+            pending_groups: PendingGroups::default(),
             last_requests: None,
             pending_tally: PendingTally::default(),
             occupancy: Occupancy::default(),
@@ -384,13 +384,13 @@ impl Ledger {
 
     /// The labels and terms of the pending pod `id`, interned with the bound pods' groups.
     pub fn set_group(&mut self, id: &str, group: PodGroup) {
-        // A burst's pods share one template: while none is bound, the last pending pod's copy
-        // is shared, so the plugins match the burst's pods once (see `AlikeMemo`).
-        let group = match &self.last_pending_group {
-            Some(last) if **last == group => last.clone(),
-            _ => self.groups.intern(group),
-        };
-        self.last_pending_group = Some(group.clone());
+        // A burst's pods share one template: its pending pods share one copy (the bound pods'
+        // when some are bound), so the plugins match the burst's pods once (see `AlikeMemo`),
+        // however the reviews of several bursts interleave.
+        let groups = &self.groups;
+        let group = self
+            .pending_groups
+            .share(group, |group| groups.intern(group));
         let Some(entry) = self.entries.get_mut(id) else {
             return;
         };
