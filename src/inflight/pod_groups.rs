@@ -127,14 +127,6 @@ impl PendingGroups {
         self.shared.insert(shared.clone());
         shared
     }
-
-    pub fn len(&self) -> usize {
-        self.shared.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.shared.is_empty()
-    }
 }
 
 /// Bound pods by group and node. Which group each pod is in is kept by the occupancy, which
@@ -346,14 +338,14 @@ mod tests {
         assert!(Arc::ptr_eq(&held[0], &held[18]));
         assert!(Arc::ptr_eq(&held[1], &held[19]));
         assert!(!Arc::ptr_eq(&held[0], &held[1]));
-        assert_eq!(pending.len(), 2);
+        assert_eq!(pending.shared.len(), 2);
         // Job "a"'s pods are gone; 63 more jobs come: at 64 groups a sweep drops "a" and keeps
         // "b", still held.
         held.retain(|g| g.labels.get("app").map(String::as_str) == Some("b"));
         for k in 0..63 {
             held.push(pending.share(job(&format!("job-{k}")), |g| bound.intern(g)));
         }
-        assert_eq!(pending.len(), 64, "63 jobs and b");
+        assert_eq!(pending.shared.len(), 64, "63 jobs and b");
         let b_again = pending.share(job("b"), |g| bound.intern(g));
         assert!(Arc::ptr_eq(&held[0], &b_again));
     }

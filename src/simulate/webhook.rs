@@ -85,10 +85,10 @@ pub(super) fn webhook(
     let names: Vec<String> = (0..replicas)
         .map(|r| format!("placement-webhook-{r}"))
         .collect();
+    // The decider is the first replica, the lowest-named.
+    let decider = timing.one_decider().then_some(names[0].as_str());
     let publish_members = |count: usize| {
         for (r, admission) in admissions.iter().enumerate() {
-            // The decider is the first replica, the lowest-named.
-            let decider = timing.one_decider().then_some(names[0].as_str());
             let set = timing
                 .membership
                 .then(|| {
