@@ -408,8 +408,15 @@ impl Admission {
             .is_some_and(|v| v == "true");
         // Our own mark: this is a reinvocation, the pod was already steered.
         let already_steered = annotations.is_some_and(|a| a.contains_key(ANNOTATION));
+        // Created bound (`spec.nodeName`): no scheduler places it, so nothing to steer or charge.
+        let already_bound = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| !n.is_empty());
         !opted_out
             && !already_steered
+            && !already_bound
             && placement::selector::targets_match(&self.config.targets, labels)
     }
 
@@ -655,5 +662,32 @@ mod tests {
         }
         review("ca000000-0000-0000-0000-000000000000");
         assert_eq!(charged().0, 3, "a new uid is charged");
+    }
+
+    /// A pod created with `spec.nodeName` is bound already: no scheduler places it, so it is
+    /// neither patched nor charged, while the same pod unbound is both.
+    #[test]
+    fn a_pod_created_bound_is_left_alone_and_not_charged() {
+        let (admission, _, ledger) = on_the_example();
+        let review = |uid: &str, node_name: Option<&str>| {
+            let mut review: Value =
+                serde_json::from_str(include_str!("../../examples/taskmanager-review.json"))
+                    .expect("example review");
+            review["request"]["uid"] = json!(uid);
+            if let Some(node) = node_name {
+                review["request"]["object"]["spec"]["nodeName"] = json!(node);
+            }
+            let review: ReviewIn = serde_json::from_value(review).expect("a review");
+            let request = review.request.expect("a request");
+            admission.answer(&request, SystemTime::now())
+        };
+        let bound = review("da000000-0000-0000-0000-000000000000", Some("worker-05"));
+        assert!(bound.review.response.patch.is_none(), "a bound pod is patched");
+        assert_eq!(bound.outcome, Outcome::Skipped);
+        assert_eq!(ledger.read().len(), 0, "a bound pod is charged");
+
+        let unbound = review("ea000000-0000-0000-0000-000000000000", Some(""));
+        assert!(unbound.review.response.patch.is_some(), "an empty nodeName is unbound");
+        assert_eq!(ledger.read().len(), 1);
     }
 }

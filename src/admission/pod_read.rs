@@ -54,6 +54,9 @@ struct SpecParts {
     topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
     #[serde(default)]
     scheduler_name: Option<String>,
+    /// Set at CREATE, the pod is bound already: no scheduler will place it.
+    #[serde(default)]
+    node_name: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -91,6 +94,7 @@ impl From<SpecParts> for PodSpec {
             tolerations: parts.tolerations,
             topology_spread_constraints: parts.topology_spread_constraints,
             scheduler_name: parts.scheduler_name,
+            node_name: parts.node_name,
             ..PodSpec::default()
         }
     }
@@ -138,6 +142,7 @@ mod tests {
                 tolerations: spec.tolerations,
                 topology_spread_constraints: spec.topology_spread_constraints,
                 scheduler_name: spec.scheduler_name,
+                node_name: spec.node_name,
                 ..PodSpec::default()
             });
         }
