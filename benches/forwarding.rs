@@ -41,6 +41,7 @@ fn forwarding(c: &mut Criterion) {
         service: "placement-webhook".into(),
         namespace: "placement-webhook".into(),
         days: 1,
+        ip_addresses: Vec::new(),
     })
     .expect("certificates");
     let dir = tempfile::tempdir().expect("temp dir");

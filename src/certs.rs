@@ -59,6 +59,9 @@ pub struct CertRequest {
     pub service: String,
     pub namespace: String,
     pub days: u32,
+    /// IP addresses the serving certificate is also valid for (a webhook registered by
+    /// `clientConfig.url: https://<ip>:<port>/...` is checked against an IP SAN).
+    pub ip_addresses: Vec<std::net::IpAddr>,
 }
 
 /// The generated PEM texts. `Debug` never shows the private key.
@@ -143,6 +146,12 @@ pub fn generate(request: &CertRequest) -> Result<Bundle, CertsError> {
 
     let names = service_dns_names(&request.service, &request.namespace);
     let mut params = CertificateParams::new(names).map_err(generate("serving certificate"))?;
+    params.subject_alt_names.extend(
+        request
+            .ip_addresses
+            .iter()
+            .map(|ip| rcgen::SanType::IpAddress(*ip)),
+    );
     params.distinguished_name.push(
         DnType::CommonName,
         format!("{}.{}.svc", request.service, request.namespace),
@@ -287,6 +296,7 @@ mod tests {
             service: "placement-webhook".into(),
             namespace: "flink-system".into(),
             days,
+            ip_addresses: Vec::new(),
         }
     }
 
@@ -323,6 +333,20 @@ mod tests {
         verifier
             .verify_server_cert(&der(cert_pem), &[], &name, &[], UnixTime::now())
             .map(|_| ())
+    }
+
+    /// `--ip`: the certificate also verifies for that address, and only for it.
+    #[test]
+    fn serving_certificate_covers_the_ip_addresses_asked_for() {
+        let bundle = generate(&CertRequest {
+            ip_addresses: vec!["127.0.0.1".parse().expect("ip")],
+            ..request(30)
+        })
+        .expect("generate");
+        verify(&bundle.ca_pem, &bundle.cert_pem, "127.0.0.1").expect("valid for 127.0.0.1");
+        assert!(verify(&bundle.ca_pem, &bundle.cert_pem, "127.0.0.2").is_err());
+        let without = generate(&request(30)).expect("generate");
+        assert!(verify(&without.ca_pem, &without.cert_pem, "127.0.0.1").is_err());
     }
 
     #[test]
@@ -472,6 +496,7 @@ mod tests {
                 service: service.into(),
                 namespace: namespace.into(),
                 days: 30,
+                ip_addresses: Vec::new(),
             })
             .expect_err("invalid name accepted");
             assert!(matches!(err, CertsError::InvalidName { .. }), "{err}");

@@ -110,6 +110,9 @@ enum Command {
         out: PathBuf,
         #[arg(long, default_value_t = 365)]
         days: u32,
+        /// Also valid for this IP address (repeat for several), for a webhook registered by URL.
+        #[arg(long = "ip")]
+        ip_addresses: Vec<std::net::IpAddr>,
     },
 }
 
@@ -347,12 +350,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             namespace,
             out,
             days,
+            ip_addresses,
         } => {
             use placement_webhook::certs::{self, CertRequest};
             let bundle = certs::generate(&CertRequest {
                 service,
                 namespace,
                 days,
+                ip_addresses,
             })?;
             let written = certs::write_files(&out, &bundle)?;
             eprintln!("placement-webhook: {written}; the caBundle follows on stdout");

@@ -27,6 +27,7 @@ fn shared_certs() -> Certs {
         service: SERVICE.into(),
         namespace: NAMESPACE.into(),
         days: 1,
+        ip_addresses: Vec::new(),
     })
     .expect("certificates");
     let dir = tempfile::tempdir().expect("temp dir");

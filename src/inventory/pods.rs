@@ -307,7 +307,7 @@ pub async fn watch_pods(
             Some(Ok(Event::Delete(pod))) => (pod, true),
             Some(Ok(Event::Init)) => {
                 health.ok("pod");
-                lock(&ledger).occupancy.begin_relist();
+                lock(&ledger).begin_relist();
                 continue;
             }
             Some(Ok(Event::InitDone)) => {
@@ -484,6 +484,35 @@ mod tests {
         apply_pod_event(&mut l, &a, true, Instant::now(), now);
         assert!(l.groups.is_empty());
         assert_eq!((l.groups.pods(), l.occupancy.pods()), (0, 0));
+    }
+
+    /// A steered pod the watch had reported, deleted while the watch was away, is not in the
+    /// next list: its charge goes with it. A charge the watch never reported stays.
+    #[test]
+    fn a_relist_drops_the_charges_of_steered_pods_it_no_longer_lists() {
+        let mut l = Ledger::new(TTL);
+        let p = pod(Some(NOTE), None, "Pending", 2);
+        assert_eq!(apply(&mut l, &p, false), PodEffect::Charged);
+        l.charge(
+            "unheard",
+            &[("worker-2".to_string(), 1.0)],
+            PodLoad::default(),
+            &PodRequests::default(),
+            Instant::now(),
+        );
+        l.remember_decision("unheard", Vec::new());
+        assert_eq!(l.len(), 2);
+        // Listed again: kept.
+        l.begin_relist();
+        assert_eq!(apply(&mut l, &p, false), PodEffect::Unchanged);
+        l.end_relist();
+        assert_eq!(l.len(), 2);
+        // Not listed: its charge goes; the one never reported stays.
+        l.begin_relist();
+        l.end_relist();
+        assert_eq!(l.len(), 1);
+        assert!(l.contains("unheard"));
+        assert_eq!(cpu(&l, "worker-4"), 0.0);
     }
 
     #[test]

@@ -1,3 +1,4 @@
 pub mod exporter;
+pub mod kube;
 pub mod prometheus;
 pub mod webhook;

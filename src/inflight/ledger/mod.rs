@@ -143,6 +143,9 @@ struct Entry {
     decided_here: Option<Box<[f32]>>,
     /// Decided here and not yet reported by the pod watch.
     unheard: bool,
+    /// The pod list (see [`Ledger::begin_relist`]) in which the pod watch last reported it, or
+    /// in which it was charged.
+    listed: u32,
     /// Its labels and terms, for the plugins that count other pods while it is pending.
     group: Option<Arc<PodGroup>>,
 }
@@ -175,6 +178,8 @@ pub struct Ledger {
     evicted: u64,
     /// Entries decided here that the pod watch has not reported yet.
     unheard: usize,
+    /// Pod lists begun by the pod watch (its first and every relist).
+    relists: u32,
     /// Whose decisions the pod watch reported lately.
     heard: HeardMix,
     /// The groups of pending pods, one copy per template.
@@ -239,6 +244,7 @@ impl Ledger {
             landings: 0,
             evicted: 0,
             unheard: 0,
+            relists: 0,
             heard: HeardMix::default(),
             pending_groups: PendingGroups::default(),
             last_requests: None,
@@ -286,6 +292,7 @@ impl Ledger {
             charge_seq: self.next_seq,
             decided_here: None,
             unheard: false,
+            listed: self.relists,
             group: None,
         };
         self.next_seq += 1;
@@ -407,16 +414,38 @@ impl Ledger {
         self.pending_tally.count(&group, node, true);
     }
 
+    /// The pod watch lists every pod again (at start, and when a watch cannot resume, e.g. 410
+    /// Gone after a compaction).
+    pub fn begin_relist(&mut self) {
+        self.relists = self.relists.wrapping_add(1);
+        self.occupancy.begin_relist();
+    }
+
     /// A pod list is complete: pods it did not mention are dropped (see
-    /// [`Occupancy::end_relist`]), their labels with them.
+    /// [`Occupancy::end_relist`]), their labels with them, and so are the charges of steered
+    /// pods the watch had reported before and this list did not mention (deleted while the
+    /// watch was away). A charge the watch never reported stays: its pod may be younger than
+    /// the list.
     pub fn end_relist(&mut self) {
         let groups = &mut self.groups;
         self.occupancy
             .end_relist_with(|node, group| groups.release(node, group));
+        let gone: Vec<String> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| !e.unheard && e.listed != self.relists)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in gone {
+            self.forget(&id);
+        }
     }
 
     /// The pod watch reported the pod `id` (created or bound).
     pub fn heard(&mut self, id: &str) {
+        if let Some(entry) = self.entries.get_mut(id) {
+            entry.listed = self.relists;
+        }
         if let Some(entry) = self.entries.get_mut(id)
             && entry.unheard
         {

@@ -1,0 +1,336 @@
+//! One installed cluster: the control plane, nodes with a load snapshot, deploy/ applied, the
+//! webhook's replicas running as its ServiceAccount, and a namespace labelled for injection.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use serde_json::json;
+
+use crate::balancer::Balancer;
+use crate::support::kube::objects::{self, NodeSpec};
+use crate::support::kube::webhook::{
+    self, NAMESPACE, Replica, ReplicaOptions, SERVICE_ACCOUNT, ServingCerts,
+};
+use crate::support::kube::{ControlPlane, Options, free_port};
+
+/// The name the replicas' EndpointSlices give (FQDN: validation refuses loopback IPs); their
+/// hosts file maps it to 127.0.0.1.
+pub const REPLICAS_HOST: &str = "replicas.placement-webhook.test";
+
+/// The namespace labelled `placement-webhook.io/inject=enabled` the tests create pods in.
+pub const FLINK: &str = "flink";
+
+/// One control plane at a time: each apiserver takes a core while it starts.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().await
+}
+
+pub struct Setup {
+    /// Nodes and their CPU busy fraction in the snapshot.
+    pub nodes: Vec<(NodeSpec, f64)>,
+    pub replicas: usize,
+    /// KubeSchedulerConfiguration body for kube-scheduler (`Some("")`: defaults); `None`: no
+    /// scheduler.
+    pub scheduler: Option<String>,
+    /// Appended to the shipped config.
+    pub extra_config: String,
+    pub apiserver_args: Vec<String>,
+}
+
+impl Setup {
+    /// `n` nodes of 16 cores in three zones, CPU busy from 0.9 down in even steps.
+    pub fn nodes(n: usize) -> Setup {
+        let nodes = (0..n)
+            .map(|i| {
+                let name = format!("node-{i:03}");
+                let zone = format!("zone-{}", ["a", "b", "c"][i % 3]);
+                let cpu = 0.9 - 0.8 * i as f64 / n.max(2).saturating_sub(1) as f64;
+                (NodeSpec::new(&name, &zone, 16), cpu)
+            })
+            .collect();
+        Setup {
+            nodes,
+            replicas: 1,
+            scheduler: Some(String::new()),
+            extra_config: String::new(),
+            apiserver_args: Vec::new(),
+        }
+    }
+}
+
+pub struct Cluster {
+    pub admin: Client,
+    pub certs: ServingCerts,
+    pub webhook_kubeconfig: PathBuf,
+    pub snapshot: PathBuf,
+    pub replicas: Vec<Replica>,
+    pub balancer: Option<Balancer>,
+    pub nodes: Vec<(NodeSpec, f64)>,
+    extra_config: String,
+    /// The replicas' hosts file, when there are several (see [`REPLICAS_HOST`]).
+    hosts: Option<PathBuf>,
+    // Last: dropped after the replicas, so they never see their apiserver vanish first.
+    pub plane: ControlPlane,
+}
+
+impl Cluster {
+    /// Starts everything and waits until every replica is ready. `None` when the control plane
+    /// binaries are missing outside CI.
+    pub async fn start(setup: Setup) -> Option<Cluster> {
+        let plane = ControlPlane::start(Options {
+            scheduler: setup.scheduler.clone(),
+            apiserver_args: setup.apiserver_args.clone(),
+        })
+        .await?;
+        let admin = plane.client().await;
+        let specs: Vec<NodeSpec> = setup.nodes.iter().map(|(n, _)| n.clone()).collect();
+        objects::create_nodes(&admin, &specs).await;
+
+        let certs = ServingCerts::generate(plane.dir.path());
+        let ports: Vec<u16> = (0..setup.replicas).map(|_| free_port()).collect();
+        let balancer = if setup.replicas > 1 {
+            let backends: Vec<SocketAddr> = ports
+                .iter()
+                .map(|p| SocketAddr::from(([127, 0, 0, 1], *p)))
+                .collect();
+            Some(Balancer::start(backends).await)
+        } else {
+            None
+        };
+        let url = match &balancer {
+            Some(b) => format!("https://127.0.0.1:{}/mutate", b.addr.port()),
+            None => format!("https://127.0.0.1:{}/mutate", ports[0]),
+        };
+        webhook::install(&plane, &url, &certs.ca_bundle);
+        let token = plane.service_account_token(NAMESPACE, SERVICE_ACCOUNT);
+        let webhook_kubeconfig = plane.dir.path().join("webhook.kubeconfig");
+        std::fs::write(
+            &webhook_kubeconfig,
+            plane.kubeconfig_with_token(SERVICE_ACCOUNT, &token),
+        )
+        .expect("write kubeconfig");
+        let snapshot = plane.dir.path().join("snapshot.json");
+        let mut cluster = Cluster {
+            admin,
+            certs,
+            webhook_kubeconfig,
+            snapshot,
+            replicas: Vec::new(),
+            balancer,
+            nodes: setup.nodes,
+            extra_config: setup.extra_config,
+            hosts: None,
+            plane,
+        };
+        cluster.write_snapshot();
+        if setup.replicas > 1 {
+            let hosts = cluster.plane.dir.path().join("hosts");
+            std::fs::write(
+                &hosts,
+                format!("127.0.0.1 localhost\n127.0.0.1 {REPLICAS_HOST}\n"),
+            )
+            .expect("write hosts");
+            cluster.hosts = Some(hosts);
+            cluster.publish_endpoints(&ports).await;
+        }
+        for (i, port) in ports.iter().enumerate() {
+            cluster.start_replica(&format!("placement-webhook-{i}"), *port);
+        }
+        for replica in &mut cluster.replicas {
+            replica.wait_ready(&cluster.certs.ca_pem()).await;
+        }
+        objects::create_namespace(&cluster.admin, FLINK, true).await;
+        Some(cluster)
+    }
+
+    /// Writes the snapshot file from the nodes' loads, taken now.
+    pub fn write_snapshot(&self) {
+        let loads: Vec<(String, f64)> = self
+            .nodes
+            .iter()
+            .map(|(n, cpu)| (n.name.clone(), *cpu))
+            .collect();
+        std::fs::write(&self.snapshot, webhook::snapshot(&loads).to_string())
+            .expect("write snapshot");
+    }
+
+    pub fn start_replica(&mut self, name: &str, port: u16) {
+        let replica = Replica::start(
+            self.plane.dir.path(),
+            ReplicaOptions {
+                name,
+                certs: &self.certs,
+                metrics_file: &self.snapshot,
+                extra_config: &self.extra_config,
+                kubeconfig: &self.webhook_kubeconfig,
+                port: Some(port),
+                hosts: self.hosts.as_deref(),
+            },
+        );
+        self.replicas.push(replica);
+    }
+
+    /// One EndpointSlice per replica (ports are per slice), addressed by a name that resolves to
+    /// loopback: EndpointSlice validation refuses loopback IPs.
+    async fn publish_endpoints(&self, ports: &[u16]) {
+        for (i, port) in ports.iter().enumerate() {
+            let slice = json!({
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "metadata": {
+                    "name": format!("placement-webhook-{i}"),
+                    "namespace": NAMESPACE,
+                    "labels": {"kubernetes.io/service-name": "placement-webhook"},
+                },
+                "addressType": "FQDN",
+                "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+                "endpoints": [{
+                    "addresses": [REPLICAS_HOST],
+                    "conditions": {"ready": true},
+                    "targetRef": {
+                        "kind": "Pod",
+                        "name": format!("placement-webhook-{i}"),
+                        "namespace": NAMESPACE,
+                    },
+                }],
+            });
+            self.plane.kubectl_with_input(
+                &["apply", "--server-side", "--field-manager=test", "-f", "-"],
+                Some(&slice.to_string()),
+            );
+        }
+    }
+
+    pub fn ca_pem(&self) -> String {
+        self.certs.ca_pem()
+    }
+
+    /// Every replica's `/metrics`, summed by the caller.
+    pub async fn metrics(&self) -> Vec<String> {
+        let ca = self.ca_pem();
+        let mut all = Vec::new();
+        for replica in &self.replicas {
+            all.push(replica.metrics(&ca).await);
+        }
+        all
+    }
+
+    /// The sum over replicas of `name{labels}`.
+    pub async fn metric_sum(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.metrics()
+            .await
+            .iter()
+            .map(|m| webhook::sum(m, name, labels))
+            .sum()
+    }
+
+    /// Waits until `metric_sum(name, labels)` reaches `at_least` (20 s at most).
+    pub async fn wait_metric(&self, name: &str, labels: &[(&str, &str)], at_least: f64) -> f64 {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let value = self.metric_sum(name, labels).await;
+            if value >= at_least {
+                return value;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name}{labels:?} = {value} after 20 s, expected at least {at_least}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Creates a pod in `namespace`; returns it as the apiserver stored it.
+    pub async fn create(&self, namespace: &str, pod: &serde_json::Value) -> Pod {
+        objects::create_pod(&self.admin, namespace, pod).await
+    }
+
+    /// Waits for the scheduler to bind every named pod; name -> node.
+    pub async fn bound(&self, namespace: &str, names: &[String]) -> BTreeMap<String, String> {
+        objects::wait_bound(&self.admin, namespace, names).await
+    }
+
+    /// Every replica's log, for a failure message.
+    pub fn logs(&self) -> String {
+        self.replicas
+            .iter()
+            .map(|r| format!("--- {}\n{}", r.name, r.process.log_tail(30)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Lines of the replicas' logs that say the apiserver refused them (403).
+    pub fn forbidden_lines(&self) -> Vec<String> {
+        self.replicas
+            .iter()
+            .flat_map(|r| {
+                r.log()
+                    .lines()
+                    .filter(|l| l.to_lowercase().contains("forbidden"))
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+}
+
+/// The decision note's landing: node -> percent, from `land=` (`node-07:100` or
+/// `node-0{7:62,3:38}`).
+pub fn landing(note: &str) -> BTreeMap<String, u32> {
+    let Some(value) = note
+        .split(' ')
+        .find_map(|field| field.strip_prefix("land="))
+    else {
+        return BTreeMap::new();
+    };
+    let (front, inner, back) = match (value.find('{'), value.rfind('}')) {
+        (Some(open), Some(close)) => (&value[..open], &value[open + 1..close], &value[close + 1..]),
+        _ => ("", value, ""),
+    };
+    inner
+        .split(',')
+        .filter(|part| !part.is_empty() && *part != "none")
+        .filter_map(|part| {
+            let (middle, percent) = part.rsplit_once(':')?;
+            Some((format!("{front}{middle}{back}"), percent.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The decision annotation of a pod, if the webhook wrote one.
+pub fn decision(pod: &Pod) -> Option<&str> {
+    objects::annotation(pod, "placement-webhook.io/decision")
+}
+
+/// The preferred node affinity terms of a pod.
+pub fn preferred_terms(pod: &Pod) -> usize {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map_or(0, Vec::len)
+}
+
+#[test]
+fn landing_reads_both_spellings() {
+    let one =
+        landing("id=1 mode=affinity cpu=2 net=0 est=request land=node-007:100 avoid=0 age=1s");
+    assert_eq!(
+        one.into_iter().collect::<Vec<_>>(),
+        [("node-007".to_string(), 100)]
+    );
+    let two = landing("id=1 land=node-0{07:62,13:38} avoid=0");
+    assert_eq!(two.get("node-007"), Some(&62));
+    assert_eq!(two.get("node-013"), Some(&38));
+    assert!(landing("id=1 land= avoid=0").is_empty());
+}

@@ -1,0 +1,16 @@
+//! The webhook against a real control plane: etcd, kube-apiserver (RBAC on) and kube-scheduler
+//! of the pinned release (tests/kube), the webhook installed from deploy/ and running as its
+//! ServiceAccount. Under `CI=true` missing binaries fail these tests; elsewhere they skip.
+//!
+//! Each test starts its own control plane; they run one at a time (a lock), since each
+//! apiserver takes a core while it starts and the machine may have only two.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod admission;
+mod balancer;
+mod fixture;
+mod install;
+mod replicas;
+mod watches;

@@ -1,0 +1,232 @@
+//! API objects the tests create: Nodes with a status (no kubelet writes one), Flink pods, and
+//! helpers that create many at once and wait for the scheduler's binds.
+
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+/// One Node to create: name, zone, allocatable CPU cores.
+#[derive(Clone, Debug)]
+pub struct NodeSpec {
+    pub name: String,
+    pub zone: String,
+    pub cores: u32,
+    pub labels: Vec<(String, String)>,
+}
+
+impl NodeSpec {
+    pub fn new(name: &str, zone: &str, cores: u32) -> NodeSpec {
+        NodeSpec {
+            name: name.into(),
+            zone: zone.into(),
+            cores,
+            labels: Vec::new(),
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        let mut labels = serde_json::Map::new();
+        labels.insert("kubernetes.io/hostname".into(), json!(self.name));
+        labels.insert("kubernetes.io/os".into(), json!("linux"));
+        labels.insert("topology.kubernetes.io/zone".into(), json!(self.zone));
+        for (k, v) in &self.labels {
+            labels.insert(k.clone(), json!(v));
+        }
+        let resources = json!({
+            "cpu": self.cores.to_string(),
+            "memory": format!("{}Gi", self.cores * 4),
+            "pods": "110",
+        });
+        json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": self.name, "labels": labels},
+            "status": {
+                "capacity": resources,
+                "allocatable": resources,
+                "conditions": [{
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "created by the test",
+                    "lastHeartbeatTime": now(),
+                    "lastTransitionTime": now(),
+                }],
+            },
+        })
+    }
+}
+
+fn now() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// A namespace; `inject`: labelled for the webhook.
+pub async fn create_namespace(client: &Client, name: &str, inject: bool) {
+    let mut labels = serde_json::Map::new();
+    if inject {
+        labels.insert("placement-webhook.io/inject".into(), json!("enabled"));
+    }
+    let ns: Namespace = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": name, "labels": labels},
+    }))
+    .expect("namespace");
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("create namespace");
+}
+
+/// Creates the nodes, 16 requests at a time.
+pub async fn create_nodes(client: &Client, nodes: &[NodeSpec]) {
+    let api = Api::<Node>::all(client.clone());
+    futures::stream::iter(nodes.iter().map(|spec| {
+        let api = api.clone();
+        async move {
+            let node: Node = serde_json::from_value(spec.to_json()).expect("node");
+            api.create(&PostParams::default(), &node)
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("node {}: {e}", spec.name))
+        }
+    }))
+    .buffer_unordered(16)
+    .try_collect::<Vec<()>>()
+    .await
+    .expect("create nodes");
+}
+
+/// A Flink TaskManager of job `job` requesting `cpu` (a quantity), as Flink's native
+/// Kubernetes integration labels it.
+pub fn taskmanager(name: &str, job: &str, cpu: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "app": job,
+                "component": "taskmanager",
+                "type": "flink-native-kubernetes",
+            },
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{
+                "name": "flink-main-container",
+                "image": "flink:1.20",
+                "resources": {
+                    "requests": {"cpu": cpu, "memory": "1Gi"},
+                    "limits": {"cpu": cpu, "memory": "1Gi"},
+                },
+            }],
+        },
+    })
+}
+
+/// A running pod of another workload bound to `node` (created with `spec.nodeName`).
+pub fn bound_pod(name: &str, node: &str, cpu: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "other"}},
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{
+                "name": "main",
+                "image": "busybox",
+                "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}},
+            }],
+        },
+    })
+}
+
+pub async fn create_pod(client: &Client, namespace: &str, pod: &Value) -> Pod {
+    create_pod_with(client, namespace, pod, &PostParams::default()).await
+}
+
+pub async fn create_pod_with(
+    client: &Client,
+    namespace: &str,
+    pod: &Value,
+    params: &PostParams,
+) -> Pod {
+    let pod: Pod = serde_json::from_value(pod.clone()).expect("pod");
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .create(params, &pod)
+        .await
+        .unwrap_or_else(|e| panic!("create pod {:?}: {e}", pod.metadata.name))
+}
+
+/// Creates the pods all at once; returns them as created (patched by webhooks).
+pub async fn create_pods(client: &Client, namespace: &str, pods: &[Value]) -> Vec<Pod> {
+    let api = Api::<Pod>::namespaced(client.clone(), namespace);
+    futures::stream::iter(pods.iter().map(|pod| {
+        let api = api.clone();
+        async move {
+            let pod: Pod = serde_json::from_value(pod.clone()).expect("pod");
+            api.create(&PostParams::default(), &pod)
+                .await
+                .map_err(|e| format!("pod {:?}: {e}", pod.metadata.name))
+        }
+    }))
+    .buffered(pods.len().max(1))
+    .try_collect::<Vec<Pod>>()
+    .await
+    .expect("create pods")
+}
+
+/// Waits until every named pod has a node (60 s at most); returns name -> node.
+pub async fn wait_bound(
+    client: &Client,
+    namespace: &str,
+    names: &[String],
+) -> std::collections::BTreeMap<String, String> {
+    let api = Api::<Pod>::namespaced(client.clone(), namespace);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let list = api.list(&ListParams::default()).await.expect("list pods");
+        let bound: std::collections::BTreeMap<String, String> = list
+            .items
+            .iter()
+            .filter_map(|p| {
+                let name = p.metadata.name.clone()?;
+                let node = p.spec.as_ref()?.node_name.clone()?;
+                names.contains(&name).then_some((name, node))
+            })
+            .collect();
+        if bound.len() == names.len() {
+            return bound;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} of {} pods bound after 60 s",
+            bound.len(),
+            names.len()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+pub async fn delete_pod_now(client: &Client, namespace: &str, name: &str) {
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .delete(name, &DeleteParams::default().grace_period(0))
+        .await
+        .expect("delete pod");
+}
+
+/// The pod's annotations, or none.
+pub fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
