@@ -105,7 +105,11 @@ impl Cluster {
         };
         let url = match &balancer {
             Some(b) => format!("https://127.0.0.1:{}/mutate", b.addr.port()),
-            None => format!("https://127.0.0.1:{}/mutate", ports[0]),
+            // No replica yet (the test starts it): registered where none listens for now.
+            None => format!(
+                "https://127.0.0.1:{}/mutate",
+                ports.first().copied().unwrap_or_else(free_port)
+            ),
         };
         webhook::install(&plane, &url, &certs.ca_bundle);
         let token = plane.service_account_token(NAMESPACE, SERVICE_ACCOUNT);

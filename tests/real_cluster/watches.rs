@@ -160,3 +160,87 @@ async fn an_apiserver_restart_over_a_compacted_history_relists_without_double_ch
         cluster.logs()
     );
 }
+
+/// At start the webhook lists 5,000 Nodes and 20,000 Pods in pages and misses none: every node
+/// but one is full of bound pods, so the only node a TaskManager fits on is the one left, the
+/// hottest in the snapshot; a single pod missed would make a cooler node look free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_thousand_nodes_and_twenty_thousand_pods_are_listed_in_pages_at_start() {
+    let _serial = serial().await;
+    const NODES: usize = 5_000;
+    let mut setup = Setup::nodes(0);
+    setup.scheduler = None;
+    setup.nodes = (0..NODES)
+        .map(|i| {
+            let spec = crate::support::kube::objects::NodeSpec::new(
+                &format!("node-{i:04}"),
+                &format!("zone-{}", ["a", "b", "c"][i % 3]),
+                16,
+            );
+            (spec, if i == NODES - 1 { 0.8 } else { 0.2 })
+        })
+        .collect();
+    // The webhook starts only once everything exists: its first list is what is checked.
+    setup.replicas = 0;
+    let started = Instant::now();
+    let Some(mut cluster) = Cluster::start(setup).await else {
+        return;
+    };
+    let nodes_created = started.elapsed();
+    objects::create_namespace(&cluster.admin, "running", false).await;
+    // Four pods of 4 cores on each node but the last, which gets three of 1 core.
+    let pods: Vec<serde_json::Value> = (0..NODES)
+        .flat_map(|n| {
+            let last = n == NODES - 1;
+            (0..4).filter(move |p| !last || *p < 3).map(move |p| {
+                bound_pod(
+                    &format!("other-{n:04}-{p}"),
+                    &format!("node-{n:04}"),
+                    if last { "1" } else { "4" },
+                )
+            })
+        })
+        .collect();
+    assert_eq!(pods.len(), 4 * NODES - 1);
+    objects::create_many(&cluster.admin, "running", &pods, 32).await;
+    let pods_created = started.elapsed();
+    let lists_before = list_requests(&cluster);
+
+    let port = crate::support::kube::free_port();
+    crate::support::kube::webhook::register_at(
+        &cluster.plane,
+        &format!("https://127.0.0.1:{port}/mutate"),
+        &cluster.certs.ca_bundle,
+    );
+    cluster.start_replica("placement-webhook-0", port);
+    let ca = cluster.ca_pem();
+    cluster.replicas[0].wait_ready(&ca).await;
+    let ready = started.elapsed();
+    assert_eq!(
+        cluster
+            .metric_sum("placement_webhook_inventory_nodes", &[])
+            .await,
+        NODES as f64
+    );
+    let pages = list_requests(&cluster) - lists_before;
+    assert!(
+        pages >= (4 * NODES / 500) as f64,
+        "{pages} pod LIST requests: the 20,000 pods were not read in pages"
+    );
+    let land = landing_of_new(&cluster, "tm-0", taskmanager("tm-0", "job", "2")).await;
+    assert_eq!(land, [format!("node-{:04}", NODES - 1)]);
+    eprintln!(
+        "5,000 nodes created in {:.0?}, 19,999 pods by {:.0?}, webhook ready by {:.0?} \
+         ({pages} pod pages)",
+        nodes_created, pods_created, ready
+    );
+}
+
+/// LIST requests for pods the apiserver has served so far.
+fn list_requests(cluster: &Cluster) -> f64 {
+    crate::support::kube::webhook::sum(
+        &cluster.plane.metrics(),
+        "apiserver_request_total",
+        &[("resource", "pods"), ("verb", "LIST")],
+    )
+}

@@ -82,7 +82,7 @@ pub async fn create_namespace(client: &Client, name: &str, inject: bool) {
         .expect("create namespace");
 }
 
-/// Creates the nodes, 16 requests at a time.
+/// Creates the nodes, 32 requests at a time.
 pub async fn create_nodes(client: &Client, nodes: &[NodeSpec]) {
     let api = Api::<Node>::all(client.clone());
     futures::stream::iter(nodes.iter().map(|spec| {
@@ -95,7 +95,7 @@ pub async fn create_nodes(client: &Client, nodes: &[NodeSpec]) {
                 .map_err(|e| format!("node {}: {e}", spec.name))
         }
     }))
-    .buffer_unordered(16)
+    .buffer_unordered(32)
     .try_collect::<Vec<()>>()
     .await
     .expect("create nodes");
@@ -181,6 +181,25 @@ pub async fn create_pods(client: &Client, namespace: &str, pods: &[Value]) -> Ve
     .try_collect::<Vec<Pod>>()
     .await
     .expect("create pods")
+}
+
+/// Creates many pods, `concurrency` requests at a time, keeping nothing of the answers.
+pub async fn create_many(client: &Client, namespace: &str, pods: &[Value], concurrency: usize) {
+    let api = Api::<Pod>::namespaced(client.clone(), namespace);
+    futures::stream::iter(pods.iter().map(|pod| {
+        let api = api.clone();
+        async move {
+            let pod: Pod = serde_json::from_value(pod.clone()).expect("pod");
+            api.create(&PostParams::default(), &pod)
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("pod {:?}: {e}", pod.metadata.name))
+        }
+    }))
+    .buffer_unordered(concurrency)
+    .try_collect::<Vec<()>>()
+    .await
+    .expect("create pods");
 }
 
 /// Waits until every named pod has a node (60 s at most); returns name -> node.

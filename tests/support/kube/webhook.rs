@@ -90,11 +90,11 @@ pub fn install(plane: &ControlPlane, url: &str, ca_bundle: &str) {
 
 /// Points the shipped registration at `url` (instead of the Service) with `ca_bundle`.
 pub fn register_at(plane: &ControlPlane, url: &str, ca_bundle: &str) {
-    let patch = json!([
-        {"op": "remove", "path": "/webhooks/0/clientConfig/service"},
-        {"op": "add", "path": "/webhooks/0/clientConfig/url", "value": url},
-        {"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": ca_bundle},
-    ]);
+    let patch = json!([{
+        "op": "replace",
+        "path": "/webhooks/0/clientConfig",
+        "value": {"url": url, "caBundle": ca_bundle},
+    }]);
     plane.kubectl(&[
         "patch",
         "mutatingwebhookconfiguration",
