@@ -12,8 +12,9 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use crate::admission::Admission;
-use crate::config::Config;
+use crate::config::{Config, LeaseRef};
 use crate::inflight::ledger::Ledger;
+use crate::inventory::lease::SchedulerLease;
 use crate::inventory::replicas::{Identity, Member};
 use crate::metrics_source::file::spawn_file_source;
 use crate::metrics_source::prometheus::{PrometheusSource, spawn_refresher};
@@ -167,11 +168,30 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
             forwarder: forwarder.clone(),
         })
     });
+    // Routing by `spec.schedulerName` waits on the routed scheduler's Lease, which only a
+    // cluster can tell.
+    let lease = match (&config.scheduler_lease, config.mode.writes_scheduler_name()) {
+        (Some(which), true) if options.use_cluster => {
+            info!(lease = %which, scheduler = %config.scheduler_name,
+                "pods are routed to the scheduler only while its lease is renewed");
+            Some((which.clone(), Arc::new(SchedulerLease::default())))
+        }
+        (None, true) => {
+            warn!(scheduler = %config.scheduler_name,
+                "no scheduler lease known (scheduler_lease, or leaderElection in \
+                 scheduler_config_file): pods are routed to the scheduler even while it is down");
+            None
+        }
+        _ => None,
+    };
     if options.use_cluster {
         background.push(spawn_cluster_watches(
             store.clone(),
             ledger.clone(),
-            membership.clone(),
+            Watched {
+                membership: membership.clone(),
+                lease: lease.clone(),
+            },
             readiness.clone(),
             metrics.clone(),
             stopped.clone(),
@@ -182,8 +202,11 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
 
     let listener = TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
-    let admission =
+    let mut admission =
         Admission::new(config.clone(), store.clone(), ledger.clone()).sharing_replicas(replicas);
+    if let Some((_, state)) = &lease {
+        admission = admission.routing_by(state.clone());
+    }
     let mut state = AppState::new(admission, metrics.clone(), config.limits.clone())
         .with_readiness(readiness.clone());
     if let Some(forwarder) = forwarder {
@@ -241,10 +264,16 @@ impl Membership {
 
 /// Connects to the apiserver (retrying with backoff while a configured one does not answer),
 /// then watches nodes and pods until shutdown. Without cluster configuration: nothing to do.
+/// The optional watches: the replicas' EndpointSlices and the routed scheduler's Lease.
+struct Watched {
+    membership: Option<Arc<Membership>>,
+    lease: Option<(LeaseRef, Arc<SchedulerLease>)>,
+}
+
 fn spawn_cluster_watches(
     store: Arc<ViewStore>,
     ledger: Arc<SharedLedger>,
-    membership: Option<Arc<Membership>>,
+    watched: Watched,
     readiness: Arc<Readiness>,
     metrics: Arc<Metrics>,
     stopped: watch::Receiver<bool>,
@@ -257,6 +286,16 @@ fn spawn_cluster_watches(
         info!("kube API reachable: watching nodes, pods and namespaces");
         readiness.set_cluster_access();
         let heat_store = store.clone();
+        let Watched { membership, lease } = watched;
+        let lease = {
+            let (client, stopped) = (client.clone(), stopped.clone());
+            async move {
+                if let Some((which, state)) = lease {
+                    crate::inventory::lease::watch_lease(client, which, state, wait_for(stopped))
+                        .await;
+                }
+            }
+        };
         let replicas = {
             let (client, stopped) = (client.clone(), stopped.clone());
             async move {
@@ -273,6 +312,7 @@ fn spawn_cluster_watches(
         };
         tokio::join!(
             replicas,
+            lease,
             crate::inventory::nodes::watch_nodes(
                 client.clone(),
                 store,

@@ -152,6 +152,7 @@ pub struct Metrics {
     pub inflight_evicted: Counter,
     pub saturated_decisions: Counter,
     pub empty_decisions: Counter,
+    pub scheduler_fallbacks: Counter,
     pub forwarded: Family<ForwardLabels, Counter>,
     pub landings: Family<LandingLabels, Counter>,
     pub landing_heat: Histogram,
@@ -255,6 +256,13 @@ impl Metrics {
              by the scheduler's own scores and nothing is charged",
             empty_decisions.clone(),
         );
+        let scheduler_fallbacks = Counter::default();
+        registry.register(
+            "scheduler_fallbacks",
+            "Pods steered with affinity for the default scheduler instead of being routed to \
+             scheduler_name, because that scheduler's leader Lease was not being renewed",
+            scheduler_fallbacks.clone(),
+        );
         let forwarded = Family::<ForwardLabels, Counter>::default();
         registry.register(
             "forwarded_reviews",
@@ -353,6 +361,7 @@ impl Metrics {
             landings,
             saturated_decisions,
             empty_decisions,
+            scheduler_fallbacks,
             forwarded,
             landing_heat,
             observed_heat,

@@ -13,10 +13,11 @@ use arc_swap::ArcSwapOption;
 use k8s_openapi::api::core::v1::Pod;
 use tracing::{debug, warn};
 
-use crate::config::Config;
+use crate::config::{Config, Mode, SchedulerConfig};
 use crate::inflight::ledger::{Ledger, PodLoad};
 use crate::inflight::note::{ANNOTATION, DecisionNote};
 use crate::inflight::pod_groups::PodGroup;
+use crate::inventory::lease::SchedulerLease;
 use crate::jobs::JobKey;
 use crate::patch::{self, Changes};
 use crate::placement::{self, Decision, PodConstraints, PodDemand, Replica, ReplicaSet};
@@ -57,6 +58,9 @@ pub struct Answer {
     /// take it (none feasible, or none with room): it goes by the scheduler's own scores, and
     /// nothing is charged.
     pub named_none: bool,
+    /// Steered with affinity for the default scheduler because the scheduler that
+    /// `spec.schedulerName` would name has let its Lease lapse.
+    pub fell_back: bool,
 }
 
 /// A decision written into a response.
@@ -65,6 +69,7 @@ struct Steered {
     mode: &'static str,
     saturated: bool,
     named_none: bool,
+    fell_back: bool,
 }
 
 /// Everything a review needs; shared by the server and the `review` command.
@@ -82,6 +87,23 @@ pub struct Admission {
     /// The last decision made to be charged predicted a landing (see
     /// [`Admission::decide_and_charge`]).
     charging: std::sync::atomic::AtomicBool,
+    /// The routed scheduler's Lease, when routing is gated on it (see [`Route`]).
+    lease: Option<Arc<SchedulerLease>>,
+    /// The default scheduler, modelled with upstream's defaults, for pods steered to it while
+    /// the routed scheduler's Lease is stale; and its rankings.
+    fallback_scheduler: SchedulerConfig,
+    fallback_indexes: placement::RankIndexes,
+}
+
+/// Where a review's pod goes and how it is steered there: the configured mode and scheduler,
+/// or, while the scheduler that `spec.schedulerName` would name has let its Lease lapse,
+/// affinity for the default scheduler (a pod routed to a scheduler that is down would stay
+/// Pending with nobody to bind it).
+struct Route<'a> {
+    mode: Mode,
+    scheduler: &'a SchedulerConfig,
+    indexes: &'a placement::RankIndexes,
+    fell_back: bool,
 }
 
 /// Why a targeted pod was left without a patch.
@@ -129,6 +151,37 @@ impl Admission {
             replicas: Arc::new(ArcSwapOption::empty()),
             indexes: placement::RankIndexes::default(),
             charging: std::sync::atomic::AtomicBool::new(true),
+            lease: None,
+            fallback_scheduler: SchedulerConfig::default(),
+            fallback_indexes: placement::RankIndexes::default(),
+        }
+    }
+
+    /// Routes pods to `scheduler_name` only while `lease` says its scheduler is alive.
+    pub fn routing_by(mut self, lease: Arc<SchedulerLease>) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// This review's route (see [`Route`]).
+    fn route(&self, now: SystemTime) -> Route<'_> {
+        let mode = self.config.mode;
+        let lapsed = mode.writes_scheduler_name()
+            && self.lease.as_ref().is_some_and(|lease| !lease.alive(now));
+        if lapsed {
+            Route {
+                mode: Mode::Affinity,
+                scheduler: &self.fallback_scheduler,
+                indexes: &self.fallback_indexes,
+                fell_back: true,
+            }
+        } else {
+            Route {
+                mode,
+                scheduler: &self.config.scheduler,
+                indexes: &self.indexes,
+                fell_back: false,
+            }
         }
     }
 
@@ -187,7 +240,13 @@ impl Admission {
     /// The decision for `pod` against `view` as things stand, charging nothing.
     pub fn dry_decide(&self, pod: &Pod, view: &ClusterView) -> Decision {
         self.align_ledger(view);
-        self.decide_with(&self.demand(pod, Some(view)), view, &self.ledger.read())
+        let route = self.route(SystemTime::now());
+        self.decide_with(
+            &self.demand(pod, Some(view)),
+            view,
+            &self.ledger.read(),
+            &route,
+        )
     }
 
     pub fn ledger(&self) -> &Arc<SharedLedger> {
@@ -204,11 +263,12 @@ impl Admission {
     pub fn answer(&self, request: &RequestIn, now: SystemTime) -> Answer {
         let view = self.store.current();
         let age = view.as_ref().map(|v| v.age(now).as_secs_f64());
-        let (mut saturated, mut named_none) = (false, false);
+        let (mut saturated, mut named_none, mut fell_back) = (false, false, false);
         let (response, outcome, mode) = match self.steer(request, view.as_deref(), now) {
             Ok(Some(steered)) => {
                 saturated = steered.saturated;
                 named_none = steered.named_none;
+                fell_back = steered.fell_back;
                 (steered.response, Outcome::Patched, Some(steered.mode))
             }
             Ok(None) => (ResponseOut::allow(&request.uid), Outcome::Skipped, None),
@@ -232,6 +292,7 @@ impl Admission {
             snapshot_age_secs: age,
             saturated,
             named_none,
+            fell_back,
         }
     }
 
@@ -276,9 +337,10 @@ impl Admission {
         let dry_run = request.dry_run.unwrap_or(false);
         let demand = self.demand(pod, Some(view));
         let id = ledger_id(&request.uid);
-        let decision = self.decide_and_charge(&demand, view, &id, !dry_run);
+        let route = self.route(now);
+        let decision = self.decide_and_charge(&demand, view, &id, !dry_run, &route);
 
-        let mode = self.config.mode;
+        let mode = route.mode;
         let observing = mode.observes_only();
         let note = DecisionNote {
             id,
@@ -315,6 +377,7 @@ impl Admission {
             mode: mode.as_str(),
             saturated: decision.saturated,
             named_none: decision.first_tier().is_empty() || decision.landing.is_empty(),
+            fell_back: route.fell_back,
         }))
     }
 
@@ -334,18 +397,19 @@ impl Admission {
         view: &ClusterView,
         id: &str,
         charge: bool,
+        route: &Route<'_>,
     ) -> Decision {
         use std::sync::atomic::Ordering::Relaxed;
-        let mode = self.config.mode;
+        let mode = route.mode;
         let charge = charge && (mode.writes_affinity() || mode.observes_only());
         self.align_ledger(view);
         if !charge {
-            return self.decide_with(demand, view, &self.ledger.read());
+            return self.decide_with(demand, view, &self.ledger.read(), route);
         }
         if !self.charging.load(Relaxed) {
             let (decision, seen, charged) = {
                 let ledger = self.ledger.read();
-                let decision = self.decide_with(demand, view, &ledger);
+                let decision = self.decide_with(demand, view, &ledger, route);
                 (decision, self.ledger.writes(), ledger.contains(id))
             };
             if charged || decision.landing.is_empty() {
@@ -358,7 +422,7 @@ impl Admission {
             }
         }
         let mut ledger = self.ledger.write();
-        let decision = self.decide_with(demand, view, &ledger);
+        let decision = self.decide_with(demand, view, &ledger, route);
         if ledger.contains(id) {
             // A retry: decided again as the first time was, charged once.
             return decision;
@@ -378,23 +442,29 @@ impl Admission {
 
     /// The decision, with its landing where the pod really goes: in observe mode the pod keeps
     /// its own terms, so it lands where the scheduler puts it unsteered.
-    fn decide_with(&self, demand: &PodDemand<'_>, view: &ClusterView, ledger: &Ledger) -> Decision {
+    fn decide_with(
+        &self,
+        demand: &PodDemand<'_>,
+        view: &ClusterView,
+        ledger: &Ledger,
+        route: &Route<'_>,
+    ) -> Decision {
         let mut decision = placement::decide_indexed(
             demand,
             view,
             Some(ledger),
             &self.config.placement,
-            &self.config.scheduler,
+            route.scheduler,
             Replica {
                 unheard: ledger.unheard(),
                 heard: ledger.heard_mix(),
                 ..self.replica()
             },
-            &self.indexes,
+            route.indexes,
         );
-        if self.config.mode.observes_only() {
+        if route.mode.observes_only() {
             decision.landing =
-                placement::unsteered_landing(demand, view, Some(ledger), &self.config.scheduler);
+                placement::unsteered_landing(demand, view, Some(ledger), route.scheduler);
         }
         decision
     }

@@ -11,6 +11,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use super::LeaseRef;
 use super::scheduler::{
     ResourceWeight, SchedulerConfig, ScoringStrategy, ScoringStrategyType, UtilizationShapePoint,
 };
@@ -66,6 +67,40 @@ pub fn load(
         error,
     })?;
     parse(&text, &path.display().to_string(), scheduler_name)
+}
+
+/// The leader Lease the scheduler of the file at `path` renews, with upstream's defaults
+/// (`kube-system/kube-scheduler`); `None` when it runs without leader election.
+pub fn load_leader_lease(path: &Path) -> Result<Option<LeaseRef>, KubeSchedulerConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|error| KubeSchedulerConfigError::Read {
+        path: path.display().to_string(),
+        error,
+    })?;
+    leader_lease(&text, &path.display().to_string())
+}
+
+/// As [`load_leader_lease`], from the file's text; `origin` names it in errors.
+pub fn leader_lease(
+    text: &str,
+    origin: &str,
+) -> Result<Option<LeaseRef>, KubeSchedulerConfigError> {
+    let file: File =
+        serde_saphyr::from_str(text).map_err(|error| KubeSchedulerConfigError::Parse {
+            path: origin.to_string(),
+            error: Box::new(error),
+        })?;
+    let election = file.leader_election.unwrap_or_default();
+    if election.leader_elect == Some(false) {
+        return Ok(None);
+    }
+    Ok(Some(LeaseRef {
+        namespace: election
+            .resource_namespace
+            .unwrap_or_else(|| "kube-system".into()),
+        name: election
+            .resource_name
+            .unwrap_or_else(|| "kube-scheduler".into()),
+    }))
 }
 
 /// As [`load`], from the file's text; `origin` names it in errors.
@@ -292,6 +327,15 @@ struct File {
     kind: Option<String>,
     percentage_of_nodes_to_score: Option<i64>,
     profiles: Option<Vec<Profile>>,
+    leader_election: Option<LeaderElection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LeaderElection {
+    leader_elect: Option<bool>,
+    resource_name: Option<String>,
+    resource_namespace: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -389,6 +433,33 @@ mod tests {
 
     const HEADER: &str =
         "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
+
+    /// The Lease a scheduler renews: upstream's defaults, the file's own names, none when
+    /// leader election is off; and the overlay's file names its own.
+    #[test]
+    fn the_leader_lease_follows_leader_election() {
+        let lease = |body: &str| leader_lease(&format!("{HEADER}{body}"), "test").expect("parses");
+        let named = |namespace: &str, name: &str| {
+            Some(LeaseRef {
+                namespace: namespace.into(),
+                name: name.into(),
+            })
+        };
+        assert_eq!(lease(""), named("kube-system", "kube-scheduler"));
+        assert_eq!(
+            lease("leaderElection: {leaderElect: true, resourceName: s, resourceNamespace: ns}"),
+            named("ns", "s")
+        );
+        assert_eq!(lease("leaderElection: {leaderElect: false}"), None);
+        let shipped = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/scheduler-profile/scheduler-config.yaml"
+        );
+        assert_eq!(
+            load_leader_lease(Path::new(shipped)).expect("shipped file"),
+            named("placement-webhook", "placement-scheduler")
+        );
+    }
 
     #[test]
     fn the_upstream_default_profile_is_the_default_model() {

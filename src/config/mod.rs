@@ -22,6 +22,20 @@ pub use forward::ForwardConfig;
 pub use inflight::{DEFAULT_MAX_INFLIGHT, DEFAULT_MAX_LANDINGS, EstimateConfig, InflightConfig};
 pub use scheduler::SchedulerConfig;
 
+/// A Lease: for the scheduler's, its `leaderElection.resourceNamespace` and `resourceName`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for LeaseRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -51,6 +65,11 @@ pub struct Config {
     pub scheduler_config_file: Option<PathBuf>,
     /// The cluster's kube-scheduler, as the placement model predicts it.
     pub scheduler: SchedulerConfig,
+    /// The leader Lease of the scheduler that `scheduler_name` names (schedulerName/both
+    /// modes): pods are routed there only while its holder renews it, else steered with
+    /// affinity for the default scheduler. Read from `scheduler_config_file`'s `leaderElection`
+    /// when not given; with neither, pods are always routed.
+    pub scheduler_lease: Option<LeaseRef>,
     /// The webhook's own Service: the pods behind its ready endpoints are the live replicas,
     /// which share the nodes out among themselves (this pod is `POD_NAME` in `POD_NAMESPACE`).
     pub service: String,
@@ -76,6 +95,7 @@ impl Default for Config {
             limits: Limits::default(),
             scheduler_config_file: None,
             scheduler: SchedulerConfig::default(),
+            scheduler_lease: None,
             service: "placement-webhook".into(),
             forward: ForwardConfig::default(),
         }
@@ -406,6 +426,9 @@ impl Config {
             };
             let from_file = kube_scheduler::load(file, profile)?;
             config.scheduler = with_explicit_scheduler_keys(from_file, &text)?;
+            if config.mode.writes_scheduler_name() && config.scheduler_lease.is_none() {
+                config.scheduler_lease = kube_scheduler::load_leader_lease(file)?;
+            }
         }
         config.validate()?;
         Ok(config)

@@ -4,6 +4,7 @@
 pub use crate::facts::{Inventory, NodeFacts};
 
 pub mod client;
+pub mod lease;
 pub mod listing;
 pub mod namespaces;
 pub mod nodes;

@@ -236,6 +236,9 @@ fn answer(state: &AppState, body: &Bytes) -> Response {
             if answer.named_none {
                 m.empty_decisions.inc();
             }
+            if answer.fell_back {
+                m.scheduler_fallbacks.inc();
+            }
             if let Some(mode) = answer.mode {
                 m.patches.get_or_create(&ModeLabels { mode }).inc();
             }

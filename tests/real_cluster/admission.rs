@@ -340,6 +340,7 @@ async fn a_webhook_down_slow_or_untrusted_never_blocks_a_pod() {
         cluster.plane.dir.path(),
         ReplicaOptions {
             name: "placement-webhook-0",
+            overlay: "deploy",
             certs: &other,
             metrics_file: &cluster.snapshot,
             extra_config: "",

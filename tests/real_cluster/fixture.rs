@@ -41,6 +41,8 @@ pub struct Setup {
     /// Appended to the shipped config.
     pub extra_config: String,
     pub apiserver_args: Vec<String>,
+    /// What is installed: deploy/ or one of its overlays.
+    pub overlay: &'static str,
 }
 
 impl Setup {
@@ -60,6 +62,7 @@ impl Setup {
             scheduler: Some(String::new()),
             extra_config: String::new(),
             apiserver_args: Vec::new(),
+            overlay: "deploy",
         }
     }
 }
@@ -73,6 +76,7 @@ pub struct Cluster {
     pub balancer: Option<Balancer>,
     pub nodes: Vec<(NodeSpec, f64)>,
     extra_config: String,
+    overlay: &'static str,
     /// The replicas' hosts file, when there are several (see [`REPLICAS_HOST`]).
     hosts: Option<PathBuf>,
     // Last: dropped after the replicas, so they never see their apiserver vanish first.
@@ -111,7 +115,7 @@ impl Cluster {
                 ports.first().copied().unwrap_or_else(free_port)
             ),
         };
-        webhook::install(&plane, &url, &certs.ca_bundle);
+        webhook::install(&plane, setup.overlay, &url, &certs.ca_bundle);
         let token = plane.service_account_token(NAMESPACE, SERVICE_ACCOUNT);
         let webhook_kubeconfig = plane.dir.path().join("webhook.kubeconfig");
         std::fs::write(
@@ -129,6 +133,7 @@ impl Cluster {
             balancer,
             nodes: setup.nodes,
             extra_config: setup.extra_config,
+            overlay: setup.overlay,
             hosts: None,
             plane,
         };
@@ -169,6 +174,7 @@ impl Cluster {
             self.plane.dir.path(),
             ReplicaOptions {
                 name,
+                overlay: self.overlay,
                 certs: &self.certs,
                 metrics_file: &self.snapshot,
                 extra_config: &self.extra_config,

@@ -13,4 +13,5 @@ mod balancer;
 mod fixture;
 mod install;
 mod replicas;
+mod scheduler_profile;
 mod watches;

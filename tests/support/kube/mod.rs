@@ -222,23 +222,28 @@ impl ControlPlane {
     /// Starts kube-scheduler with `config` (a KubeSchedulerConfiguration's body without
     /// `clientConnection`; empty: the defaults) as the cluster admin, leader election off.
     pub fn start_scheduler(&mut self, config: &str) {
-        let kubeconfig = self.admin_kubeconfig();
         let body = if config.trim().is_empty() {
             "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
              leaderElection:\n  leaderElect: false\n"
-                .to_string()
         } else {
-            config.to_string()
+            config
         };
+        let scheduler = self.spawn_scheduler("kube-scheduler", body, &self.admin_kubeconfig());
+        self.scheduler = Some(scheduler);
+    }
+
+    /// Starts another kube-scheduler named `name` with `config` (a KubeSchedulerConfiguration
+    /// without `clientConnection`), connecting with `kubeconfig`; stopped when dropped.
+    pub fn spawn_scheduler(&self, name: &str, config: &str, kubeconfig: &Path) -> Process {
         let body = format!(
             "{}\nclientConnection:\n  kubeconfig: {}\n",
-            body.trim_end(),
+            config.trim_end(),
             kubeconfig.display()
         );
-        let path = self.dir.path().join("scheduler.yaml");
+        let path = self.dir.path().join(format!("{name}.yaml"));
         std::fs::write(&path, body).expect("write scheduler config");
-        let scheduler = Process::spawn(
-            "kube-scheduler",
+        Process::spawn(
+            name,
             &self.bin.join("kube-scheduler"),
             &[
                 format!("--config={}", path.display()),
@@ -247,9 +252,8 @@ impl ControlPlane {
                 "--v=1".into(),
             ],
             &[],
-            self.dir.path().join("scheduler.log"),
-        );
-        self.scheduler = Some(scheduler);
+            self.dir.path().join(format!("{name}.log")),
+        )
     }
 
     pub fn stop_scheduler(&mut self) {

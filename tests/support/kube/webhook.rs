@@ -78,9 +78,10 @@ pub fn render(plane: &ControlPlane, overlay: &str) -> String {
     plane.kubectl(&["kustomize", &repo_path(overlay).display().to_string()])
 }
 
-/// Applies deploy/ as rendered, then points the registration at `url` with `ca_bundle`.
-pub fn install(plane: &ControlPlane, url: &str, ca_bundle: &str) {
-    let rendered = render(plane, "deploy");
+/// Applies `overlay` (deploy/ or one of its overlays) as rendered, then points the registration
+/// at `url` with `ca_bundle`.
+pub fn install(plane: &ControlPlane, overlay: &str, url: &str, ca_bundle: &str) {
+    let rendered = render(plane, overlay);
     plane.kubectl_with_input(
         &["apply", "--server-side", "--field-manager=test", "-f", "-"],
         Some(&rendered),
@@ -105,12 +106,18 @@ pub fn register_at(plane: &ControlPlane, url: &str, ca_bundle: &str) {
     ]);
 }
 
-/// The shipped config (deploy/base/config.yaml) with the listen address changed and the
-/// Prometheus section replaced by a snapshot file (`metrics_file`). `extra` is YAML: a top-level
-/// `key: value` line whose key the shipped config sets replaces that line; the rest is appended.
-pub fn config_text(listen: &str, metrics_file: &Path, extra: &str) -> String {
-    let shipped =
-        std::fs::read_to_string(repo_path("deploy/base/config.yaml")).expect("shipped config");
+/// The config shipped in `overlay` (its config.yaml, or the base's) with the listen address
+/// changed and the Prometheus section replaced by a snapshot file (`metrics_file`). `extra` is
+/// YAML: a top-level `key: value` line whose key the shipped config sets replaces that line;
+/// the rest is appended.
+pub fn config_text(overlay: &str, listen: &str, metrics_file: &Path, extra: &str) -> String {
+    let own = repo_path(&format!("{overlay}/config.yaml"));
+    let source = if own.is_file() {
+        own
+    } else {
+        repo_path("deploy/base/config.yaml")
+    };
+    let shipped = std::fs::read_to_string(&source).expect("shipped config");
     assert!(
         shipped.contains("listen: 0.0.0.0:8443"),
         "config.yaml moved"
@@ -179,6 +186,8 @@ pub struct Replica {
 /// How to start a replica.
 pub struct ReplicaOptions<'a> {
     pub name: &'a str,
+    /// The deploy/ overlay whose config it runs with.
+    pub overlay: &'a str,
     pub certs: &'a ServingCerts,
     /// The snapshot file the config names.
     pub metrics_file: &'a Path,
@@ -199,6 +208,7 @@ impl Replica {
         std::fs::write(
             &config,
             config_text(
+                options.overlay,
                 &format!("127.0.0.1:{port}"),
                 options.metrics_file,
                 options.extra_config,
