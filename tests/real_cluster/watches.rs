@@ -159,6 +159,12 @@ async fn an_apiserver_restart_over_a_compacted_history_relists_without_double_ch
         "the watches never noticed the apiserver go:\n{}",
         cluster.logs()
     );
+    // Resumed from a compacted resourceVersion: answered 410 Gone, and listed again.
+    assert!(
+        log.contains("code: 410"),
+        "no watch was answered 410 Gone:\n{}",
+        cluster.logs()
+    );
 }
 
 /// At start the webhook lists 5,000 Nodes and 20,000 Pods in pages and misses none: every node

@@ -252,7 +252,8 @@ impl Replica {
                 ),
                 ("POD_NAME".into(), options.name.to_string()),
                 ("POD_NAMESPACE".into(), NAMESPACE.into()),
-                ("RUST_LOG".into(), "info".into()),
+                // The watcher's own debug lines name the errors it restarts on (410 Gone).
+                ("RUST_LOG".into(), "info,kube_runtime::watcher=debug".into()),
                 ("NO_COLOR".into(), "1".into()),
             ],
             dir.join(format!("{}.log", options.name)),
