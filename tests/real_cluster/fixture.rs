@@ -43,6 +43,11 @@ pub struct Setup {
     pub apiserver_args: Vec<String>,
     /// What is installed: deploy/ or one of its overlays.
     pub overlay: &'static str,
+    /// The snapshot file's body instead of one made from `nodes`' CPU.
+    pub snapshot: Option<serde_json::Value>,
+    /// Pods of other workloads, bound (`spec.nodeName`), created in namespace `running` before
+    /// the webhook starts.
+    pub running: Vec<serde_json::Value>,
 }
 
 impl Setup {
@@ -63,6 +68,8 @@ impl Setup {
             extra_config: String::new(),
             apiserver_args: Vec::new(),
             overlay: "deploy",
+            snapshot: None,
+            running: Vec::new(),
         }
     }
 }
@@ -95,6 +102,10 @@ impl Cluster {
         let admin = plane.client().await;
         let specs: Vec<NodeSpec> = setup.nodes.iter().map(|(n, _)| n.clone()).collect();
         objects::create_nodes(&admin, &specs).await;
+        if !setup.running.is_empty() {
+            objects::create_namespace(&admin, "running", false).await;
+            objects::create_many(&admin, "running", &setup.running, 32).await;
+        }
 
         let certs = ServingCerts::generate(plane.dir.path());
         let ports: Vec<u16> = (0..setup.replicas).map(|_| free_port()).collect();
@@ -137,7 +148,12 @@ impl Cluster {
             hosts: None,
             plane,
         };
-        cluster.write_snapshot();
+        match &setup.snapshot {
+            Some(body) => {
+                std::fs::write(&cluster.snapshot, body.to_string()).expect("write snapshot")
+            }
+            None => cluster.write_snapshot(),
+        }
         if setup.replicas > 1 {
             let hosts = cluster.plane.dir.path().join("hosts");
             std::fs::write(

@@ -10,6 +10,7 @@ mod support;
 
 mod admission;
 mod balancer;
+mod closed_loop;
 mod fixture;
 mod install;
 mod replicas;

@@ -1,0 +1,411 @@
+//! The closed loop on the real scheduler: generated clusters created as API objects (nodes of
+//! 16-64 cores in three zones, each with a running pod of another workload, and a load snapshot
+//! the webhook reads), the webhook as installed (2 replicas forwarding, a balancer in front), a
+//! burst of TaskManagers created through the apiserver 8 at a time as Flink's resource manager
+//! does, the real kube-scheduler binding them under its own default sampling. Then the same
+//! burst with no webhook, and the model's rows for the same cluster (the fast closed loop of
+//! tests/closed_loop.rs): ideal water-filling, water-filling inside each pod's sample, the
+//! model's own webhook and no-webhook runs.
+//!
+//! Targets checked where the scheduler scores every node (40 nodes) and at 500 nodes: the
+//! hottest node that received a pod is at most one TaskManager above the bound (ideal
+//! water-filling, or inside each pod's sample where that is worse), and clearly below no
+//! webhook. At 2,000 nodes the webhook is only required to beat no webhook: under default
+//! sampling it still ends several TaskManagers above ideal there (the figures are printed; run
+//! with `--nocapture`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kube::Api;
+use kube::api::{DeleteParams, ListParams};
+use placement_webhook::config::Config;
+use placement_webhook::simulate::{self, Burst, Figures, Method, Outcome, Timing, figures};
+use placement_webhook::snapshot::{LoadSnapshot, NodeLoad};
+use serde_json::{Value, json};
+
+use crate::fixture::{Cluster, FLINK, Setup, serial};
+use crate::support::kube::objects::{self, NodeSpec};
+
+const BUSY: f64 = 0.70;
+/// 10 GbE, in bytes per second.
+const NIC: f64 = 1.25e9;
+const LANDINGS: &str = "placement_webhook_landings_total";
+
+/// splitmix64: the same clusters on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn range(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * self.next()
+    }
+}
+
+struct Node {
+    name: String,
+    zone: usize,
+    cores: u32,
+    cpu: f64,
+    nic: f64,
+    requested_cores: f64,
+}
+
+/// `n` nodes: a third of them busy (55-90% CPU), the rest 5-50%; names a permutation of
+/// positions, so name order says nothing about load.
+fn generate(n: usize, seed: u64) -> Vec<Node> {
+    let mut rng = Rng(seed);
+    let stride = (1..n)
+        .rev()
+        .find(|s| gcd(*s, n) == 1 && *s > n / 3)
+        .unwrap_or(1);
+    (0..n)
+        .map(|i| {
+            let cores = [16, 32, 64][(rng.next() * 3.0) as usize % 3];
+            let busy = rng.next() < 0.33;
+            let cpu = if busy {
+                rng.range(0.55, 0.9)
+            } else {
+                rng.range(0.05, 0.5)
+            };
+            Node {
+                name: format!("worker-{:05}", (i * stride) % n),
+                zone: i % 3,
+                cores,
+                cpu,
+                nic: rng.range(0.05, 0.6),
+                requested_cores: (f64::from(cores) * rng.range(0.1, 0.5)).floor(),
+            }
+        })
+        .collect()
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+fn labels(node: &Node) -> Vec<(String, String)> {
+    vec![
+        ("node-pool".into(), "flink".into()),
+        ("topology.kubernetes.io/region".into(), "eu-west".into()),
+    ]
+    .into_iter()
+    .chain(std::iter::once((
+        "topology.kubernetes.io/zone".to_string(),
+        zone_name(node.zone),
+    )))
+    .collect()
+}
+
+fn zone_name(zone: usize) -> String {
+    format!("eu-west-{}", ["a", "b", "c"][zone % 3])
+}
+
+/// The snapshot the webhook reads and the model's cluster is built from (the model takes the
+/// running pod's requests from `requested`; the webhook, from the pod watch).
+fn snapshot(nodes: &[Node]) -> LoadSnapshot {
+    LoadSnapshot {
+        taken_at: Some(std::time::SystemTime::now()),
+        pods: Vec::new(),
+        nodes: nodes
+            .iter()
+            .map(|s| {
+                let mut node = NodeLoad::new(s.name.clone(), s.cpu);
+                node.cpu_capacity_cores = Some(f64::from(s.cores));
+                node.network_bytes_per_second = Some(s.nic * NIC);
+                node.network_capacity_bytes_per_second = Some(NIC);
+                let mut all: BTreeMap<String, String> = labels(s).into_iter().collect();
+                all.insert("kubernetes.io/hostname".into(), s.name.clone());
+                node.labels = Arc::new(all);
+                node.allocatable = BTreeMap::from([
+                    ("cpu".to_string(), s.cores.to_string()),
+                    ("memory".to_string(), format!("{}Gi", s.cores * 4)),
+                    ("pods".to_string(), "110".to_string()),
+                ]);
+                node.requested = BTreeMap::from([
+                    (
+                        "cpu".to_string(),
+                        format!("{}m", (s.requested_cores * 1000.0) as i64),
+                    ),
+                    (
+                        "memory".to_string(),
+                        format!("{}Mi", (s.requested_cores * 2048.0) as i64),
+                    ),
+                    ("pods".to_string(), "1".to_string()),
+                ]);
+                node
+            })
+            .collect(),
+    }
+}
+
+/// A native-mode TaskManager: a log sidecar and `flink-main-container`, requests equal to
+/// limits.
+fn taskmanager(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": {"app": "clickstream", "component": "taskmanager",
+                       "type": "flink-native-kubernetes"}
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 0,
+            "nodeSelector": {"node-pool": "flink"},
+            "containers": [
+                {"name": "log-shipper", "image": "fluent/fluent-bit:3.1",
+                 "resources": {"requests": {"cpu": "100m", "memory": "64Mi"},
+                               "limits": {"cpu": "100m", "memory": "64Mi"}}},
+                {"name": "flink-main-container", "image": "flink:1.20",
+                 "resources": {"requests": {"cpu": "2", "memory": "4Gi"},
+                               "limits": {"cpu": "2", "memory": "4Gi"}}}
+            ]
+        }
+    })
+}
+
+fn running_pod(node: &Node) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": format!("other-{}", node.name), "labels": {"app": "other"}},
+        "spec": {
+            "nodeName": node.name,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{
+                "name": "main",
+                "image": "busybox",
+                "resources": {"requests": {
+                    "cpu": format!("{}m", (node.requested_cores * 1000.0) as i64),
+                    "memory": format!("{}Mi", (node.requested_cores * 2048.0) as i64),
+                }},
+            }],
+        },
+    })
+}
+
+/// Creates the burst in `namespace`, 8 at a time, waits for every bind; the node index of each
+/// pod in creation order.
+async fn burst_on_real_scheduler(
+    cluster: &Cluster,
+    namespace: &str,
+    count: usize,
+    index: &BTreeMap<String, usize>,
+) -> Vec<Option<usize>> {
+    let names: Vec<String> = (0..count).map(|i| format!("tm-{i:05}")).collect();
+    let pods: Vec<Value> = names.iter().map(|n| taskmanager(n)).collect();
+    for chunk in pods.chunks(8) {
+        objects::create_pods(&cluster.admin, namespace, chunk).await;
+    }
+    let bound = cluster.bound(namespace, &names).await;
+    names
+        .iter()
+        .map(|n| bound.get(n).and_then(|node| index.get(node)).copied())
+        .collect()
+}
+
+fn outcome(method: Method, landed: Vec<Option<usize>>, landings: [usize; 3]) -> Outcome {
+    Outcome {
+        method,
+        landed,
+        preferred_outside_sample: 0,
+        with_preferences: 0,
+        predicted_landing_held: 0,
+        landings,
+    }
+}
+
+fn row(name: &str, f: &Figures) -> String {
+    let landed = f
+        .landings
+        .map(|[first, other, elsewhere]| format!("{first}/{other}/{elsewhere}"))
+        .unwrap_or_default();
+    format!(
+        "{name:<28} {:>7.3} {:>7.3} {:>5} {:>5} {:>6} {:>12}",
+        f.hottest_cpu,
+        f.one_pod_on_hottest,
+        f.onto_busy,
+        f.nodes_used,
+        f.most_pods_on_one_node,
+        landed
+    )
+}
+
+struct Run {
+    real_webhook: Figures,
+    real_none: Figures,
+    ideal: Figures,
+    ideal_in_sample: Figures,
+}
+
+/// One scenario end to end; prints its table.
+async fn run(name: &str, n: usize, count: usize, seed: u64) -> Option<Run> {
+    let nodes = generate(n, seed);
+    let snapshot = snapshot(&nodes);
+    let mut setup = Setup::nodes(0);
+    setup.nodes = nodes
+        .iter()
+        .map(|s| {
+            let mut spec = NodeSpec::new(&s.name, &zone_name(s.zone), s.cores);
+            spec.labels = labels(s);
+            (spec, s.cpu)
+        })
+        .collect();
+    setup.replicas = 2;
+    setup.snapshot = Some(serde_json::to_value(&snapshot).expect("snapshot JSON"));
+    setup.running = nodes.iter().map(running_pod).collect();
+    let cluster = Cluster::start(setup).await?;
+    let index: BTreeMap<String, usize> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.name.clone(), i))
+        .collect();
+
+    let config = Config::default();
+    let model = simulate::Cluster::new(snapshot, &config);
+    let burst = Burst {
+        pod: taskmanager("tm"),
+        count,
+        cpu_cores: 2.0,
+        network_bytes_per_second: 0.0,
+        configured_network: None,
+    };
+
+    let landed = burst_on_real_scheduler(&cluster, FLINK, count, &index).await;
+    let mut landings = [0usize; 3];
+    for (i, place) in ["first_tier", "other_tier", "elsewhere"].iter().enumerate() {
+        landings[i] = cluster.metric_sum(LANDINGS, &[("where", place)]).await as usize;
+    }
+    let timing = Timing::typical(2);
+    let real_webhook = figures(
+        &model,
+        &burst,
+        &outcome(Method::Webhook(timing), landed, landings),
+        BUSY,
+    );
+
+    // The same burst with no webhook: the steered pods gone first.
+    Api::<k8s_openapi::api::core::v1::Pod>::namespaced(cluster.admin.clone(), FLINK)
+        .delete_collection(
+            &DeleteParams::default().grace_period(0),
+            &ListParams::default(),
+        )
+        .await
+        .expect("delete the burst");
+    objects::create_namespace(&cluster.admin, "plain", false).await;
+    let landed = burst_on_real_scheduler(&cluster, "plain", count, &index).await;
+    let real_none = figures(
+        &model,
+        &burst,
+        &outcome(Method::NoWebhook, landed, [0; 3]),
+        BUSY,
+    );
+
+    let model_row = |method: Method| {
+        figures(
+            &model,
+            &burst,
+            &simulate::run(&model, &config, &burst, method, seed),
+            BUSY,
+        )
+    };
+    let ideal = model_row(Method::Ideal);
+    let ideal_in_sample = model_row(Method::IdealInSample);
+    let model_webhook = model_row(Method::Webhook(timing));
+    let model_none = model_row(Method::NoWebhook);
+    eprintln!(
+        "\n{name}: {count} TaskManagers of 2 cores onto {n} nodes\n\
+         {:<28} {:>7} {:>7} {:>5} {:>5} {:>6} {:>12}\n{}\n{}\n{}\n{}\n{}\n{}",
+        "method",
+        "hottest",
+        "1 TM",
+        ">=70%",
+        "nodes",
+        "most",
+        "landings",
+        row("real: webhook (2 replicas)", &real_webhook),
+        row("real: no webhook", &real_none),
+        row("model: webhook (2 replicas)", &model_webhook),
+        row("model: no webhook", &model_none),
+        row("ideal water-filling", &ideal),
+        row("ideal inside each sample", &ideal_in_sample),
+    );
+    Some(Run {
+        real_webhook,
+        real_none,
+        ideal,
+        ideal_in_sample,
+    })
+}
+
+/// The bound: ideal water-filling, or inside each pod's sample where that is worse.
+fn bound(run: &Run) -> &Figures {
+    if run.ideal_in_sample.hottest_cpu > run.ideal.hottest_cpu {
+        &run.ideal_in_sample
+    } else {
+        &run.ideal
+    }
+}
+
+fn check_within_one_taskmanager(name: &str, run: &Run) {
+    let bound = bound(run);
+    let tm = run.real_webhook.one_pod_on_hottest;
+    assert!(
+        run.real_webhook.hottest_cpu <= bound.hottest_cpu + tm + 1e-9,
+        "{name}: the webhook's hottest {:.3} is more than one TaskManager ({tm:.3}) above the \
+         bound's {:.3}",
+        run.real_webhook.hottest_cpu,
+        bound.hottest_cpu
+    );
+    assert!(
+        run.real_webhook.onto_busy <= bound.onto_busy + 2,
+        "{name}: {} pods onto busy nodes, the bound {}",
+        run.real_webhook.onto_busy,
+        bound.onto_busy
+    );
+    assert!(run.real_webhook.hottest_cpu < run.real_none.hottest_cpu);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forty_nodes_every_node_scored() {
+    let _serial = serial().await;
+    let Some(run) = run("40 nodes", 40, 60, 40).await else {
+        return;
+    };
+    check_within_one_taskmanager("40 nodes", &run);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_hundred_nodes_default_sampling() {
+    let _serial = serial().await;
+    let Some(run) = run("500 nodes", 500, 300, 500).await else {
+        return;
+    };
+    check_within_one_taskmanager("500 nodes", &run);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_thousand_nodes_default_sampling() {
+    let _serial = serial().await;
+    let Some(run) = run("2,000 nodes", 2000, 1000, 2000).await else {
+        return;
+    };
+    // Above ideal by several TaskManagers today (printed); better than no webhook by far.
+    assert!(
+        run.real_webhook.hottest_cpu < run.real_none.hottest_cpu,
+        "webhook {:.3}, no webhook {:.3}",
+        run.real_webhook.hottest_cpu,
+        run.real_none.hottest_cpu
+    );
+    assert!(run.real_webhook.onto_busy < run.real_none.onto_busy);
+}
