@@ -48,6 +48,9 @@ pub struct Setup {
     /// Pods of other workloads, bound (`spec.nodeName`), created in namespace `running` before
     /// the webhook starts.
     pub running: Vec<serde_json::Value>,
+    /// Nodes created once the scheduler and the webhook run (at the end of their zones in the
+    /// scheduler's node order), with their CPU in the snapshot.
+    pub late_nodes: Vec<(NodeSpec, f64)>,
 }
 
 impl Setup {
@@ -70,6 +73,7 @@ impl Setup {
             overlay: "deploy",
             snapshot: None,
             running: Vec::new(),
+            late_nodes: Vec::new(),
         }
     }
 }
@@ -169,6 +173,13 @@ impl Cluster {
         }
         for replica in &mut cluster.replicas {
             replica.wait_ready(&cluster.certs.ca_pem()).await;
+        }
+        if !setup.late_nodes.is_empty() {
+            let specs: Vec<NodeSpec> = setup.late_nodes.iter().map(|(n, _)| n.clone()).collect();
+            objects::create_nodes(&cluster.admin, &specs).await;
+            cluster.nodes.extend(setup.late_nodes);
+            // The node watches (webhook and scheduler) see them well within this.
+            tokio::time::sleep(Duration::from_secs(2)).await;
         }
         objects::create_namespace(&cluster.admin, FLINK, true).await;
         Some(cluster)
