@@ -166,9 +166,48 @@ fn snapshot(nodes: &[Node]) -> LoadSnapshot {
     }
 }
 
+/// What the job's pod template adds to its TaskManagers.
+#[derive(Clone, Copy, PartialEq)]
+enum Template {
+    Plain,
+    /// Preferred anti-affinity to the job's own TaskManagers by hostname, weight 100: one per
+    /// node first, as many Flink templates ask.
+    Apart,
+    /// Zone topology spread of the job's TaskManagers, maxSkew 1, DoNotSchedule.
+    ZoneSpread,
+}
+
 /// A native-mode TaskManager: a log sidecar and `flink-main-container`, requests equal to
-/// limits.
-fn taskmanager(name: &str) -> Value {
+/// limits, with what `template` adds.
+fn taskmanager(name: &str, template: Template) -> Value {
+    let mut pod = plain_taskmanager(name);
+    let job = json!({"app": "clickstream", "component": "taskmanager"});
+    match template {
+        Template::Plain => {}
+        Template::Apart => {
+            pod["spec"]["affinity"] = json!({"podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [{
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": job}
+                    }
+                }]
+            }});
+        }
+        Template::ZoneSpread => {
+            pod["spec"]["topologySpreadConstraints"] = json!([{
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": job}
+            }]);
+        }
+    }
+    pod
+}
+
+fn plain_taskmanager(name: &str) -> Value {
     json!({
         "apiVersion": "v1",
         "kind": "Pod",
@@ -218,11 +257,11 @@ fn running_pod(node: &Node) -> Value {
 async fn burst_on_real_scheduler(
     cluster: &Cluster,
     namespace: &str,
-    count: usize,
+    (count, template): (usize, Template),
     index: &BTreeMap<String, usize>,
 ) -> Vec<Option<usize>> {
     let names: Vec<String> = (0..count).map(|i| format!("tm-{i:05}")).collect();
-    let pods: Vec<Value> = names.iter().map(|n| taskmanager(n)).collect();
+    let pods: Vec<Value> = names.iter().map(|n| taskmanager(n, template)).collect();
     for chunk in pods.chunks(8) {
         objects::create_pods(&cluster.admin, namespace, chunk).await;
     }
@@ -277,6 +316,7 @@ struct Scenario {
     load: Load,
     /// Nodes (the last ones generated) that join once the scheduler runs.
     late: usize,
+    template: Template,
 }
 
 /// One scenario end to end; prints its table.
@@ -288,6 +328,7 @@ async fn run(scenario: Scenario) -> Option<Run> {
         seed,
         load,
         late,
+        template,
     } = scenario;
     let nodes = generate(n, seed, load);
     let snapshot = snapshot(&nodes);
@@ -317,7 +358,7 @@ async fn run(scenario: Scenario) -> Option<Run> {
     let late_joiners: Vec<usize> = (n - late..n).collect();
     let model = simulate::Cluster::new(snapshot, &config).with_late_joiners(&late_joiners);
     let burst = Burst {
-        pod: taskmanager("tm"),
+        pod: taskmanager("tm", template),
         count,
         cpu_cores: 2.0,
         network_bytes_per_second: 0.0,
@@ -329,7 +370,7 @@ async fn run(scenario: Scenario) -> Option<Run> {
         objects::create_many(&cluster.admin, "running", &pods, 32).await;
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     }
-    let landed = burst_on_real_scheduler(&cluster, FLINK, count, &index).await;
+    let landed = burst_on_real_scheduler(&cluster, FLINK, (count, template), &index).await;
     let mut landings = [0usize; 3];
     for (i, place) in ["first_tier", "other_tier", "elsewhere"].iter().enumerate() {
         landings[i] = cluster.metric_sum(LANDINGS, &[("where", place)]).await as usize;
@@ -351,7 +392,7 @@ async fn run(scenario: Scenario) -> Option<Run> {
         .await
         .expect("delete the burst");
     objects::create_namespace(&cluster.admin, "plain", false).await;
-    let landed = burst_on_real_scheduler(&cluster, "plain", count, &index).await;
+    let landed = burst_on_real_scheduler(&cluster, "plain", (count, template), &index).await;
     let real_none = figures(
         &model,
         &burst,
@@ -435,6 +476,7 @@ async fn forty_nodes_every_node_scored() {
         seed: 40,
         load: LIGHT,
         late: 0,
+        template: Template::Plain,
     };
     let Some(run) = run(scenario).await else {
         return;
@@ -452,6 +494,7 @@ async fn five_hundred_nodes_default_sampling() {
         seed: 500,
         load: LIGHT,
         late: 0,
+        template: Template::Plain,
     };
     let Some(run) = run(scenario).await else {
         return;
@@ -471,6 +514,7 @@ async fn two_thousand_busy_nodes_default_sampling_late_joiners() {
         seed: 2000,
         load: HEAVY,
         late: 60,
+        template: Template::Plain,
     };
     let Some(run) = run(scenario).await else {
         return;
@@ -495,9 +539,49 @@ async fn five_thousand_busy_nodes_default_sampling_late_joiners() {
         seed: 5000,
         load: HEAVY,
         late: 150,
+        template: Template::Plain,
     };
     let Some(run) = run(scenario).await else {
         return;
     };
     check_within_one_taskmanager("5,000 busy nodes", &run);
+}
+
+/// The job's template asks for one TaskManager per node first (preferred anti-affinity, weight
+/// 100, which ties the webhook's own weight), on a busy cluster under default sampling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_thousand_busy_nodes_template_apart() {
+    let _serial = serial().await;
+    let scenario = Scenario {
+        name: "2,000 busy nodes, apart",
+        nodes: 2000,
+        pods: 600,
+        seed: 2001,
+        load: HEAVY,
+        late: 60,
+        template: Template::Apart,
+    };
+    let Some(run) = run(scenario).await else {
+        return;
+    };
+    assert!(run.real_webhook.onto_busy < run.real_none.onto_busy);
+}
+
+/// The job's TaskManagers spread evenly over the zones (DoNotSchedule), busy cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_thousand_busy_nodes_template_zone_spread() {
+    let _serial = serial().await;
+    let scenario = Scenario {
+        name: "2,000 busy nodes, zone spread",
+        nodes: 2000,
+        pods: 600,
+        seed: 2002,
+        load: HEAVY,
+        late: 60,
+        template: Template::ZoneSpread,
+    };
+    let Some(run) = run(scenario).await else {
+        return;
+    };
+    assert!(run.real_webhook.onto_busy < run.real_none.onto_busy);
 }
