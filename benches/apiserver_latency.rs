@@ -1,0 +1,383 @@
+//! End-to-end admission latency through a real kube-apiserver (v1.36.3, tests/kube): pod CREATE
+//! at fixed rates on a cluster of `NODES` nodes and `RUNNING` running pods, with
+//!
+//! - this webhook as installed: deploy/ applied, 2 replicas forwarding to the decider behind a
+//!   per-connection balancer, one EndpointSlice each, under its ServiceAccount's RBAC;
+//! - `examples/minimal_webhook.rs` registered the same way (2 replicas behind a balancer, the
+//!   same registration: URL, selectors, timeout);
+//! - no webhook (the registration deleted).
+//!
+//! For each, the create's own p50/p99 (timed by the client: the apiserver's whole path) and the
+//! apiserver's `apiserver_admission_webhook_admission_duration_seconds` for the webhook (mean
+//! and p50/p99 from its buckets), as ratios to the minimal webhook. No scheduler runs: the
+//! created pods stay Pending and are deleted between rows.
+//!
+//! ```text
+//! bash tests/kube/build.sh && cargo bench --bench apiserver_latency
+//! NODES=5000 RUNNING=50000 RATES=50,200,500 SECONDS_PER_RATE=10 (defaults)
+//! ```
+
+#[path = "../tests/real_cluster/balancer.rs"]
+mod balancer;
+#[path = "../tests/real_cluster/fixture.rs"]
+#[allow(dead_code)]
+mod fixture;
+#[path = "../tests/support/mod.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, PostParams};
+
+use balancer::Balancer;
+use fixture::{Cluster, FLINK, Setup};
+use support::kube::objects::{NodeSpec, bound_pod, taskmanager};
+use support::kube::process::Process;
+use support::kube::webhook::{self, CONFIGURATION};
+
+const WEBHOOK_NAME: &str = "taskmanagers.placement-webhook.io";
+const METRIC: &str = "apiserver_admission_webhook_admission_duration_seconds";
+
+fn env_usize(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{name} must be a whole number, not {v:?}")),
+        Err(_) => default,
+    }
+}
+
+/// One row: what the client timed and what the apiserver timed.
+struct Row {
+    what: String,
+    rate: usize,
+    created: usize,
+    failed: usize,
+    p50: f64,
+    p99: f64,
+    webhook_mean: Option<f64>,
+    webhook_p50: Option<f64>,
+    webhook_p99: Option<f64>,
+}
+
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let at = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted[at]
+}
+
+/// The webhook's admission-duration histogram: (buckets le -> cumulative count, sum, count).
+fn histogram(metrics: &str) -> (Vec<(f64, f64)>, f64, f64) {
+    let matches =
+        |l: &str| l.contains(&format!("name=\"{WEBHOOK_NAME}\"")) && l.contains("type=\"admit\"");
+    let value = |l: &str| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok());
+    let mut buckets = Vec::new();
+    let (mut sum, mut count) = (0.0, 0.0);
+    for line in metrics.lines().filter(|l| matches(l)) {
+        if let Some(rest) = line.strip_prefix(&format!("{METRIC}_bucket{{")) {
+            let le = rest
+                .split("le=\"")
+                .nth(1)
+                .and_then(|s| s.split('"').next())
+                .map(|s| {
+                    if s == "+Inf" {
+                        f64::INFINITY
+                    } else {
+                        s.parse().unwrap_or(f64::NAN)
+                    }
+                });
+            if let (Some(le), Some(v)) = (le, value(line)) {
+                buckets.push((le, v));
+            }
+        } else if line.starts_with(&format!("{METRIC}_sum{{")) {
+            sum += value(line).unwrap_or(0.0);
+        } else if line.starts_with(&format!("{METRIC}_count{{")) {
+            count += value(line).unwrap_or(0.0);
+        }
+    }
+    // Several label sets (rejected, operation) share the buckets: add them up per bound.
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut merged: Vec<(f64, f64)> = Vec::new();
+    for (le, v) in buckets {
+        match merged.last_mut() {
+            Some(last) if last.0 == le => last.1 += v,
+            _ => merged.push((le, v)),
+        }
+    }
+    (merged, sum, count)
+}
+
+/// The `q` quantile between two histogram readings, interpolated inside its bucket.
+fn histogram_quantile(before: &[(f64, f64)], after: &[(f64, f64)], q: f64) -> Option<f64> {
+    let delta: Vec<(f64, f64)> = after
+        .iter()
+        .map(|(le, v)| {
+            let was = before
+                .iter()
+                .find(|(l, _)| l == le)
+                .map_or(0.0, |(_, w)| *w);
+            (*le, v - was)
+        })
+        .collect();
+    let total = delta.last()?.1;
+    if total <= 0.0 {
+        return None;
+    }
+    let rank = q * total;
+    let mut lower = (0.0, 0.0);
+    for (le, cumulative) in delta {
+        if cumulative >= rank {
+            if le.is_infinite() {
+                return Some(lower.0);
+            }
+            let span = cumulative - lower.1;
+            let within = if span > 0.0 {
+                (rank - lower.1) / span
+            } else {
+                1.0
+            };
+            return Some(lower.0 + (le - lower.0) * within);
+        }
+        lower = (le, cumulative);
+    }
+    None
+}
+
+/// Creates TaskManagers at `rate` per second for `seconds`, each in its own task; returns the
+/// sorted latencies (seconds) of those created and the count that failed.
+async fn drive(cluster: &Cluster, rate: usize, seconds: usize, prefix: &str) -> (Vec<f64>, usize) {
+    let api = Api::<Pod>::namespaced(cluster.admin.clone(), FLINK);
+    let total = rate * seconds;
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate as f64));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut tasks = futures::stream::FuturesUnordered::new();
+    for i in 0..total {
+        tick.tick().await;
+        let api = api.clone();
+        let pod: Pod = serde_json::from_value(taskmanager(&format!("{prefix}-{i:06}"), "job", "1"))
+            .expect("pod");
+        tasks.push(tokio::spawn(async move {
+            let started = Instant::now();
+            let ok = api.create(&PostParams::default(), &pod).await.is_ok();
+            (ok, started.elapsed().as_secs_f64())
+        }));
+    }
+    let mut latencies = Vec::with_capacity(total);
+    let mut failed = 0;
+    while let Some(done) = tasks.next().await {
+        match done {
+            Ok((true, took)) => latencies.push(took),
+            _ => failed += 1,
+        }
+    }
+    latencies.sort_by(f64::total_cmp);
+    (latencies, failed)
+}
+
+async fn clear(cluster: &Cluster) {
+    let api = Api::<Pod>::namespaced(cluster.admin.clone(), FLINK);
+    api.delete_collection(
+        &DeleteParams::default().grace_period(0),
+        &ListParams::default(),
+    )
+    .await
+    .expect("delete pods");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !api
+        .list(&ListParams::default().limit(1))
+        .await
+        .expect("list")
+        .items
+        .is_empty()
+    {
+        assert!(Instant::now() < deadline, "pods not deleted");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn measure(cluster: &Cluster, what: &str, rates: &[usize], seconds: usize) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for &rate in rates {
+        clear(cluster).await;
+        // Warm the connections and the webhook's caches.
+        drive(cluster, 20, 1, &format!("warm-{rate}")).await;
+        let (before, sum0, count0) = histogram(&cluster.plane.metrics());
+        let (latencies, failed) = drive(cluster, rate, seconds, &format!("tm-{rate}")).await;
+        let (after, sum1, count1) = histogram(&cluster.plane.metrics());
+        let calls = count1 - count0;
+        rows.push(Row {
+            what: what.to_string(),
+            rate,
+            created: latencies.len(),
+            failed,
+            p50: quantile(&latencies, 0.5),
+            p99: quantile(&latencies, 0.99),
+            webhook_mean: (calls > 0.0).then(|| (sum1 - sum0) / calls),
+            webhook_p50: histogram_quantile(&before, &after, 0.5),
+            webhook_p99: histogram_quantile(&before, &after, 0.99),
+        });
+        eprintln!("{what} at {rate}/s: done");
+    }
+    rows
+}
+
+/// Two minimal webhooks with the webhook's serving pair, behind a balancer of their own.
+async fn start_minimal(cluster: &Cluster) -> (Vec<Process>, Balancer) {
+    let status = std::process::Command::new("cargo")
+        .args(["build", "--release", "--example", "minimal_webhook"])
+        .status()
+        .expect("cargo");
+    assert!(status.success(), "building examples/minimal_webhook failed");
+    let binary = webhook::repo_path("target/release/examples/minimal_webhook");
+    let mut processes = Vec::new();
+    let mut backends = Vec::new();
+    for i in 0..2 {
+        let port = support::kube::free_port();
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        processes.push(Process::spawn(
+            &format!("minimal-{i}"),
+            &binary,
+            &[
+                cluster.certs.cert().display().to_string(),
+                cluster.certs.key().display().to_string(),
+                addr.to_string(),
+            ],
+            &[],
+            cluster.plane.dir.path().join(format!("minimal-{i}.log")),
+        ));
+        backends.push(addr);
+    }
+    for addr in &backends {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while tokio::net::TcpStream::connect(addr).await.is_err() {
+            assert!(Instant::now() < deadline, "minimal webhook not listening");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    (processes, Balancer::start(backends).await)
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or("-".into(), |s| format!("{:.1}", s * 1000.0))
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+        _ => "-".into(),
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    // `cargo bench` passes `--bench`; this bench takes no arguments of its own.
+    let nodes = env_usize("NODES", 5000);
+    let running = env_usize("RUNNING", 50_000);
+    let seconds = env_usize("SECONDS_PER_RATE", 10);
+    let rates: Vec<usize> = std::env::var("RATES")
+        .unwrap_or_else(|_| "50,200,500".into())
+        .split(',')
+        .map(|r| {
+            r.trim()
+                .parse()
+                .expect("RATES: whole numbers, comma-separated")
+        })
+        .collect();
+
+    let mut setup = Setup::nodes(0);
+    setup.nodes = (0..nodes)
+        .map(|i| {
+            let spec = NodeSpec::new(
+                &format!("node-{i:05}"),
+                &format!("zone-{}", ["a", "b", "c"][i % 3]),
+                64,
+            );
+            (spec, 0.1 + 0.8 * ((i * 7919) % nodes) as f64 / nodes as f64)
+        })
+        .collect();
+    setup.running = (0..running)
+        .map(|i| {
+            bound_pod(
+                &format!("other-{i:06}"),
+                &format!("node-{:05}", i % nodes),
+                "100m",
+            )
+        })
+        .collect();
+    setup.replicas = 2;
+    setup.scheduler = None;
+    let started = Instant::now();
+    let Some(cluster) = Cluster::start(setup).await else {
+        eprintln!("control plane binaries missing: bash tests/kube/build.sh");
+        std::process::exit(1);
+    };
+    eprintln!(
+        "{nodes} nodes, {running} running pods, webhook installed in {:.0?}",
+        started.elapsed()
+    );
+
+    let mut rows = measure(&cluster, "placement-webhook", &rates, seconds).await;
+
+    let (_minimal, minimal_balancer) = start_minimal(&cluster).await;
+    webhook::register_at(
+        &cluster.plane,
+        &format!("https://127.0.0.1:{}/mutate", minimal_balancer.addr.port()),
+        &cluster.certs.ca_bundle,
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    rows.extend(measure(&cluster, "minimal webhook", &rates, seconds).await);
+
+    cluster
+        .plane
+        .kubectl(&["delete", "mutatingwebhookconfiguration", CONFIGURATION]);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    rows.extend(measure(&cluster, "no webhook", &rates, seconds).await);
+
+    println!(
+        "\npod CREATE through kube-apiserver {}: {nodes} nodes, {running} running pods, \
+         {seconds} s per rate",
+        support::kube::KUBERNETES_VERSION
+    );
+    println!(
+        "{:<18} {:>6} {:>7} {:>6} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9}",
+        "webhook",
+        "rate/s",
+        "created",
+        "failed",
+        "p50 ms",
+        "p99 ms",
+        "call mean",
+        "call p50",
+        "call p99",
+        "p99 / min",
+        "call p99 / min"
+    );
+    let minimal = |rate: usize| {
+        rows.iter()
+            .find(|r| r.what == "minimal webhook" && r.rate == rate)
+    };
+    for row in &rows {
+        let base = minimal(row.rate);
+        println!(
+            "{:<18} {:>6} {:>7} {:>6} {:>9.1} {:>9.1} {:>10} {:>10} {:>10} {:>9} {:>9}",
+            row.what,
+            row.rate,
+            row.created,
+            row.failed,
+            row.p50 * 1000.0,
+            row.p99 * 1000.0,
+            ms(row.webhook_mean),
+            ms(row.webhook_p50),
+            ms(row.webhook_p99),
+            ratio(Some(row.p99), base.map(|b| b.p99)),
+            ratio(row.webhook_p99, base.and_then(|b| b.webhook_p99)),
+        );
+    }
+}
