@@ -10,6 +10,7 @@ mod support;
 
 mod admission;
 mod balancer;
+mod differential;
 mod fixture;
 mod install;
 mod replicas;
