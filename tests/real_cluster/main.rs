@@ -11,6 +11,7 @@ mod support;
 mod admission;
 mod balancer;
 mod closed_loop;
+mod differential;
 mod fixture;
 mod install;
 mod replicas;
