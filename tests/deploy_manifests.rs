@@ -712,3 +712,35 @@ fn scheduler_profile_overlay_runs_the_scheduler_the_webhook_models() {
         "deploy/scheduler-profile/config.yaml drifted from deploy/base/config.yaml"
     );
 }
+
+/// The Helm chart keeps copies of what Helm cannot read from outside the chart: the dashboard
+/// and the alerting rules byte for byte, and the base config as the `config` value (equal as
+/// YAML). tests/real_cluster/helm.rs compares the chart's renderings with these builds.
+#[test]
+fn helm_chart_copies_match_deploy() {
+    let chart = repo_path("deploy/helm/placement-webhook");
+    for (copy, original) in [
+        ("files/dashboard.json", "deploy/monitoring/dashboard.json"),
+        (
+            "files/placement-webhook.rules.yaml",
+            "deploy/monitoring/rules/placement-webhook.rules.yaml",
+        ),
+    ] {
+        let read =
+            |p: PathBuf| std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        assert!(
+            read(chart.join(copy)) == read(repo_path(original)),
+            "{copy} in the chart differs from {original}: copy it again"
+        );
+    }
+    let yaml = |p: PathBuf| -> Value {
+        let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        serde_saphyr::from_str(&text).expect("YAML")
+    };
+    let values = yaml(chart.join("values.yaml"));
+    assert_eq!(
+        values["config"],
+        yaml(repo_path("deploy/base/config.yaml")),
+        "the chart's config value drifted from deploy/base/config.yaml"
+    );
+}

@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # Builds the control plane the tests run against (etcd, kube-apiserver, kube-scheduler, kubectl
-# and a test-only second mutating webhook) from this Go module, pinned by go.mod/go.sum, and links
-# tests/kube/bin to the result. The binaries are cached under $PLACEMENT_KUBE_CACHE (default
-# ~/.cache/placement-webhook/kube), keyed by the module's files, so a warm machine skips the build.
+# and a test-only second mutating webhook) from this Go module, pinned by go.mod/go.sum, and Helm
+# (the chart's tests) from the module in helm/, and links tests/kube/bin to the result. Helm has a
+# module of its own: its release requires newer Kubernetes libraries than the pinned components.
+# The binaries are cached under $PLACEMENT_KUBE_CACHE (default ~/.cache/placement-webhook/kube),
+# keyed by both modules' files, so a warm machine skips the build.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here"
 
 version=v1.36.3
 cache_root="${PLACEMENT_KUBE_CACHE:-$HOME/.cache/placement-webhook/kube}"
-key="$(cat go.mod go.sum build.sh etcd/*.go mutator/*.go | sha256sum | cut -c1-16)"
+key="$(cat go.mod go.sum build.sh etcd/*.go mutator/*.go helm/go.mod helm/go.sum | sha256sum | cut -c1-16)"
 out="$cache_root/$key"
 
 if [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-scheduler" ] && [ -x "$out/etcd" ] \
-  && [ -x "$out/kubectl" ] && [ -x "$out/mutator" ]; then
+  && [ -x "$out/kubectl" ] && [ -x "$out/mutator" ] && [ -x "$out/helm" ]; then
   echo "control plane $version: cached in $out"
 else
   started=$SECONDS
@@ -33,9 +35,25 @@ else
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
   go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" ./etcd
   go build -trimpath -ldflags "-s -w" -o "$tmp/mutator" ./mutator
+  helm_started=$SECONDS
+  (
+    cd helm
+    # As Helm's Makefile sets them: its version, and the Kubernetes version it assumes without a
+    # cluster (`helm template`, `helm lint`): 1.<minor> for its client-go v0.<minor>.
+    helm_version="$(go list -m -f '{{.Version}}' helm.sh/helm/v3)"
+    client_minor="$(go list -m -f '{{.Version}}' k8s.io/client-go | cut -d. -f2)"
+    helm_ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$helm_version"
+    helm_ldflags+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+    for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+      helm_ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$client_minor"
+    done
+    go build -trimpath -ldflags "$helm_ldflags" -o "$tmp/helm" helm.sh/helm/v3/cmd/helm
+  )
+  echo "helm: built in $((SECONDS - helm_started)) s"
   rm -rf "$out"
   mv "$tmp" "$out"
   echo "control plane $version: built in $((SECONDS - started)) s into $out"
 fi
 ln -sfn "$out" "$here/bin"
 "$here/bin/kube-apiserver" --version
+"$here/bin/helm" version --short

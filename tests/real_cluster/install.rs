@@ -61,7 +61,7 @@ async fn every_overlay_is_accepted_by_the_apiserver() {
 }
 
 /// A CRD for `kind` in `api_version`'s group that accepts any body (no operator here).
-fn accept_any(plane: &ControlPlane, api_version: &str, kind: &str) {
+pub fn accept_any(plane: &ControlPlane, api_version: &str, kind: &str) {
     let (group, version) = api_version.split_once('/').expect("a group/version");
     let plural = format!("{}s", kind.to_lowercase());
     let (found, _, _) = plane.try_kubectl(&["get", "crd", &format!("{plural}.{group}")], None);

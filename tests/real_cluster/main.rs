@@ -1,6 +1,7 @@
 //! The webhook against a real control plane: etcd, kube-apiserver (RBAC on) and kube-scheduler
 //! of the pinned release (tests/kube), the webhook installed from deploy/ and running as its
-//! ServiceAccount. Under `CI=true` missing binaries fail these tests; elsewhere they skip.
+//! ServiceAccount; and the Helm chart against deploy/ (helm.rs, with the pinned helm). Under
+//! `CI=true` missing binaries fail these tests; elsewhere they skip.
 //!
 //! Each test starts its own control plane; they run one at a time (a lock), since each
 //! apiserver takes a core while it starts and the machine may have only two.
@@ -13,6 +14,7 @@ mod balancer;
 mod closed_loop;
 mod differential;
 mod fixture;
+mod helm;
 mod install;
 mod replicas;
 mod scheduler_profile;

@@ -29,8 +29,9 @@ use process::Process;
 pub const KUBERNETES_VERSION: &str = "v1.36.3";
 /// The admin's bearer token (group system:masters).
 const ADMIN_TOKEN: &str = "admin-token";
-const BINARIES: [&str; 5] = [
+const BINARIES: [&str; 6] = [
     "etcd",
+    "helm",
     "kube-apiserver",
     "kube-scheduler",
     "kubectl",
