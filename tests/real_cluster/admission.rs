@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 use kube::api::PostParams;
 use serde_json::json;
 
-use crate::fixture::{Cluster, FLINK, Setup, decision, landing, preferred_terms, serial};
+use crate::fixture::{
+    Cluster, FLINK, Setup, decision, landing, preferred, preferred_terms, serial,
+};
 use crate::support::kube::free_port;
 use crate::support::kube::objects::{self, create_namespace, taskmanager};
 use crate::support::kube::webhook::{self, Replica, ReplicaOptions};
@@ -244,22 +246,10 @@ async fn reinvocation_adds_no_second_copy_and_no_second_charge() {
         1.0,
         "charged twice"
     );
-    let keys: Vec<String> = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.affinity.as_ref())
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| {
-            n.preferred_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
-        .map(|terms| {
-            terms
-                .iter()
-                .map(|t| format!("{:?}", t.preference))
-                .collect()
-        })
-        .unwrap_or_default();
+    let keys: Vec<String> = preferred(&pod)
+        .iter()
+        .map(|t| format!("{:?}", t.preference))
+        .collect();
     let mut unique = keys.clone();
     unique.sort();
     unique.dedup();

@@ -26,29 +26,12 @@ use serde_json::{Value, json};
 
 use crate::fixture::{Cluster, FLINK, Setup, serial};
 use crate::support::kube::objects::{self, NodeSpec};
+use crate::support::rng::Rng;
 
 const BUSY: f64 = 0.70;
 /// 10 GbE, in bytes per second.
 const NIC: f64 = 1.25e9;
 const LANDINGS: &str = "placement_webhook_landings_total";
-
-/// splitmix64: the same clusters on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        (z >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn range(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * self.next()
-    }
-}
 
 struct Node {
     name: String,
@@ -87,21 +70,22 @@ fn generate(n: usize, seed: u64, load: Load) -> Vec<Node> {
         .unwrap_or(1);
     (0..n)
         .map(|i| {
-            let cores = [16, 32, 64][(rng.next() * 3.0) as usize % 3];
-            let busy = rng.next() < load.busy;
+            let cores = [16, 32, 64][(rng.unit() * 3.0) as usize % 3];
+            let busy = rng.unit() < load.busy;
             let cpu = if busy {
-                rng.range(0.55, 0.9)
+                rng.between(0.55, 0.9)
             } else {
-                rng.range(0.05, 0.5)
+                rng.between(0.05, 0.5)
             };
             Node {
                 name: format!("worker-{:05}", (i * stride) % n),
                 zone: i % 3,
                 cores,
                 cpu,
-                nic: rng.range(0.05, 0.6),
-                requested_cores: (f64::from(cores) * rng.range(load.requested.0, load.requested.1))
-                    .floor(),
+                nic: rng.between(0.05, 0.6),
+                requested_cores: (f64::from(cores)
+                    * rng.between(load.requested.0, load.requested.1))
+                .floor(),
             }
         })
         .collect()

@@ -93,45 +93,7 @@ const HOSTNAME: &str = "kubernetes.io/hostname";
 /// Every Node of cluster `c` carries this label with value `c`.
 const CLUSTER_LABEL: &str = "differential.placement-webhook.io/cluster";
 
-/// SplitMix64: the same cases on every run and platform.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    /// `lo..=hi`.
-    fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + (self.next() % (hi - lo + 1) as u64) as i64
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-
-    /// `k` distinct items of `items` (fewer when there are fewer).
-    fn some<T: Clone>(&mut self, items: &[T], k: usize) -> Vec<T> {
-        let mut pool: Vec<T> = items.to_vec();
-        let mut out = Vec::new();
-        while out.len() < k && !pool.is_empty() {
-            out.push(pool.swap_remove(self.below(pool.len())));
-        }
-        out
-    }
-}
+use crate::support::rng::Rng;
 
 // ---- generated objects ----
 

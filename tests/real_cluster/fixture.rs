@@ -346,16 +346,21 @@ pub fn decision(pod: &Pod) -> Option<&str> {
 }
 
 /// The preferred node affinity terms of a pod.
-pub fn preferred_terms(pod: &Pod) -> usize {
+pub fn preferred(pod: &Pod) -> &[k8s_openapi::api::core::v1::PreferredSchedulingTerm] {
     pod.spec
         .as_ref()
         .and_then(|s| s.affinity.as_ref())
         .and_then(|a| a.node_affinity.as_ref())
         .and_then(|n| {
             n.preferred_during_scheduling_ignored_during_execution
-                .as_ref()
+                .as_deref()
         })
-        .map_or(0, Vec::len)
+        .unwrap_or_default()
+}
+
+/// How many preferred node affinity terms a pod has.
+pub fn preferred_terms(pod: &Pod) -> usize {
+    preferred(pod).len()
 }
 
 #[test]

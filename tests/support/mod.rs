@@ -1,4 +1,5 @@
 pub mod exporter;
 pub mod kube;
 pub mod prometheus;
+pub mod rng;
 pub mod webhook;

@@ -167,39 +167,38 @@ pub async fn create_pod_with(
 
 /// Creates the pods all at once; returns them as created (patched by webhooks).
 pub async fn create_pods(client: &Client, namespace: &str, pods: &[Value]) -> Vec<Pod> {
-    let api = Api::<Pod>::namespaced(client.clone(), namespace);
-    futures::stream::iter(pods.iter().map(|pod| {
-        let api = api.clone();
-        async move {
-            let pod: Pod = serde_json::from_value(pod.clone()).expect("pod");
-            api.create(&PostParams::default(), &pod)
-                .await
-                .map_err(|e| format!("pod {:?}: {e}", pod.metadata.name))
-        }
-    }))
-    .buffered(pods.len().max(1))
-    .try_collect::<Vec<Pod>>()
-    .await
-    .expect("create pods")
+    create_each(client, namespace, pods, pods.len().max(1), |pod| pod).await
 }
 
 /// Creates many pods, `concurrency` requests at a time, keeping nothing of the answers.
 pub async fn create_many(client: &Client, namespace: &str, pods: &[Value], concurrency: usize) {
+    create_each(client, namespace, pods, concurrency, drop).await;
+}
+
+/// Creates the pods, `concurrency` at a time, in order; `keep` takes each as created.
+async fn create_each<T>(
+    client: &Client,
+    namespace: &str,
+    pods: &[Value],
+    concurrency: usize,
+    keep: impl Fn(Pod) -> T,
+) -> Vec<T> {
     let api = Api::<Pod>::namespaced(client.clone(), namespace);
+    let keep = &keep;
     futures::stream::iter(pods.iter().map(|pod| {
         let api = api.clone();
         async move {
             let pod: Pod = serde_json::from_value(pod.clone()).expect("pod");
             api.create(&PostParams::default(), &pod)
                 .await
-                .map(|_| ())
+                .map(keep)
                 .map_err(|e| format!("pod {:?}: {e}", pod.metadata.name))
         }
     }))
-    .buffer_unordered(concurrency)
-    .try_collect::<Vec<()>>()
+    .buffered(concurrency)
+    .try_collect::<Vec<T>>()
     .await
-    .expect("create pods");
+    .expect("create pods")
 }
 
 /// Waits until every named pod has a node (60 s at most); returns name -> node.

@@ -316,37 +316,33 @@ pub fn https_client(ca_pem: &str) -> reqwest::Client {
         .expect("client")
 }
 
-/// The value of the first sample of `name` whose labels contain every `label="value"` pair.
-pub fn sample(metrics: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+/// The values of the samples of `name` whose labels contain every `label="value"` pair.
+fn samples<'a>(
+    metrics: &'a str,
+    name: &'a str,
+    labels: &'a [(&'a str, &'a str)],
+) -> impl Iterator<Item = f64> + 'a {
     metrics
         .lines()
         .filter(|l| !l.starts_with('#'))
-        .filter(|l| {
+        .filter(move |l| {
             l.strip_prefix(name)
                 .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
         })
-        .filter(|l| {
+        .filter(move |l| {
             labels
                 .iter()
                 .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
         })
-        .find_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// The value of the first sample of `name` whose labels contain every `label="value"` pair.
+pub fn sample(metrics: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    samples(metrics, name, labels).next()
 }
 
 /// The sum of every sample of `name` whose labels contain the pairs.
 pub fn sum(metrics: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
-    metrics
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter(|l| {
-            l.strip_prefix(name)
-                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
-        })
-        .filter(|l| {
-            labels
-                .iter()
-                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    samples(metrics, name, labels).sum()
 }
