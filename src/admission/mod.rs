@@ -682,12 +682,18 @@ mod tests {
             admission.answer(&request, SystemTime::now())
         };
         let bound = review("da000000-0000-0000-0000-000000000000", Some("worker-05"));
-        assert!(bound.review.response.patch.is_none(), "a bound pod is patched");
+        assert!(
+            bound.review.response.patch.is_none(),
+            "a bound pod is patched"
+        );
         assert_eq!(bound.outcome, Outcome::Skipped);
         assert_eq!(ledger.read().len(), 0, "a bound pod is charged");
 
         let unbound = review("ea000000-0000-0000-0000-000000000000", Some(""));
-        assert!(unbound.review.response.patch.is_some(), "an empty nodeName is unbound");
+        assert!(
+            unbound.review.response.patch.is_some(),
+            "an empty nodeName is unbound"
+        );
         assert_eq!(ledger.read().len(), 1);
     }
 }
