@@ -15,8 +15,18 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Parser)]
 #[command(name = "placement-webhook", version)]
 struct Cli {
+    /// Log lines on standard error: `text` (coloured only on a terminal) or `json` (one object
+    /// per line, for a log stack).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -148,7 +158,7 @@ impl CommonArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // One-shot commands speak through their output; their logs default to warnings.
-    init_tracing(matches!(cli.command, Command::Serve { .. }));
+    init_tracing(matches!(cli.command, Command::Serve { .. }), cli.log_format);
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -195,7 +205,8 @@ async fn cluster_and_snapshot(
     Ok((snapshot, cluster))
 }
 
-fn init_tracing(serving: bool) {
+fn init_tracing(serving: bool, format: LogFormat) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(if serving {
             placement_webhook::telemetry::DEFAULT_LOG_FILTER
@@ -203,10 +214,18 @@ fn init_tracing(serving: bool) {
             "warn,kube_client::client::builder=off"
         })
     });
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => logs.json().flatten_event(true).with_ansi(false).init(),
+        // Escape codes only where a terminal reads them, never into a file or a pod's log.
+        LogFormat::Text => {
+            let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+            logs.with_ansi(std::io::stderr().is_terminal() && !no_color)
+                .init()
+        }
+    }
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {

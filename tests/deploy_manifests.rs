@@ -277,6 +277,8 @@ fn check_deployment(docs: &[Value]) -> &Value {
             "/etc/placement-webhook/tls/tls.crt",
             "--tls-key",
             "/etc/placement-webhook/tls/tls.key",
+            "--log-format",
+            "json",
         ]
     );
 
