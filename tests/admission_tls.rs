@@ -185,10 +185,20 @@ async fn non_targets_and_other_operations_are_answered_unchanged() {
     binding["request"]["subResource"] = json!("binding");
     expect_unchanged(&client, &binding).await;
 
-    let mut opted_out = taskmanager_review("uid-skip");
-    opted_out["request"]["object"]["metadata"]["annotations"]["placement-webhook.io/skip"] =
-        json!("true");
-    expect_unchanged(&client, &opted_out).await;
+    // The usual spellings of true, in any case, opt out.
+    for value in ["true", "True", "YES", "yes", "1", "on", "On"] {
+        let mut opted_out = taskmanager_review(&format!("uid-skip-{value}"));
+        opted_out["request"]["object"]["metadata"]["annotations"]["placement-webhook.io/skip"] =
+            json!(value);
+        expect_unchanged(&client, &opted_out).await;
+    }
+    // Spellings of false, and other values, do not.
+    for value in ["false", "no", "0", "off", ""] {
+        let mut kept = taskmanager_review(&format!("uid-kept-{value}"));
+        kept["request"]["object"]["metadata"]["annotations"]["placement-webhook.io/skip"] =
+            json!(value);
+        expect_patched(&client, &kept).await;
+    }
     running.stop().await;
 }
 

@@ -28,6 +28,15 @@ use review::{API_VERSION, KIND, RequestIn, ResponseOut, ReviewIn, ReviewOut};
 
 pub const SKIP_ANNOTATION: &str = "placement-webhook.io/skip";
 
+/// The values of [`SKIP_ANNOTATION`] that opt a pod out, compared ASCII case-insensitively
+/// (`"True"`, `"YES"`); the registration's `matchConditions` lists the same.
+pub const SKIP_VALUES: [&str; 4] = ["true", "yes", "1", "on"];
+
+/// Whether `value` of [`SKIP_ANNOTATION`] opts the pod out.
+pub fn skips(value: &str) -> bool {
+    SKIP_VALUES.iter().any(|v| v.eq_ignore_ascii_case(value))
+}
+
 /// A request that cannot be answered as an AdmissionReview: the caller maps it to a 4xx.
 #[derive(Debug, thiserror::Error)]
 pub enum BadReview {
@@ -405,7 +414,7 @@ impl Admission {
         let annotations = pod.metadata.annotations.as_ref();
         let opted_out = annotations
             .and_then(|a| a.get(SKIP_ANNOTATION))
-            .is_some_and(|v| v == "true");
+            .is_some_and(|v| skips(v));
         // Our own mark: this is a reinvocation, the pod was already steered.
         let already_steered = annotations.is_some_and(|a| a.contains_key(ANNOTATION));
         // Created bound (`spec.nodeName`): no scheduler places it, so nothing to steer or charge.
