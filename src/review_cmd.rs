@@ -135,15 +135,21 @@ fn node_table(admission: &Admission, body: &[u8]) -> String {
                 .iter()
                 .map(|(node, p)| format!("{node} {:.0}%", p * 100.0))
                 .collect();
-            let _ = writeln!(
-                out,
-                "predicted landing (charged so): {}",
-                if landing.is_empty() {
-                    "none".to_string()
-                } else {
+            if landing.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "predicted landing: none (land=none): the scheduler is predicted to find no \
+                     node that can take it ({} feasible), so the pod will stay Pending until one \
+                     can; nothing is charged",
+                    decision.feasible
+                );
+            } else {
+                let _ = writeln!(
+                    out,
+                    "predicted landing (charged so): {}",
                     landing.join(", ")
-                }
-            );
+                );
+            }
             // Read here, not in every decision: it counts the whole view.
             let replica = admission.replica();
             match replica.set.as_ref().map(|set| set.share(&view)) {

@@ -102,3 +102,42 @@ fn observe_mode_says_what_the_webhook_would_have_done() {
         "{text}"
     );
 }
+
+/// (stdout, stderr) of `review --explain` on the example review changed by `edit`.
+fn review_edited(edit: impl FnOnce(&mut serde_json::Value)) -> (String, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut review: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo("examples/taskmanager-review.json")).expect("example"),
+    )
+    .expect("JSON");
+    edit(&mut review);
+    let path = dir.path().join("review.json");
+    std::fs::write(&path, review.to_string()).expect("review written");
+    let out = bin()
+        .arg("review")
+        .arg(&path)
+        .arg("--explain")
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{stderr}");
+    (String::from_utf8_lossy(&out.stdout).to_string(), stderr)
+}
+
+#[test]
+fn a_pod_no_node_can_take_is_said_to_stay_pending() {
+    let (stdout, stderr) = review_edited(|r| {
+        // No node of the example cluster carries this label.
+        r["request"]["object"]["spec"]["nodeSelector"] = serde_json::json!({"pool": "nowhere"});
+    });
+    assert!(
+        stderr.contains("predicted landing: none (land=none)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("the pod will stay Pending"), "{stderr}");
+    let answer: serde_json::Value = serde_json::from_str(&stdout).expect("a review");
+    let note = answer["response"]["auditAnnotations"]["decision"]
+        .as_str()
+        .expect("a decision note");
+    assert!(note.contains(" land=none avoid="), "{note}");
+}
