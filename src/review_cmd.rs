@@ -37,6 +37,13 @@ pub async fn review(config: Config, body: &[u8], explain: bool) -> anyhow::Resul
     };
     if let Some(table) = table {
         eprint!("{table}{}", patch_text(&answer.review.response));
+        if answer.outcome == crate::telemetry::Outcome::Skipped
+            && let Some(why) = admission::parse(body)
+                .ok()
+                .and_then(|r| admission.why_skipped(&r))
+        {
+            eprintln!("(skipped: {why})");
+        }
     }
     Ok(serde_json::to_string_pretty(&answer.review)?)
 }
@@ -88,9 +95,19 @@ pub async fn load_snapshot_with(
 fn node_table(admission: &Admission, body: &[u8]) -> String {
     let mut out = String::new();
     // As the server reads it.
-    let pod = admission::parse(body)
-        .ok()
-        .and_then(|request| admission::pod_of(request.object.as_deref()?, &request).ok());
+    let request = admission::parse(body).ok();
+    // Why nothing is written comes first; the ranking after it only says what would be done.
+    let skipped = request.as_ref().and_then(|r| admission.why_skipped(r));
+    if let Some(why) = &skipped {
+        let _ = writeln!(
+            out,
+            "skipped: {why}; nothing is written (no patch, nothing charged)\n\nwhat it would \
+             do were it a target:\n"
+        );
+    }
+    let pod = request
+        .as_ref()
+        .and_then(|request| admission::pod_of(request.object.as_deref()?, request).ok());
     match (pod, admission.store().current()) {
         (Some(pod), Some(view)) => {
             let decision = admission.dry_decide(&pod, &view);
@@ -135,7 +152,17 @@ fn node_table(admission: &Admission, body: &[u8]) -> String {
                 .iter()
                 .map(|(node, p)| format!("{node} {:.0}%", p * 100.0))
                 .collect();
-            if landing.is_empty() {
+            if skipped.is_some() {
+                let _ = writeln!(
+                    out,
+                    "predicted landing were it a target (not charged): {}",
+                    if landing.is_empty() {
+                        "none".to_string()
+                    } else {
+                        landing.join(", ")
+                    }
+                );
+            } else if landing.is_empty() {
                 let _ = writeln!(
                     out,
                     "predicted landing: none (land=none): the scheduler is predicted to find no \

@@ -141,3 +141,71 @@ fn a_pod_no_node_can_take_is_said_to_stay_pending() {
         .expect("a decision note");
     assert!(note.contains(" land=none avoid="), "{note}");
 }
+
+/// The first line of an explanation after the notes about where the load came from.
+fn first_said(stderr: &str) -> &str {
+    stderr
+        .lines()
+        .find(|l| !l.starts_with("note:") && !l.trim().is_empty())
+        .unwrap_or("")
+}
+
+#[test]
+fn a_skipped_pod_is_said_first_to_be_skipped_and_why() {
+    use serde_json::json;
+    type Edit = fn(&mut serde_json::Value);
+    let cases: [(Edit, &str); 5] = [
+        (
+            |r| r["request"]["object"]["metadata"]["labels"]["component"] = json!("jobmanager"),
+            "skipped: not a target: label `component=jobmanager`, not `component=taskmanager`",
+        ),
+        (
+            |r| {
+                let labels = r["request"]["object"]["metadata"]["labels"]
+                    .as_object_mut()
+                    .expect("labels");
+                labels.remove("type");
+            },
+            "skipped: not a target: no `type` label (one of flink-native-kubernetes, flink-standalone-kubernetes)",
+        ),
+        (
+            |r| {
+                r["request"]["object"]["metadata"]["annotations"]["placement-webhook.io/skip"] =
+                    json!("Yes")
+            },
+            "skipped: opted out: annotation placement-webhook.io/skip: \"Yes\"",
+        ),
+        (
+            |r| r["request"]["operation"] = json!("UPDATE"),
+            "skipped: a pod's UPDATE: only the CREATE of a pod is steered",
+        ),
+        (
+            |r| r["request"]["subResource"] = json!("status"),
+            "skipped: the `status` subresource of a pod: only the CREATE of a pod is steered",
+        ),
+    ];
+    for (edit, want) in cases {
+        let (stdout, stderr) = review_edited(edit);
+        assert!(first_said(&stderr).starts_with(want), "{want}\n{stderr}");
+        assert!(
+            first_said(&stderr).ends_with("nothing is written (no patch, nothing charged)"),
+            "{stderr}"
+        );
+        // The ranking only as what it would do.
+        assert!(
+            stderr.contains("what it would do were it a target:"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("(charged so)"), "{stderr}");
+        assert!(
+            stderr.contains("predicted landing were it a target (not charged): "),
+            "{stderr}"
+        );
+        let answer: serde_json::Value = serde_json::from_str(&stdout).expect("a review");
+        assert!(answer["response"]["patch"].is_null(), "{stdout}");
+    }
+    // A target is not said to be skipped.
+    let (_, stderr) = review_edited(|_| {});
+    assert!(first_said(&stderr).starts_with("charged load:"), "{stderr}");
+    assert!(!stderr.contains("skipped"), "{stderr}");
+}

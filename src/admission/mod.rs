@@ -93,6 +93,19 @@ pub struct Admission {
     charging: std::sync::atomic::AtomicBool,
 }
 
+/// Why a pod is not one to steer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NotTarget {
+    /// [`SKIP_ANNOTATION`] says true.
+    OptedOut,
+    /// It carries the decision annotation: a reinvocation.
+    AlreadySteered,
+    /// Created with `spec.nodeName`.
+    Bound,
+    /// Its labels miss the configured targets.
+    Labels,
+}
+
 /// Why a targeted pod was left without a patch.
 #[derive(Debug, thiserror::Error)]
 enum FailOpen {
@@ -409,6 +422,11 @@ impl Admission {
     }
 
     fn is_target(&self, pod: &Pod) -> bool {
+        self.not_a_target(pod).is_none()
+    }
+
+    /// Why `pod` is not one to steer, when it is not.
+    fn not_a_target(&self, pod: &Pod) -> Option<NotTarget> {
         let empty = Default::default();
         let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
         let annotations = pod.metadata.annotations.as_ref();
@@ -423,10 +441,72 @@ impl Admission {
             .as_ref()
             .and_then(|s| s.node_name.as_deref())
             .is_some_and(|n| !n.is_empty());
-        !opted_out
-            && !already_steered
-            && !already_bound
-            && placement::selector::targets_match(&self.config.targets, labels)
+        if opted_out {
+            Some(NotTarget::OptedOut)
+        } else if already_steered {
+            Some(NotTarget::AlreadySteered)
+        } else if already_bound {
+            Some(NotTarget::Bound)
+        } else if !placement::selector::targets_match(&self.config.targets, labels) {
+            Some(NotTarget::Labels)
+        } else {
+            None
+        }
+    }
+
+    /// Why the server answers `request` without writing anything, in a sentence, when it is
+    /// not a pod to steer (an internal problem, which fails open, is not such a reason).
+    pub fn why_skipped(&self, request: &RequestIn) -> Option<String> {
+        if !is_pod_create(request) {
+            let what = match (
+                request.resource.group.as_str(),
+                request.resource.resource.as_str(),
+                request.sub_resource.as_deref().unwrap_or(""),
+            ) {
+                ("", "pods", "") => format!("a pod's {}", request.operation),
+                ("", "pods", sub) => format!("the `{sub}` subresource of a pod"),
+                ("", resource, _) => format!("a {resource} request"),
+                (group, resource, _) => format!("a {group}/{resource} request"),
+            };
+            return Some(format!(
+                "{what}: only the CREATE of a pod is steered (its placement cannot change later)"
+            ));
+        }
+        let Some(object) = request.object.as_deref().filter(|o| o.get() != "null") else {
+            return Some("the request carries no pod object".into());
+        };
+        let pod = pod_of(object, request).ok()?;
+        let annotation = |key: &str| {
+            pod.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(key))
+                .map_or("", String::as_str)
+                .to_owned()
+        };
+        Some(match self.not_a_target(&pod)? {
+            NotTarget::OptedOut => format!(
+                "opted out: annotation {SKIP_ANNOTATION}: {:?}",
+                annotation(SKIP_ANNOTATION)
+            ),
+            NotTarget::AlreadySteered => format!(
+                "already steered: it carries {ANNOTATION} (a reinvocation after another webhook)"
+            ),
+            NotTarget::Bound => format!(
+                "created bound to {} (spec.nodeName): no scheduler places it",
+                pod.spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .unwrap_or_default()
+            ),
+            NotTarget::Labels => {
+                let empty = Default::default();
+                let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
+                let miss = placement::selector::targets_miss(&self.config.targets, labels)
+                    .unwrap_or_default();
+                format!("not a target: {miss} (config `targets`)")
+            }
+        })
     }
 
     pub fn config(&self) -> &Config {
