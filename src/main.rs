@@ -110,16 +110,31 @@ enum Command {
         #[arg(long)]
         no_cluster: bool,
     },
-    /// Make a CA and a serving certificate for the webhook Service.
+    /// Make a CA and a serving certificate for the webhook Service; the caBundle (base64 of
+    /// the CA) goes to standard output, what was written to standard error.
+    ///
+    /// Writes ca.crt, ca.key (the CA's key, mode 0600: not for the Secret), tls.crt and tls.key
+    /// into --out. A directory that already holds a CA is refused: --keep-ca signs a new serving
+    /// certificate with that CA (the caBundle stays), --force makes a new CA.
     Certs {
+        /// Name of the webhook's Service (`placement-webhook` in deploy/).
         #[arg(long)]
         service: String,
+        /// Namespace of the Service (`placement-webhook` in deploy/).
         #[arg(long)]
         namespace: String,
+        /// Directory for the files (created when missing).
         #[arg(long)]
         out: PathBuf,
+        /// Days the certificates are valid (a kept CA's own end still bounds the new one).
         #[arg(long, default_value_t = 365)]
         days: u32,
+        /// Sign a new serving certificate with the CA already in --out (ca.crt and ca.key).
+        #[arg(long, conflicts_with = "force")]
+        keep_ca: bool,
+        /// Replace a CA already in --out with a new one.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -366,13 +381,23 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             namespace,
             out,
             days,
+            keep_ca,
+            force,
         } => {
             use placement_webhook::certs::{self, CertRequest};
-            let bundle = certs::generate(&CertRequest {
+            let request = CertRequest {
                 service,
                 namespace,
                 days,
-            })?;
+            };
+            let bundle = if keep_ca {
+                certs::renew(&request, &out)?
+            } else {
+                if !force {
+                    certs::refuse_existing_ca(&out)?;
+                }
+                certs::generate(&request)?
+            };
             let written = certs::write_files(&out, &bundle)?;
             eprintln!("placement-webhook: {written}; the caBundle follows on stdout");
             println!("{}", bundle.ca_bundle());
