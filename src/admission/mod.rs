@@ -111,8 +111,15 @@ enum NotTarget {
 enum FailOpen {
     #[error("no node-load snapshot yet")]
     NoSnapshot,
-    #[error("node-load snapshot is stale ({age_secs}s old, limit {limit_secs}s)")]
-    Stale { age_secs: u64, limit_secs: u64 },
+    #[error(
+        "node-load snapshot is stale: taken at {taken_at}, {age_secs}s ago (limit {limit_secs}s)"
+    )]
+    Stale {
+        /// When the readings were taken (RFC 3339, UTC).
+        taken_at: String,
+        age_secs: u64,
+        limit_secs: u64,
+    },
     #[error("pod object could not be read: {0}")]
     UnreadablePod(String),
     #[error("patch could not be built: {0}")]
@@ -290,6 +297,9 @@ impl Admission {
         let age = view.age(now);
         if age > self.config.max_staleness {
             return Err(FailOpen::Stale {
+                taken_at: view.taken_at.map_or_else(String::new, |t| {
+                    humantime::format_rfc3339_seconds(t).to_string()
+                }),
                 age_secs: age.as_secs(),
                 limit_secs: self.config.max_staleness.as_secs(),
             });
@@ -562,6 +572,22 @@ fn charge_decision(
 
 /// Reads an AdmissionReview request, checking what must hold to answer it at all.
 pub fn parse(body: &[u8]) -> Result<RequestIn, BadReview> {
+    // serde would read an array as the fields in order; an AdmissionReview is an object.
+    if let Some(first) = body.iter().find(|b| !b.is_ascii_whitespace())
+        && *first != b'{'
+        && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok()
+    {
+        let what = match first {
+            b'[' => "an array",
+            b'"' => "a string",
+            b'n' => "null",
+            b't' | b'f' => "a boolean",
+            _ => "a number",
+        };
+        return Err(BadReview::Shape(format!(
+            "{what}, not an object with apiVersion, kind and request"
+        )));
+    }
     let review: ReviewIn = serde_json::from_slice(body).map_err(|e| match e.classify() {
         serde_json::error::Category::Data => BadReview::Shape(e.to_string()),
         _ => BadReview::NotJson(e.to_string()),

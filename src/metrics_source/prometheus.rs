@@ -93,12 +93,9 @@ impl QueryPlan {
 pub enum SourceError {
     #[error("prometheus url: {0}")]
     Url(String),
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    // The cause is part of the message, not a source: a printed chain would say it twice.
+    #[error("cannot read {path}: {error}")]
+    Read { path: String, error: std::io::Error },
     #[error("prometheus CA bundle: {0}")]
     Ca(String),
     #[error("prometheus client: {0}")]
@@ -150,9 +147,9 @@ impl PrometheusSource {
             .connect_timeout(config.query_timeout)
             .pool_max_idle_per_host(8);
         if let Some(path) = &config.ca_file {
-            let pem = std::fs::read(path).map_err(|source| SourceError::Read {
+            let pem = std::fs::read(path).map_err(|error| SourceError::Read {
                 path: path.display().to_string(),
-                source,
+                error,
             })?;
             let certs = reqwest::Certificate::from_pem_bundle(&pem)
                 .map_err(|e| SourceError::Ca(e.to_string()))?;
