@@ -151,3 +151,29 @@ fn a_missing_field_is_reported_once() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_misspelt_query_placeholder_is_a_config_error_at_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        "prometheus:\n  url: http://127.0.0.1:1\n  queries:\n    cpu: '1 - avg by ({by}) (rate(node_cpu_seconds_total{mode=\"idle\"}[{windw}]))'\n",
+    )
+    .expect("config written");
+    let out = bin()
+        .arg("review")
+        .arg(example_review())
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .expect("review runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("queries.cpu: unknown placeholder {windw}"),
+        "{stderr}"
+    );
+    // Refused before any query is sent.
+    assert!(!stderr.contains("query failed"), "{stderr}");
+}

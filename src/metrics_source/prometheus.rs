@@ -48,7 +48,20 @@ impl QueryPlan {
             .replace('\\', "\\\\")
             .replace('"', "\\\"");
         let by = config.node_mapping.group_label();
+        // Validated at start; an invalid one here (a config not validated) adds nothing.
+        let extra = crate::config::prometheus::matchers(&config.extra_selector).unwrap_or_default();
         let render = |t: &str| {
+            let t = if extra.is_empty() {
+                // A selector of the extra matchers alone is left out whole.
+                t.replace("{{extra_selector}}", "")
+                    .replace("{extra_selector}", "")
+            } else {
+                t.replace(
+                    "{{extra_selector}}",
+                    &format!("{{{}}}", extra.trim_end_matches(',')),
+                )
+                .replace("{extra_selector}", &extra)
+            };
             t.replace("{by}", by)
                 .replace("{window}", &window)
                 .replace("{exclude_devices}", &devices)
@@ -510,6 +523,54 @@ mod tests {
             QueryPlan::new(&config).pod_network,
             None,
             "network alone estimates nothing"
+        );
+    }
+
+    #[test]
+    fn the_extra_selector_reaches_every_series_read() {
+        let mut config = PrometheusConfig::for_url("http://p:9090");
+        let plain = QueryPlan::new(&config);
+        config.extra_selector = r#"cluster="prod", env=~"a|b""#.into();
+        config.rate_window = Duration::from_secs(60);
+        let plan = QueryPlan::new(&config);
+        assert_eq!(
+            plan.cpu,
+            r#"1 - avg by (instance) (rate(node_cpu_seconds_total{cluster="prod",env=~"a|b",mode="idle"}[60s]))"#
+        );
+        assert_eq!(
+            plan.memory.as_deref(),
+            Some(
+                r#"1 - sum by (instance) (node_memory_MemAvailable_bytes{cluster="prod",env=~"a|b"}) / sum by (instance) (node_memory_MemTotal_bytes{cluster="prod",env=~"a|b"})"#
+            )
+        );
+        assert_eq!(
+            plan.uname.as_deref(),
+            Some(r#"max by (instance, nodename) (node_uname_info{cluster="prod",env=~"a|b"})"#)
+        );
+        // Every series of every query, and nothing else changed.
+        for ((name, q), (_, before)) in plan.queries().into_iter().zip(plain.queries()) {
+            let series = before.matches("_total").count() + before.matches("_bytes").count()
+                - before.matches("_bytes_total").count()
+                + before.matches("node_uname_info").count();
+            assert_eq!(
+                q.matches(r#"cluster="prod""#).count(),
+                series,
+                "{name}: {q}"
+            );
+            assert_eq!(
+                q.replace(r#"cluster="prod",env=~"a|b","#, "")
+                    .replace(r#"{cluster="prod",env=~"a|b"}"#, ""),
+                before.replace("[120s]", "[60s]"),
+                "{name}"
+            );
+            assert!(!q.contains("extra_selector"), "{name}: {q}");
+        }
+        // Without one the queries are as they always were.
+        assert_eq!(
+            plain.memory.as_deref(),
+            Some(
+                "1 - sum by (instance) (node_memory_MemAvailable_bytes) / sum by (instance) (node_memory_MemTotal_bytes)"
+            )
         );
     }
 
