@@ -68,10 +68,12 @@ pub async fn load_snapshot_with(
     if let Some(prom) = &config.prometheus {
         let source = PrometheusSource::new(prom.clone())?;
         let refresh = source.refresh(inventory).await;
+        // A refresh that fails says why in one line (each query is logged at debug); one
+        // that succeeds notes the optional queries that did not answer.
+        let (snapshot, report) = refresh.outcome?;
         for failure in &refresh.failures {
             eprintln!("note: {} query failed: {}", failure.query, failure.error);
         }
-        let (snapshot, report) = refresh.outcome?;
         if !report.incomplete_nodes.is_empty() {
             eprintln!(
                 "note: {} node(s) without both CPU and network readings left out",

@@ -177,3 +177,32 @@ fn a_misspelt_query_placeholder_is_a_config_error_at_start() {
     // Refused before any query is sent.
     assert!(!stderr.contains("query failed"), "{stderr}");
 }
+
+#[test]
+fn an_unreachable_prometheus_is_one_line_with_its_url_and_cause() {
+    // A port nothing listens on: bound, then closed.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port");
+    let url = format!("http://{addr}");
+    let out = bin()
+        .arg("review")
+        .arg(example_review())
+        .args(["--prometheus-url", &url])
+        .output()
+        .expect("review runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].starts_with(&format!(
+            "placement-webhook: Prometheus at {url} cannot be reached: "
+        )) && lines[0].contains("Connection refused"),
+        "{stderr}"
+    );
+    // No query, encoded or not.
+    for query in ["query=", "node_cpu_seconds_total", "%28"] {
+        assert!(!stderr.contains(query), "{stderr}");
+    }
+}
