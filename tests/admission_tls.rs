@@ -272,7 +272,7 @@ async fn stale_or_missing_snapshot_fails_open_with_a_warning() {
             .contains("no node-load snapshot")
     );
     let metrics = String::from_utf8(client.get("/metrics").await.body).expect("utf8");
-    assert!(metrics.contains("outcome=\"FailedOpen\"} 1"), "{metrics}");
+    assert!(metrics.contains("outcome=\"failed_open\"} 1"), "{metrics}");
     running.stop().await;
 }
 
@@ -474,8 +474,8 @@ async fn health_and_metrics_endpoints() {
     assert_eq!(reply.status, 200);
     let text = String::from_utf8(reply.body).expect("utf8");
     for want in [
-        "placement_webhook_reviews_total{outcome=\"Patched\"} 1",
-        "placement_webhook_reviews_total{outcome=\"Skipped\"} 1",
+        "placement_webhook_reviews_total{outcome=\"patched\"} 1",
+        "placement_webhook_reviews_total{outcome=\"skipped\"} 1",
         "placement_webhook_patches_total{mode=\"affinity\"} 1",
         "placement_webhook_review_duration_seconds_count 2",
         "placement_webhook_nodes_in_snapshot 24",
