@@ -32,6 +32,13 @@ enum LogFormat {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the admission webhook over HTTPS.
+    #[command(after_help = "Environment:\n  \
+        RUST_LOG       log filter, e.g. info or info,kube=debug (default: info, without kube's \
+        per-retry lines)\n  \
+        POD_NAME       this replica's pod name (the downward API; deploy/ sets it)\n  \
+        POD_NAMESPACE  its namespace; with POD_NAME, the replicas find each other through the \
+        Service's endpoints\n  \
+        KUBECONFIG     the cluster to watch outside a pod (in a pod: its service account)")]
     Serve {
         #[command(flatten)]
         common: CommonArgs,
@@ -39,14 +46,17 @@ enum Command {
         #[arg(long)]
         listen: Option<SocketAddr>,
         /// Serving certificate (PEM); without it a self-signed localhost certificate is made.
+        /// Re-read every 2 s: a renewed Secret needs no restart.
         #[arg(long, requires = "tls_key")]
         tls_cert: Option<PathBuf>,
+        /// The serving certificate's private key (PEM, PKCS#8, PKCS#1 or SEC1).
         #[arg(long, requires = "tls_cert")]
         tls_key: Option<PathBuf>,
         /// Require client certificates signed by this CA.
         #[arg(long)]
         client_ca: Option<PathBuf>,
-        /// Do not look for a kube API even when one is reachable.
+        /// Use no cluster, even when a kubeconfig or a service account is found: no node, pod
+        /// or namespace watches (nodes come from the load snapshot alone).
         #[arg(long)]
         no_cluster: bool,
     },
@@ -95,7 +105,8 @@ enum Command {
         /// Print the result as one JSON document.
         #[arg(long)]
         json: bool,
-        /// Ignore a configured cluster: nodes and requests from the snapshot alone.
+        /// Use no cluster, even when a kubeconfig or a service account is found: nodes and
+        /// requests come from the load snapshot alone.
         #[arg(long)]
         no_cluster: bool,
     },
@@ -106,7 +117,8 @@ enum Command {
         /// Print the report as one JSON document.
         #[arg(long)]
         json: bool,
-        /// Ignore a configured cluster: nodes and pods from the snapshot alone.
+        /// Use no cluster, even when a kubeconfig or a service account is found: nodes and
+        /// pods come from the load snapshot alone.
         #[arg(long)]
         no_cluster: bool,
     },

@@ -509,6 +509,37 @@ fn matched_values(text: &str, label: &str) -> Vec<String> {
     out
 }
 
+/// docs/metrics.md has a row for every family a replica can export.
+#[test]
+fn docs_name_every_exported_family() {
+    use placement_webhook::hotspots::JobSummary;
+    let metrics = placement_webhook::telemetry::Metrics::new();
+    // The one family without children until a job runs.
+    metrics.set_taskmanagers_on_hot_nodes(&[JobSummary {
+        namespace: "flink".into(),
+        job: "orders".into(),
+        taskmanagers: 1,
+        on_hot_nodes: 1,
+        steered: 0,
+        steered_on_hot_nodes: 0,
+        on_nodes_without_readings: 0,
+    }]);
+    let docs = std::fs::read_to_string(repo_path("docs/metrics.md")).expect("docs/metrics.md");
+    let rows: Vec<&str> = docs.lines().filter(|l| l.starts_with("| `")).collect();
+    let families = exposed_series(&metrics.encode());
+    assert!(families.len() >= 20, "{families:?}");
+    for (family, series) in families {
+        assert!(
+            rows.iter().any(|row| series
+                .iter()
+                .chain([&family])
+                .any(|s| row.starts_with(&format!("| `{s}`"))
+                    || row.starts_with(&format!("| `{s}{{")))),
+            "docs/metrics.md has no row for {family}"
+        );
+    }
+}
+
 #[test]
 fn metric_names_are_found_whole() {
     let names = metric_names(
