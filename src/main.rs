@@ -69,6 +69,10 @@ enum Command {
         /// Print a table of nodes and the decoded patch to standard error.
         #[arg(long)]
         explain: bool,
+        /// Use no cluster, even when a kubeconfig or a service account is found: nodes and
+        /// their labels come from the load snapshot alone.
+        #[arg(long)]
+        no_cluster: bool,
     },
     /// What a burst of TaskManagers would do to the cluster, with and without the webhook.
     Simulate {
@@ -285,13 +289,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             file,
             common,
             explain,
+            no_cluster,
         } => {
             let config = common.load()?;
             config.validate()?;
             let body = read_input(&file)?;
-            let out = runtime.block_on(placement_webhook::review_cmd::review(
-                config, &body, explain,
-            ))?;
+            let (snapshot, cluster) =
+                runtime.block_on(cluster_and_snapshot(&config, !no_cluster))?;
+            let out = placement_webhook::review_cmd::review_with(
+                config,
+                snapshot,
+                cluster.as_ref(),
+                &body,
+                explain,
+            )?;
             println!("{out}");
             Ok(ExitCode::SUCCESS)
         }

@@ -11,6 +11,7 @@ use crate::config::Config;
 use crate::config::PlacementConfig;
 use crate::inflight::ledger::Ledger;
 use crate::inventory::Inventory;
+use crate::inventory::listing::ClusterState;
 use crate::metrics_source::prometheus::PrometheusSource;
 use crate::placement::{self, Decision, NodeAssessment};
 use crate::snapshot::LoadSnapshot;
@@ -20,6 +21,30 @@ use crate::view::ViewStore;
 /// patch on standard error.
 pub async fn review(config: Config, body: &[u8], explain: bool) -> anyhow::Result<String> {
     let snapshot = load_snapshot(&config).await?;
+    review_with(config, snapshot, None, body, explain)
+}
+
+/// [`review`] against `snapshot`; with `cluster`, on the cluster's nodes with their labels,
+/// taints, allocatable and bound requests, as `serve` and `simulate` join them.
+pub fn review_with(
+    config: Config,
+    snapshot: LoadSnapshot,
+    cluster: Option<&ClusterState>,
+    body: &[u8],
+    explain: bool,
+) -> anyhow::Result<String> {
+    let snapshot = match cluster {
+        Some(cluster) => crate::simulate_cmd::with_cluster(snapshot, cluster)?,
+        None => {
+            if !snapshot.nodes.is_empty() && snapshot.nodes.iter().all(|n| n.labels.is_empty()) {
+                eprintln!(
+                    "note: the nodes carry no labels (no cluster was read, and the snapshot has \
+                     none): a nodeSelector, node affinity or topology key matches no node"
+                );
+            }
+            snapshot
+        }
+    };
     let store = Arc::new(ViewStore::new(config.placement.clone()));
     store.publish_snapshot(snapshot);
     let ledger = Arc::new(SharedLedger::new(

@@ -125,6 +125,33 @@ fn review_edited(edit: impl FnOnce(&mut serde_json::Value)) -> (String, String) 
 }
 
 #[test]
+fn unlabelled_nodes_are_said_to_match_no_selector() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("snapshot.json");
+    std::fs::write(
+        &path,
+        r#"{"nodes":[{"name":"worker-01","cpu":0.2},{"name":"worker-02","cpu":0.4}]}"#,
+    )
+    .expect("snapshot written");
+    let out = bin()
+        .arg("review")
+        .arg(repo("examples/taskmanager-review.json"))
+        .arg("--metrics-file")
+        .arg(&path)
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("note: the nodes carry no labels (no cluster was read"),
+        "{stderr}"
+    );
+    // The example cluster's nodes have labels: nothing to say.
+    let (_, stderr) = review_edited(|_| {});
+    assert!(!stderr.contains("carry no labels"), "{stderr}");
+}
+
+#[test]
 fn a_pod_no_node_can_take_is_said_to_stay_pending() {
     let (stdout, stderr) = review_edited(|r| {
         // No node of the example cluster carries this label.
