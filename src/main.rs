@@ -353,6 +353,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             // Flags are checked before anything is loaded.
             simulate_cmd::burst_of(&request)?;
+            if let Some(weight) = request
+                .pod
+                .as_ref()
+                .and_then(|pod| serde_json::from_value(pod.clone()).ok())
+                .and_then(|pod| {
+                    placement_webhook::placement::own_spread::own_hostname_anti_affinity(&pod)
+                })
+            {
+                eprintln!(
+                    "note: {}",
+                    placement_webhook::placement::own_spread::note(weight)
+                );
+            }
             let (snapshot, cluster) =
                 runtime.block_on(cluster_and_snapshot(&config, !no_cluster))?;
             let snapshot = match &cluster {

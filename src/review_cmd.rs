@@ -152,6 +152,9 @@ fn node_table(admission: &Admission, body: &[u8]) -> String {
                     ),
                 }
             );
+            if let Some(weight) = placement::own_spread::own_hostname_anti_affinity(&pod) {
+                let _ = writeln!(out, "note: {}\n", placement::own_spread::note(weight));
+            }
             let placement = &admission.config().placement;
             let replica = admission.replica();
             // The ledger is the one the decision read (empty, aligned with the view): the

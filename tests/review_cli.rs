@@ -236,3 +236,22 @@ fn a_skipped_pod_is_said_first_to_be_skipped_and_why() {
     assert!(first_said(&stderr).starts_with("charged load:"), "{stderr}");
     assert!(!stderr.contains("skipped"), "{stderr}");
 }
+
+#[test]
+fn the_templates_own_spread_per_node_is_noted() {
+    // The example TaskManager carries a preferred anti-affinity (weight 50) against its job.
+    let (_, stderr) = review_edited(|_| {});
+    assert!(
+        stderr.contains(
+            "note: the pod's own preferred pod anti-affinity (weight 50, topology kubernetes.io/hostname, against pods with its labels)"
+        ),
+        "{stderr}"
+    );
+    let (_, stderr) = review_edited(|r| {
+        let affinity = r["request"]["object"]["spec"]["affinity"]
+            .as_object_mut()
+            .expect("affinity");
+        affinity.remove("podAntiAffinity");
+    });
+    assert!(!stderr.contains("anti-affinity"), "{stderr}");
+}

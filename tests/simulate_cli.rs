@@ -389,3 +389,37 @@ fn a_jobs_own_spread_is_shown_with_and_without() {
     let plain = simulate_json(&["--pods", "30", "--no-cluster"]);
     assert_eq!(plain["methods"].as_array().map(Vec::len), Some(3));
 }
+
+/// A pod template whose own preferred anti-affinity spreads the job one pod per node is told so.
+#[test]
+fn a_pod_files_own_spread_per_node_is_noted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |anti: &str| {
+        let path = dir.path().join("tm.yaml");
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: v1\nkind: Pod\nmetadata:\n  name: tm\n  labels: {{app: orders, component: taskmanager, type: flink-native-kubernetes}}\nspec:\n{anti}  containers:\n    - name: flink-main-container\n      resources: {{requests: {{cpu: '1', memory: 2Gi}}}}\n"
+            ),
+        )
+        .expect("write");
+        let out = bin()
+            .args(["simulate", "--pods", "3", "--pod-file"])
+            .arg(&path)
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        stderr
+    };
+    let stderr = run(
+        "  affinity:\n    podAntiAffinity:\n      preferredDuringSchedulingIgnoredDuringExecution:\n        - weight: 100\n          podAffinityTerm:\n            topologyKey: kubernetes.io/hostname\n            labelSelector: {matchLabels: {app: orders}}\n",
+    );
+    assert!(
+        stderr.contains(
+            "note: the pod's own preferred pod anti-affinity (weight 100, topology kubernetes.io/hostname"
+        ) && stderr.contains("placement.per_job"),
+        "{stderr}"
+    );
+    assert!(!run("").contains("anti-affinity"));
+}
