@@ -421,19 +421,14 @@ pub fn table(report: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "\n{:<34} {:>9} {:>9} {:>12} {:>10} {:>13}",
-        "method",
-        "hot CPU",
-        "hot NIC",
-        format!(">= {} CPU", percent(report.hot_cpu)),
-        "nodes used",
-        "most on one"
+        "\n{:<34} {:>9} {:>9} {:>14} {:>11} {:>12}",
+        "method", "hot CPU", "hot NIC", "pods onto hot", "nodes used", "most on one"
     );
     for m in &report.methods {
         let f = &m.figures;
         let _ = writeln!(
             out,
-            "{:<34} {:>9} {:>9} {:>12} {:>10} {:>13}",
+            "{:<34} {:>9} {:>9} {:>14} {:>11} {:>12}",
             f.method,
             percent(f.hottest_cpu),
             f.hottest_nic.map_or("-".into(), percent),
@@ -442,6 +437,17 @@ pub fn table(report: &Report) -> String {
             f.most_pods_on_one_node
         );
     }
+    let _ = writeln!(
+        out,
+        "\nhot CPU, hot NIC: the hottest node that received a pod, after the burst: its measured\n  \
+         load plus the pods just placed, over its capacity (over 100%: more than the node has).\n\
+         pods onto hot: pods placed on a node already at or above {} CPU.\n\
+         most on one: the most pods of the burst on one node, which one node's loss takes at\n  \
+         once (placement.per_job.max_per_node bounds it).\n\
+         ideal water-filling balances CPU and NIC together: its hot CPU can be above the\n  \
+         webhook's where it keeps a NIC cooler.",
+        percent(report.hot_cpu)
+    );
     for m in &report.methods {
         if m.figures.pending > 0 {
             let _ = writeln!(

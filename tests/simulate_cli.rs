@@ -74,7 +74,7 @@ fn assert_same_as_library(snapshot: LoadSnapshot, cli: &Value, pods: usize) {
         cli["methods"][1]["hottest_cpu"].as_f64(),
         Some(webhook.hottest_cpu)
     );
-    assert_eq!(cli["methods"][1]["method"], "webhook, binds +10ms");
+    assert_eq!(cli["methods"][1]["method"], "webhook, bind lag 10ms");
     for key in [
         "hottest_cpu",
         "onto_busy",
@@ -376,8 +376,8 @@ fn a_jobs_own_spread_is_shown_with_and_without() {
     let report = simulate_json(&["--pods", "30", "--no-cluster", "--config", config]);
     let methods = report["methods"].as_array().expect("methods");
     assert_eq!(methods.len(), 4, "{methods:?}");
-    assert_eq!(methods[1]["method"], "webhook, binds +10ms");
-    assert_eq!(methods[3]["method"], "webhook, binds +10ms, per_job off");
+    assert_eq!(methods[1]["method"], "webhook, bind lag 10ms");
+    assert_eq!(methods[3]["method"], "webhook, bind lag 10ms, per_job off");
     let most = |k: usize| {
         methods[k]["most_pods_on_one_node"]
             .as_u64()
@@ -422,4 +422,45 @@ fn a_pod_files_own_spread_per_node_is_noted() {
         "{stderr}"
     );
     assert!(!run("").contains("anti-affinity"));
+}
+
+/// The table names its columns for what they count and says how to read them.
+#[test]
+fn the_table_says_what_its_columns_count() {
+    let out = bin()
+        .args(["simulate", "--pods", "10"])
+        .output()
+        .expect("runs");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{table}");
+    let header = table
+        .lines()
+        .find(|l| l.starts_with("method "))
+        .expect("a header");
+    let columns: Vec<&str> = header
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            "method",
+            "hot CPU",
+            "hot NIC",
+            "pods onto hot",
+            "nodes used",
+            "most on one"
+        ],
+        "{table}"
+    );
+    for said in [
+        "over 100%: more than the node has",
+        "pods onto hot: pods placed on a node already at or above 85% CPU.",
+        "most on one: the most pods of the burst on one node",
+        "ideal water-filling balances CPU and NIC together",
+    ] {
+        assert!(table.contains(said), "{said}\n{table}");
+    }
+    assert!(table.contains("\nwebhook, bind lag 10ms "), "{table}");
 }
