@@ -102,6 +102,9 @@ pub struct Bar {
     pub added_ideal: f64,
     /// Why the node could not take the pod at all; `None`: it could.
     pub unfit: Option<Unfit>,
+    /// Its NIC was at or above the hot threshold before the burst: the webhook steers away
+    /// from it whatever its CPU.
+    pub nic_hot: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -378,6 +381,14 @@ pub fn simulate_observed(
     let ideal = on_by(|m| *m == Method::Ideal);
     let unfit = cluster.unfit(&burst);
     let added = |pods: usize, i: usize| pods as f64 * burst.cpu_cores / cluster.cores[i];
+    let nic_hot = |i: usize| {
+        let node = &cluster.snapshot.nodes[i];
+        node.network_bytes_per_second
+            .zip(node.network_capacity_bytes_per_second)
+            .is_some_and(|(used, capacity)| {
+                capacity > 0.0 && used / capacity >= config.placement.hot.network
+            })
+    };
     let mut bars: Vec<Bar> = (0..cluster.nodes.len())
         .map(|i| Bar {
             node: cluster.nodes[i].name.clone(),
@@ -386,6 +397,7 @@ pub fn simulate_observed(
             added_with: added(with[i], i),
             added_ideal: added(ideal[i], i),
             unfit: unfit[i],
+            nic_hot: nic_hot(i),
         })
         .collect();
     bars.sort_by(|a, b| a.cpu_before.total_cmp(&b.cpu_before));

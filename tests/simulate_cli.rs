@@ -195,12 +195,19 @@ fn the_picture_has_a_bar_per_node_and_the_threshold() {
         "CPU before the burst",
         "added without the webhook",
         "added with the webhook",
-        "ideal water-filling (CPU and NIC)",
+        "ideal water-filling (CPU and NIC; no mark: no pod there)",
         "hot threshold (85% CPU)",
         "could not take a pod: tainted, cordoned",
+        "NIC hot before the burst (the webhook avoids it)",
     ] {
         assert!(find(entry).is_some(), "legend entry {entry:?} missing");
     }
+    // worker-06's NIC is hot (its CPU is not): marked over its bar, and once in the legend.
+    let marks = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("polygon") && n.attribute("fill") == Some("#E68C14"))
+        .count();
+    assert_eq!(marks, 1 + 1, "NIC-hot marks");
 
     // The hot threshold: one black line across the bars, its value written at its right end.
     let lines: Vec<Vec<(f64, f64)>> = doc
