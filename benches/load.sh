@@ -226,7 +226,7 @@ for mode in $UIDS; do
     start_server "$BIN" "$snapshot"
     w=$(run_wrk "webhook-$mode-c$c" "$BASE" "$c" "$same")
     rss_after=$(rss_kib)
-    patched=$(metric 'placement_webhook_reviews_total{outcome="Patched"}')
+    patched=$(metric 'placement_webhook_reviews_total{outcome="patched"}')
     # Patched reviews whose decision named at least one node: the row kept deciding.
     empty=$(metric placement_webhook_empty_decisions_total)
     total=$(curl -sk --max-time 5 "$BASE/metrics" |

@@ -200,7 +200,9 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
 
     background.push(spawn_ledger_expiry(ledger.clone()));
 
-    let listener = TcpListener::bind(config.listen).await?;
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
     let addr = listener.local_addr()?;
     let mut admission =
         Admission::new(config.clone(), store.clone(), ledger.clone()).sharing_replicas(replicas);

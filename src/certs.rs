@@ -4,7 +4,9 @@
 //! [`generate`] is pure apart from key generation and the clock: it returns PEM text.
 //! [`write_files`] puts that text into a directory the way `serve` expects to read it
 //! (`tls.crt`, `tls.key`, plus `ca.crt` for the `caBundle`), replacing each file atomically so
-//! that a running server never reads a half-written file.
+//! that a running server never reads a half-written file. The CA's key is kept beside its
+//! certificate (`ca.key`, mode 0600), so [`renew`] can sign a new serving certificate with the
+//! same CA: the `caBundle` the apiserver trusts stays as it is.
 
 use std::fmt;
 use std::io::Write;
@@ -24,6 +26,8 @@ use x509_parser::time::ASN1Time;
 pub const CA_FILE: &str = "ca.crt";
 pub const CERT_FILE: &str = "tls.crt";
 pub const KEY_FILE: &str = "tls.key";
+/// The CA's private key: never part of the Secret, only for signing the next serving certificate.
+pub const CA_KEY_FILE: &str = "ca.key";
 
 /// Certificates start this long before "now", so a node whose clock lags a little accepts them.
 const BACKDATE_SECONDS: i64 = 3600;
@@ -51,6 +55,30 @@ pub enum CertsError {
         path: PathBuf,
         error: std::io::Error,
     },
+    #[error(
+        "{} already holds a CA: a new one breaks the caBundle the apiserver trusts until it is \
+         patched again. --keep-ca signs a new serving certificate with it; --force makes a new CA \
+         (then rotate the caBundle as certs/README.md says)",
+        path.display()
+    )]
+    CaExists { path: PathBuf },
+    #[error("cannot read {}: {error}", path.display())]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error(
+        "{} is missing: the CA's key was not kept (earlier versions of this command did not \
+         keep it), so it cannot sign; --force makes a new CA",
+        path.display()
+    )]
+    NoCaKey { path: PathBuf },
+    #[error("{} with {}: not a CA this command can sign with: {error}", ca.display(), key.display())]
+    BadCa {
+        ca: PathBuf,
+        key: PathBuf,
+        error: rcgen::Error,
+    },
 }
 
 /// What to make: the Service's name and namespace, and how long the certificates last.
@@ -64,12 +92,14 @@ pub struct CertRequest {
     pub ip_addresses: Vec<std::net::IpAddr>,
 }
 
-/// The generated PEM texts. `Debug` never shows the private key.
+/// The generated PEM texts. `Debug` never shows the private keys.
 #[derive(Clone)]
 pub struct Bundle {
     pub ca_pem: String,
     pub cert_pem: String,
     pub key_pem: String,
+    /// The CA's key when the CA is new; `None` when an existing CA signed (nothing to write).
+    pub ca_key_pem: Option<String>,
 }
 
 impl fmt::Debug for Bundle {
@@ -78,6 +108,10 @@ impl fmt::Debug for Bundle {
             .field("ca_pem", &self.ca_pem)
             .field("cert_pem", &self.cert_pem)
             .field("key_pem", &"<redacted>")
+            .field(
+                "ca_key_pem",
+                &self.ca_key_pem.as_ref().map(|_| "<redacted>"),
+            )
             .finish()
     }
 }
@@ -103,18 +137,7 @@ pub fn service_dns_names(service: &str, namespace: &str) -> Vec<String> {
 /// Makes a fresh CA and a serving certificate signed by it, both valid from an hour ago for
 /// `request.days` days. Every call makes new keys.
 pub fn generate(request: &CertRequest) -> Result<Bundle, CertsError> {
-    check_dns_label("service", &request.service)?;
-    check_dns_label("namespace", &request.namespace)?;
-    if !(1..=MAX_DAYS).contains(&request.days) {
-        return Err(CertsError::InvalidDays(request.days));
-    }
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_err(|_| CertsError::Clock)?
-        .as_secs();
-    let now = i64::try_from(now).map_err(|_| CertsError::Clock)?;
-    let not_before = datetime(now - BACKDATE_SECONDS)?;
-    let not_after = datetime(now + i64::from(request.days) * 86_400)?;
+    let (not_before, not_after) = validity(request)?;
     let generate = |what| move |error| CertsError::Generate { what, error };
 
     let mut ca_params =
@@ -142,8 +165,95 @@ pub fn generate(request: &CertRequest) -> Result<Bundle, CertsError> {
     let ca_cert = ca_params
         .self_signed(&ca_key)
         .map_err(generate("CA certificate"))?;
+    let ca_key_pem = ca_key.serialize_pem();
     let issuer = Issuer::new(ca_params, ca_key);
+    let (cert_pem, key_pem) = serving(request, &issuer, not_before, not_after)?;
+    Ok(Bundle {
+        ca_pem: ca_cert.pem(),
+        cert_pem,
+        key_pem,
+        ca_key_pem: Some(ca_key_pem),
+    })
+}
 
+/// A new serving certificate and key signed by the CA `ca.crt` and `ca.key` in `dir` hold, valid
+/// from an hour ago for `request.days` days or until the CA expires, whichever comes first.
+/// The CA files are left as they are.
+pub fn renew(request: &CertRequest, dir: &Path) -> Result<Bundle, CertsError> {
+    let (not_before, not_after) = validity(request)?;
+    let (ca_path, key_path) = (dir.join(CA_FILE), dir.join(CA_KEY_FILE));
+    let read = |path: &Path| {
+        std::fs::read_to_string(path).map_err(|error| match error.kind() {
+            std::io::ErrorKind::NotFound if path == key_path => CertsError::NoCaKey {
+                path: path.to_path_buf(),
+            },
+            _ => CertsError::Read {
+                path: path.to_path_buf(),
+                error,
+            },
+        })
+    };
+    let ca_pem = read(&ca_path)?;
+    let ca_key_pem = read(&key_path)?;
+    let bad = |error| CertsError::BadCa {
+        ca: ca_path.clone(),
+        key: key_path.clone(),
+        error,
+    };
+    let ca_key = KeyPair::from_pem(&ca_key_pem).map_err(bad)?;
+    let issuer = Issuer::from_ca_cert_pem(&ca_pem, ca_key).map_err(bad)?;
+    // A certificate that outlives its CA stops verifying when the CA does.
+    let ca_not_after = {
+        use rustls_pki_types::pem::PemObject;
+        rustls_pki_types::CertificateDer::from_pem_slice(ca_pem.as_bytes())
+            .ok()
+            .and_then(|der| {
+                x509_parser::parse_x509_certificate(&der)
+                    .ok()
+                    .map(|(_, c)| c.validity().not_after)
+            })
+            .ok_or_else(|| bad(rcgen::Error::CouldNotParseCertificate))?
+    };
+    let not_after = if ca_not_after < not_after {
+        ca_not_after
+    } else {
+        not_after
+    };
+    let (cert_pem, key_pem) = serving(request, &issuer, not_before, not_after)?;
+    Ok(Bundle {
+        ca_pem,
+        cert_pem,
+        key_pem,
+        ca_key_pem: None,
+    })
+}
+
+/// Checks `request` and returns its validity: from an hour ago, for its days.
+fn validity(request: &CertRequest) -> Result<(ASN1Time, ASN1Time), CertsError> {
+    check_dns_label("service", &request.service)?;
+    check_dns_label("namespace", &request.namespace)?;
+    if !(1..=MAX_DAYS).contains(&request.days) {
+        return Err(CertsError::InvalidDays(request.days));
+    }
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_err(|_| CertsError::Clock)?
+        .as_secs();
+    let now = i64::try_from(now).map_err(|_| CertsError::Clock)?;
+    Ok((
+        datetime(now - BACKDATE_SECONDS)?,
+        datetime(now + i64::from(request.days) * 86_400)?,
+    ))
+}
+
+/// The serving certificate for the Service's names, signed by `issuer`, and its new key (PEM).
+fn serving(
+    request: &CertRequest,
+    issuer: &Issuer<'_, KeyPair>,
+    not_before: ASN1Time,
+    not_after: ASN1Time,
+) -> Result<(String, String), CertsError> {
+    let generate = |what| move |error| CertsError::Generate { what, error };
     let names = service_dns_names(&request.service, &request.namespace);
     let mut params = CertificateParams::new(names).map_err(generate("serving certificate"))?;
     params.subject_alt_names.extend(
@@ -164,14 +274,19 @@ pub fn generate(request: &CertRequest) -> Result<Bundle, CertsError> {
     params.not_after = not_after.to_datetime();
     let key = KeyPair::generate().map_err(generate("serving key"))?;
     let cert = params
-        .signed_by(&key, &issuer)
+        .signed_by(&key, issuer)
         .map_err(generate("serving certificate"))?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
 
-    Ok(Bundle {
-        ca_pem: ca_cert.pem(),
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
-    })
+/// Refuses when `dir` already holds a CA certificate, which a new CA would replace.
+pub fn refuse_existing_ca(dir: &Path) -> Result<(), CertsError> {
+    let path = dir.join(CA_FILE);
+    match std::fs::symlink_metadata(&path) {
+        Ok(_) => Err(CertsError::CaExists { path }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(CertsError::Read { path, error }),
+    }
 }
 
 /// rcgen takes `time`'s date type; x509-parser's `ASN1Time` (already used to read
@@ -204,21 +319,32 @@ pub struct Written {
     pub ca: PathBuf,
     pub cert: PathBuf,
     pub key: PathBuf,
+    /// The CA's key, when the CA is new (else the CA files were kept).
+    pub ca_key: Option<PathBuf>,
 }
 
 impl fmt::Display for Written {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.ca_key {
+            Some(ca_key) => write!(
+                f,
+                "wrote {} (CA), {} (CA key, mode 0600: keep it to renew with --keep-ca), ",
+                self.ca.display(),
+                ca_key.display()
+            )?,
+            None => write!(f, "kept the CA {}; wrote ", self.ca.display())?,
+        }
         write!(
             f,
-            "wrote {} (CA), {} (serving certificate), {} (private key, mode 0600)",
-            self.ca.display(),
+            "{} (serving certificate), {} (private key, mode 0600)",
             self.cert.display(),
             self.key.display()
         )
     }
 }
 
-/// Writes `ca.crt`, `tls.key` and `tls.crt` into `dir` (created when missing).
+/// Writes `ca.crt` and `ca.key` (for a new CA), `tls.key` and `tls.crt` into `dir` (created
+/// when missing).
 ///
 /// Each file is written to a temporary file in `dir` and renamed over the old one, so a reader
 /// sees either the old or the new file, never a partial one. The key file is created with mode
@@ -235,8 +361,12 @@ pub fn write_files(dir: &Path, bundle: &Bundle) -> Result<Written, CertsError> {
         ca: dir.join(CA_FILE),
         cert: dir.join(CERT_FILE),
         key: dir.join(KEY_FILE),
+        ca_key: bundle.ca_key_pem.as_ref().map(|_| dir.join(CA_KEY_FILE)),
     };
-    replace_file(&written.ca, bundle.ca_pem.as_bytes(), 0o644)?;
+    if let (Some(path), Some(pem)) = (&written.ca_key, &bundle.ca_key_pem) {
+        replace_file(path, pem.as_bytes(), 0o600)?;
+        replace_file(&written.ca, bundle.ca_pem.as_bytes(), 0o644)?;
+    }
     replace_file(&written.key, bundle.key_pem.as_bytes(), 0o600)?;
     replace_file(&written.cert, bundle.cert_pem.as_bytes(), 0o644)?;
     Ok(written)
@@ -398,6 +528,77 @@ mod tests {
     }
 
     #[test]
+    fn renewal_signs_with_the_kept_ca_and_leaves_it_in_place() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let first = generate(&request(30)).expect("generate");
+        let written = write_files(dir.path(), &first).expect("write");
+        let ca_key = written.ca_key.expect("a new CA's key is written");
+        let mode = std::fs::metadata(&ca_key)
+            .expect("ca.key")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let ca_key_pem = std::fs::read_to_string(&ca_key).expect("ca.key");
+        assert_eq!(
+            refuse_existing_ca(dir.path()).map_err(|e| e.to_string()),
+            Err(format!(
+                "{} already holds a CA: a new one breaks the caBundle the apiserver trusts until it \
+             is patched again. --keep-ca signs a new serving certificate with it; --force makes \
+             a new CA (then rotate the caBundle as certs/README.md says)",
+                dir.path().join(CA_FILE).display()
+            ))
+        );
+
+        let renewed = renew(&request(30), dir.path()).expect("renew");
+        assert_eq!(renewed.ca_pem, first.ca_pem);
+        assert_eq!(renewed.ca_bundle(), first.ca_bundle());
+        assert!(renewed.ca_key_pem.is_none());
+        assert_ne!(renewed.cert_pem, first.cert_pem);
+        assert_ne!(renewed.key_pem, first.key_pem);
+        verify(
+            &first.ca_pem,
+            &renewed.cert_pem,
+            "placement-webhook.flink-system.svc",
+        )
+        .expect("the new certificate chains to the kept CA");
+        let written = write_files(dir.path(), &renewed).expect("write");
+        assert_eq!(written.ca_key, None);
+        let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).expect("file");
+        assert_eq!(read(CA_FILE), first.ca_pem);
+        assert_eq!(read(CA_KEY_FILE), ca_key_pem);
+        assert_eq!(read(CERT_FILE), renewed.cert_pem);
+        assert_eq!(read(KEY_FILE), renewed.key_pem);
+        assert!(written.to_string().starts_with("kept the CA "), "{written}");
+
+        // The new certificate ends no later than the CA.
+        let long = renew(&request(3650), dir.path()).expect("renew");
+        let end = |pem: &str| {
+            let der = der(pem);
+            let (_, cert) = x509_parser::parse_x509_certificate(&der).expect("X.509");
+            cert.validity().not_after.timestamp()
+        };
+        assert_eq!(end(&long.cert_pem), end(&first.ca_pem));
+    }
+
+    #[test]
+    fn renewal_without_the_cas_key_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert!(matches!(
+            renew(&request(30), dir.path()),
+            Err(CertsError::Read { .. })
+        ));
+        let first = generate(&request(30)).expect("generate");
+        write_files(dir.path(), &first).expect("write");
+        std::fs::remove_file(dir.path().join(CA_KEY_FILE)).expect("remove ca.key");
+        let err = renew(&request(30), dir.path()).expect_err("no key");
+        assert!(matches!(err, CertsError::NoCaKey { .. }), "{err}");
+        assert!(err.to_string().contains("--force"), "{err}");
+        std::fs::write(dir.path().join(CA_KEY_FILE), "not a key").expect("write");
+        let err = renew(&request(30), dir.path()).expect_err("a bad key");
+        assert!(matches!(err, CertsError::BadCa { .. }), "{err}");
+    }
+
+    #[test]
     fn serving_certificate_verifies_against_its_ca_only() {
         let bundle = generate(&request(30)).expect("generate");
         for name in service_dns_names("placement-webhook", "flink-system") {
@@ -467,7 +668,7 @@ mod tests {
             .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
             .collect();
         names.sort();
-        assert_eq!(names, ["ca.crt", "tls.crt", "tls.key"]);
+        assert_eq!(names, ["ca.crt", "ca.key", "tls.crt", "tls.key"]);
     }
 
     #[test]

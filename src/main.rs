@@ -15,13 +15,30 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Parser)]
 #[command(name = "placement-webhook", version)]
 struct Cli {
+    /// Log lines on standard error: `text` (coloured only on a terminal) or `json` (one object
+    /// per line, for a log stack).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
 enum Command {
     /// Serve the admission webhook over HTTPS.
+    #[command(after_help = "Environment:\n  \
+        RUST_LOG       log filter, e.g. info or info,kube=debug (default: info, without kube's \
+        per-retry lines)\n  \
+        POD_NAME       this replica's pod name (the downward API; deploy/ sets it)\n  \
+        POD_NAMESPACE  its namespace; with POD_NAME, the replicas find each other through the \
+        Service's endpoints\n  \
+        KUBECONFIG     the cluster to watch outside a pod (in a pod: its service account)")]
     Serve {
         #[command(flatten)]
         common: CommonArgs,
@@ -29,14 +46,17 @@ enum Command {
         #[arg(long)]
         listen: Option<SocketAddr>,
         /// Serving certificate (PEM); without it a self-signed localhost certificate is made.
+        /// Re-read every 2 s: a renewed Secret needs no restart.
         #[arg(long, requires = "tls_key")]
         tls_cert: Option<PathBuf>,
+        /// The serving certificate's private key (PEM, PKCS#8, PKCS#1 or SEC1).
         #[arg(long, requires = "tls_cert")]
         tls_key: Option<PathBuf>,
         /// Require client certificates signed by this CA.
         #[arg(long)]
         client_ca: Option<PathBuf>,
-        /// Do not look for a kube API even when one is reachable.
+        /// Use no cluster, even when a kubeconfig or a service account is found: no node, pod
+        /// or namespace watches (nodes come from the load snapshot alone).
         #[arg(long)]
         no_cluster: bool,
     },
@@ -49,6 +69,10 @@ enum Command {
         /// Print a table of nodes and the decoded patch to standard error.
         #[arg(long)]
         explain: bool,
+        /// Use no cluster, even when a kubeconfig or a service account is found: nodes and
+        /// their labels come from the load snapshot alone.
+        #[arg(long)]
+        no_cluster: bool,
     },
     /// What a burst of TaskManagers would do to the cluster, with and without the webhook.
     Simulate {
@@ -85,7 +109,8 @@ enum Command {
         /// Print the result as one JSON document.
         #[arg(long)]
         json: bool,
-        /// Ignore a configured cluster: nodes and requests from the snapshot alone.
+        /// Use no cluster, even when a kubeconfig or a service account is found: nodes and
+        /// requests come from the load snapshot alone.
         #[arg(long)]
         no_cluster: bool,
     },
@@ -96,23 +121,39 @@ enum Command {
         /// Print the report as one JSON document.
         #[arg(long)]
         json: bool,
-        /// Ignore a configured cluster: nodes and pods from the snapshot alone.
+        /// Use no cluster, even when a kubeconfig or a service account is found: nodes and
+        /// pods come from the load snapshot alone.
         #[arg(long)]
         no_cluster: bool,
     },
-    /// Make a CA and a serving certificate for the webhook Service.
+    /// Make a CA and a serving certificate for the webhook Service; the caBundle (base64 of
+    /// the CA) goes to standard output, what was written to standard error.
+    ///
+    /// Writes ca.crt, ca.key (the CA's key, mode 0600: not for the Secret), tls.crt and tls.key
+    /// into --out. A directory that already holds a CA is refused: --keep-ca signs a new serving
+    /// certificate with that CA (the caBundle stays), --force makes a new CA.
     Certs {
+        /// Name of the webhook's Service (`placement-webhook` in deploy/).
         #[arg(long)]
         service: String,
+        /// Namespace of the Service (`placement-webhook` in deploy/).
         #[arg(long)]
         namespace: String,
+        /// Directory for the files (created when missing).
         #[arg(long)]
         out: PathBuf,
+        /// Days the certificates are valid (a kept CA's own end still bounds the new one).
         #[arg(long, default_value_t = 365)]
         days: u32,
         /// Also valid for this IP address (repeat for several), for a webhook registered by URL.
         #[arg(long = "ip")]
         ip_addresses: Vec<std::net::IpAddr>,
+        /// Sign a new serving certificate with the CA already in --out (ca.crt and ca.key).
+        #[arg(long, conflicts_with = "force")]
+        keep_ca: bool,
+        /// Replace a CA already in --out with a new one.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -151,7 +192,7 @@ impl CommonArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // One-shot commands speak through their output; their logs default to warnings.
-    init_tracing(matches!(cli.command, Command::Serve { .. }));
+    init_tracing(matches!(cli.command, Command::Serve { .. }), cli.log_format);
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -198,7 +239,8 @@ async fn cluster_and_snapshot(
     Ok((snapshot, cluster))
 }
 
-fn init_tracing(serving: bool) {
+fn init_tracing(serving: bool, format: LogFormat) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(if serving {
             placement_webhook::telemetry::DEFAULT_LOG_FILTER
@@ -206,10 +248,18 @@ fn init_tracing(serving: bool) {
             "warn,kube_client::client::builder=off"
         })
     });
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => logs.json().flatten_event(true).with_ansi(false).init(),
+        // Escape codes only where a terminal reads them, never into a file or a pod's log.
+        LogFormat::Text => {
+            let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+            logs.with_ansi(std::io::stderr().is_terminal() && !no_color)
+                .init()
+        }
+    }
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -242,13 +292,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             file,
             common,
             explain,
+            no_cluster,
         } => {
             let config = common.load()?;
             config.validate()?;
             let body = read_input(&file)?;
-            let out = runtime.block_on(placement_webhook::review_cmd::review(
-                config, &body, explain,
-            ))?;
+            let (snapshot, cluster) =
+                runtime.block_on(cluster_and_snapshot(&config, !no_cluster))?;
+            let out = placement_webhook::review_cmd::review_with(
+                config,
+                snapshot,
+                cluster.as_ref(),
+                &body,
+                explain,
+            )?;
             println!("{out}");
             Ok(ExitCode::SUCCESS)
         }
@@ -299,6 +356,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             // Flags are checked before anything is loaded.
             simulate_cmd::burst_of(&request)?;
+            if let Some(weight) = request
+                .pod
+                .as_ref()
+                .and_then(|pod| serde_json::from_value(pod.clone()).ok())
+                .and_then(|pod| {
+                    placement_webhook::placement::own_spread::own_hostname_anti_affinity(&pod)
+                })
+            {
+                eprintln!(
+                    "note: {}",
+                    placement_webhook::placement::own_spread::note(weight)
+                );
+            }
             let (snapshot, cluster) =
                 runtime.block_on(cluster_and_snapshot(&config, !no_cluster))?;
             let snapshot = match &cluster {
@@ -351,14 +421,24 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             out,
             days,
             ip_addresses,
+            keep_ca,
+            force,
         } => {
             use placement_webhook::certs::{self, CertRequest};
-            let bundle = certs::generate(&CertRequest {
+            let request = CertRequest {
                 service,
                 namespace,
                 days,
                 ip_addresses,
-            })?;
+            };
+            let bundle = if keep_ca {
+                certs::renew(&request, &out)?
+            } else {
+                if !force {
+                    certs::refuse_existing_ca(&out)?;
+                }
+                certs::generate(&request)?
+            };
             let written = certs::write_files(&out, &bundle)?;
             eprintln!("placement-webhook: {written}; the caBundle follows on stdout");
             println!("{}", bundle.ca_bundle());

@@ -11,6 +11,7 @@ use crate::config::Config;
 use crate::config::PlacementConfig;
 use crate::inflight::ledger::Ledger;
 use crate::inventory::Inventory;
+use crate::inventory::listing::ClusterState;
 use crate::metrics_source::prometheus::PrometheusSource;
 use crate::placement::{self, Decision, NodeAssessment};
 use crate::snapshot::LoadSnapshot;
@@ -20,6 +21,30 @@ use crate::view::ViewStore;
 /// patch on standard error.
 pub async fn review(config: Config, body: &[u8], explain: bool) -> anyhow::Result<String> {
     let snapshot = load_snapshot(&config).await?;
+    review_with(config, snapshot, None, body, explain)
+}
+
+/// [`review`] against `snapshot`; with `cluster`, on the cluster's nodes with their labels,
+/// taints, allocatable and bound requests, as `serve` and `simulate` join them.
+pub fn review_with(
+    config: Config,
+    snapshot: LoadSnapshot,
+    cluster: Option<&ClusterState>,
+    body: &[u8],
+    explain: bool,
+) -> anyhow::Result<String> {
+    let snapshot = match cluster {
+        Some(cluster) => crate::simulate_cmd::with_cluster(snapshot, cluster)?,
+        None => {
+            if !snapshot.nodes.is_empty() && snapshot.nodes.iter().all(|n| n.labels.is_empty()) {
+                eprintln!(
+                    "note: the nodes carry no labels (no cluster was read, and the snapshot has \
+                     none): a nodeSelector, node affinity or topology key matches no node"
+                );
+            }
+            snapshot
+        }
+    };
     let store = Arc::new(ViewStore::new(config.placement.clone()));
     store.publish_snapshot(snapshot);
     let ledger = Arc::new(SharedLedger::new(
@@ -37,6 +62,13 @@ pub async fn review(config: Config, body: &[u8], explain: bool) -> anyhow::Resul
     };
     if let Some(table) = table {
         eprint!("{table}{}", patch_text(&answer.review.response));
+        if answer.outcome == crate::telemetry::Outcome::Skipped
+            && let Some(why) = admission::parse(body)
+                .ok()
+                .and_then(|r| admission.why_skipped(&r))
+        {
+            eprintln!("(skipped: {why})");
+        }
     }
     Ok(serde_json::to_string_pretty(&answer.review)?)
 }
@@ -61,10 +93,12 @@ pub async fn load_snapshot_with(
     if let Some(prom) = &config.prometheus {
         let source = PrometheusSource::new(prom.clone())?;
         let refresh = source.refresh(inventory).await;
+        // A refresh that fails says why in one line (each query is logged at debug); one
+        // that succeeds notes the optional queries that did not answer.
+        let (snapshot, report) = refresh.outcome?;
         for failure in &refresh.failures {
             eprintln!("note: {} query failed: {}", failure.query, failure.error);
         }
-        let (snapshot, report) = refresh.outcome?;
         if !report.incomplete_nodes.is_empty() {
             eprintln!(
                 "note: {} node(s) without both CPU and network readings left out",
@@ -88,9 +122,19 @@ pub async fn load_snapshot_with(
 fn node_table(admission: &Admission, body: &[u8]) -> String {
     let mut out = String::new();
     // As the server reads it.
-    let pod = admission::parse(body)
-        .ok()
-        .and_then(|request| admission::pod_of(request.object.as_deref()?, &request).ok());
+    let request = admission::parse(body).ok();
+    // Why nothing is written comes first; the ranking after it only says what would be done.
+    let skipped = request.as_ref().and_then(|r| admission.why_skipped(r));
+    if let Some(why) = &skipped {
+        let _ = writeln!(
+            out,
+            "skipped: {why}; nothing is written (no patch, nothing charged)\n\nwhat it would \
+             do were it a target:\n"
+        );
+    }
+    let pod = request
+        .as_ref()
+        .and_then(|request| admission::pod_of(request.object.as_deref()?, request).ok());
     match (pod, admission.store().current()) {
         (Some(pod), Some(view)) => {
             let decision = admission.dry_decide(&pod, &view);
@@ -108,6 +152,9 @@ fn node_table(admission: &Admission, body: &[u8]) -> String {
                     ),
                 }
             );
+            if let Some(weight) = placement::own_spread::own_hostname_anti_affinity(&pod) {
+                let _ = writeln!(out, "note: {}\n", placement::own_spread::note(weight));
+            }
             let placement = &admission.config().placement;
             let replica = admission.replica();
             // The ledger is the one the decision read (empty, aligned with the view): the
@@ -135,15 +182,31 @@ fn node_table(admission: &Admission, body: &[u8]) -> String {
                 .iter()
                 .map(|(node, p)| format!("{node} {:.0}%", p * 100.0))
                 .collect();
-            let _ = writeln!(
-                out,
-                "predicted landing (charged so): {}",
-                if landing.is_empty() {
-                    "none".to_string()
-                } else {
+            if skipped.is_some() {
+                let _ = writeln!(
+                    out,
+                    "predicted landing were it a target (not charged): {}",
+                    if landing.is_empty() {
+                        "none".to_string()
+                    } else {
+                        landing.join(", ")
+                    }
+                );
+            } else if landing.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "predicted landing: none (land=none): the scheduler is predicted to find no \
+                     node that can take it ({} feasible), so the pod will stay Pending until one \
+                     can; nothing is charged",
+                    decision.feasible
+                );
+            } else {
+                let _ = writeln!(
+                    out,
+                    "predicted landing (charged so): {}",
                     landing.join(", ")
-                }
-            );
+                );
+            }
             // Read here, not in every decision: it counts the whole view.
             let replica = admission.replica();
             match replica.set.as_ref().map(|set| set.share(&view)) {

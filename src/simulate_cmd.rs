@@ -102,6 +102,9 @@ pub struct Bar {
     pub added_ideal: f64,
     /// Why the node could not take the pod at all; `None`: it could.
     pub unfit: Option<Unfit>,
+    /// Its NIC was at or above the hot threshold before the burst: the webhook steers away
+    /// from it whatever its CPU.
+    pub nic_hot: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -378,6 +381,14 @@ pub fn simulate_observed(
     let ideal = on_by(|m| *m == Method::Ideal);
     let unfit = cluster.unfit(&burst);
     let added = |pods: usize, i: usize| pods as f64 * burst.cpu_cores / cluster.cores[i];
+    let nic_hot = |i: usize| {
+        let node = &cluster.snapshot.nodes[i];
+        node.network_bytes_per_second
+            .zip(node.network_capacity_bytes_per_second)
+            .is_some_and(|(used, capacity)| {
+                capacity > 0.0 && used / capacity >= config.placement.hot.network
+            })
+    };
     let mut bars: Vec<Bar> = (0..cluster.nodes.len())
         .map(|i| Bar {
             node: cluster.nodes[i].name.clone(),
@@ -386,6 +397,7 @@ pub fn simulate_observed(
             added_with: added(with[i], i),
             added_ideal: added(ideal[i], i),
             unfit: unfit[i],
+            nic_hot: nic_hot(i),
         })
         .collect();
     bars.sort_by(|a, b| a.cpu_before.total_cmp(&b.cpu_before));
@@ -421,19 +433,14 @@ pub fn table(report: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "\n{:<34} {:>9} {:>9} {:>12} {:>10} {:>13}",
-        "method",
-        "hot CPU",
-        "hot NIC",
-        format!(">= {} CPU", percent(report.hot_cpu)),
-        "nodes used",
-        "most on one"
+        "\n{:<34} {:>9} {:>9} {:>14} {:>11} {:>12}",
+        "method", "hot CPU", "hot NIC", "pods onto hot", "nodes used", "most on one"
     );
     for m in &report.methods {
         let f = &m.figures;
         let _ = writeln!(
             out,
-            "{:<34} {:>9} {:>9} {:>12} {:>10} {:>13}",
+            "{:<34} {:>9} {:>9} {:>14} {:>11} {:>12}",
             f.method,
             percent(f.hottest_cpu),
             f.hottest_nic.map_or("-".into(), percent),
@@ -442,6 +449,17 @@ pub fn table(report: &Report) -> String {
             f.most_pods_on_one_node
         );
     }
+    let _ = writeln!(
+        out,
+        "\nhot CPU, hot NIC: the hottest node that received a pod, after the burst: its measured\n  \
+         load plus the pods just placed, over its capacity (over 100%: more than the node has).\n\
+         pods onto hot: pods placed on a node already at or above {} CPU.\n\
+         most on one: the most pods of the burst on one node, which one node's loss takes at\n  \
+         once (placement.per_job.max_per_node bounds it).\n\
+         ideal water-filling balances CPU and NIC together: its hot CPU can be above the\n  \
+         webhook's where it keeps a NIC cooler.",
+        percent(report.hot_cpu)
+    );
     for m in &report.methods {
         if m.figures.pending > 0 {
             let _ = writeln!(

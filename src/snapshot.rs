@@ -120,14 +120,12 @@ pub struct LoadSnapshot {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
-    #[error("cannot read snapshot file {path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    // The causes are part of the messages and not sources: printed as a chain (`{:#}`), they
+    // would be said twice.
+    #[error("cannot read snapshot file {path}: {error}")]
+    Read { path: String, error: std::io::Error },
     #[error("snapshot is not valid JSON of the documented format: {0}")]
-    Parse(#[from] serde_json::Error),
+    Parse(serde_json::Error),
     #[error("snapshot node or pod {node:?}: {problem}")]
     Invalid { node: String, problem: &'static str },
 }
@@ -135,15 +133,15 @@ pub enum SnapshotError {
 impl LoadSnapshot {
     /// Parses and validates the documented snapshot format.
     pub fn from_json(text: &str) -> Result<Self, SnapshotError> {
-        let snapshot: LoadSnapshot = serde_json::from_str(text)?;
+        let snapshot: LoadSnapshot = serde_json::from_str(text).map_err(SnapshotError::Parse)?;
         snapshot.validate()?;
         Ok(snapshot)
     }
 
     pub fn from_file(path: &std::path::Path) -> Result<Self, SnapshotError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SnapshotError::Read {
+        let text = std::fs::read_to_string(path).map_err(|error| SnapshotError::Read {
             path: path.display().to_string(),
-            source,
+            error,
         })?;
         Self::from_json(&text)
     }

@@ -20,8 +20,8 @@ use crate::config::Mode;
 pub const DEFAULT_LOG_FILTER: &str =
     "info,kube_client::client::builder=off,kube_runtime::watcher=error";
 
-/// How a review ended.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+/// How a review ended; exposed in snake_case (`failed_open`).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub enum Outcome {
     /// A targeted pod received a patch.
     Patched,
@@ -33,6 +33,33 @@ pub enum Outcome {
     Overloaded,
     /// The request could not be read as an AdmissionReview (4xx).
     Rejected,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 5] = [
+        Outcome::Patched,
+        Outcome::Skipped,
+        Outcome::FailedOpen,
+        Outcome::Overloaded,
+        Outcome::Rejected,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Patched => "patched",
+            Outcome::Skipped => "skipped",
+            Outcome::FailedOpen => "failed_open",
+            Outcome::Overloaded => "overloaded",
+            Outcome::Rejected => "rejected",
+        }
+    }
+}
+
+// Written by hand for snake_case values: the derive writes the variant name as it is.
+impl EncodeLabelValue for Outcome {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        std::fmt::Write::write_str(encoder, self.as_str())
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -314,13 +341,7 @@ impl Metrics {
         // the Go client does). Every label value known in advance starts at 0, so each family
         // is exposed from the first scrape and rate()/ratio rules see a series before the
         // first event.
-        for outcome in [
-            Outcome::Patched,
-            Outcome::Skipped,
-            Outcome::FailedOpen,
-            Outcome::Overloaded,
-            Outcome::Rejected,
-        ] {
+        for outcome in Outcome::ALL {
             let _ = reviews.get_or_create(&OutcomeLabels { outcome });
         }
         for mode in [
@@ -503,6 +524,22 @@ mod tests {
             text.contains("# HELP placement_webhook_landings "),
             "{text}"
         );
+    }
+
+    #[test]
+    fn outcomes_are_labelled_in_snake_case() {
+        let m = Metrics::new();
+        m.count_review(Outcome::FailedOpen);
+        let text = m.encode();
+        for want in [
+            "placement_webhook_reviews_total{outcome=\"patched\"} 0\n",
+            "placement_webhook_reviews_total{outcome=\"skipped\"} 0\n",
+            "placement_webhook_reviews_total{outcome=\"failed_open\"} 1\n",
+            "placement_webhook_reviews_total{outcome=\"overloaded\"} 0\n",
+            "placement_webhook_reviews_total{outcome=\"rejected\"} 0\n",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in\n{text}");
+        }
     }
 
     #[test]

@@ -185,10 +185,20 @@ async fn non_targets_and_other_operations_are_answered_unchanged() {
     binding["request"]["subResource"] = json!("binding");
     expect_unchanged(&client, &binding).await;
 
-    let mut opted_out = taskmanager_review("uid-skip");
-    opted_out["request"]["object"]["metadata"]["annotations"]["placement-webhook.io/skip"] =
-        json!("true");
-    expect_unchanged(&client, &opted_out).await;
+    // The usual spellings of true, in any case, opt out.
+    for value in ["true", "True", "YES", "yes", "1", "on", "On"] {
+        let mut opted_out = taskmanager_review(&format!("uid-skip-{value}"));
+        opted_out["request"]["object"]["metadata"]["annotations"]["placement-webhook.io/skip"] =
+            json!(value);
+        expect_unchanged(&client, &opted_out).await;
+    }
+    // Spellings of false, and other values, do not.
+    for value in ["false", "no", "0", "off", ""] {
+        let mut kept = taskmanager_review(&format!("uid-kept-{value}"));
+        kept["request"]["object"]["metadata"]["annotations"]["placement-webhook.io/skip"] =
+            json!(value);
+        expect_patched(&client, &kept).await;
+    }
     running.stop().await;
 }
 
@@ -262,7 +272,7 @@ async fn stale_or_missing_snapshot_fails_open_with_a_warning() {
             .contains("no node-load snapshot")
     );
     let metrics = String::from_utf8(client.get("/metrics").await.body).expect("utf8");
-    assert!(metrics.contains("outcome=\"FailedOpen\"} 1"), "{metrics}");
+    assert!(metrics.contains("outcome=\"failed_open\"} 1"), "{metrics}");
     running.stop().await;
 }
 
@@ -464,8 +474,8 @@ async fn health_and_metrics_endpoints() {
     assert_eq!(reply.status, 200);
     let text = String::from_utf8(reply.body).expect("utf8");
     for want in [
-        "placement_webhook_reviews_total{outcome=\"Patched\"} 1",
-        "placement_webhook_reviews_total{outcome=\"Skipped\"} 1",
+        "placement_webhook_reviews_total{outcome=\"patched\"} 1",
+        "placement_webhook_reviews_total{outcome=\"skipped\"} 1",
         "placement_webhook_patches_total{mode=\"affinity\"} 1",
         "placement_webhook_review_duration_seconds_count 2",
         "placement_webhook_nodes_in_snapshot 24",

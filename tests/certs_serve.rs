@@ -1,7 +1,7 @@
 //! `placement-webhook certs` end to end: the real binary makes a CA and a serving certificate,
 //! the server serves them to a client that trusts only that CA under the Service's DNS name,
-//! and a second run (a rotation: new CA, new certificate) reaches the running server without a
-//! restart.
+//! and a second run (a rotation: new CA with --force, or a new certificate from the kept CA with
+//! --keep-ca) reaches the running server without a restart.
 
 mod support;
 
@@ -23,8 +23,9 @@ const NAMESPACE: &str = "flink-system";
 /// The name the apiserver uses for a Service reference.
 const SERVER_NAME: &str = "placement-webhook.flink-system.svc";
 
-/// Runs `placement-webhook certs` into `dir` and returns the caBundle it printed.
-fn run_certs(dir: &Path) -> String {
+/// Runs `placement-webhook certs` into `dir` with `extra` flags and returns the caBundle it
+/// printed.
+fn run_certs(dir: &Path, extra: &[&str]) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_placement-webhook"))
         .args([
             "certs",
@@ -35,6 +36,7 @@ fn run_certs(dir: &Path) -> String {
             "--days",
             "7",
         ])
+        .args(extra)
         .arg("--out")
         .arg(dir)
         .output()
@@ -130,7 +132,7 @@ async fn generated_certificates_are_served_and_rotated_without_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
     // A directory that does not exist yet: `certs` creates it.
     let tls_dir = dir.path().join("tls");
-    let first_bundle = run_certs(&tls_dir);
+    let first_bundle = run_certs(&tls_dir, &[]);
     let first_ca = read_pem(&tls_dir.join("ca.crt"));
     let first_leaf = leaf_der(&tls_dir);
 
@@ -150,8 +152,8 @@ async fn generated_certificates_are_served_and_rotated_without_restart() {
     );
     review_is_answered(&running, &first_ca, "certs-serve-1").await;
 
-    // Rotation: a second run replaces CA, certificate and key in place.
-    let second_bundle = run_certs(&tls_dir);
+    // Rotation: a second run with --force replaces CA, certificate and key in place.
+    let second_bundle = run_certs(&tls_dir, &["--force"]);
     assert_ne!(second_bundle, first_bundle, "a new CA each run");
     let second_ca = read_pem(&tls_dir.join("ca.crt"));
     let second_leaf = leaf_der(&tls_dir);
@@ -175,6 +177,66 @@ async fn generated_certificates_are_served_and_rotated_without_restart() {
         served_leaf(running.addr, &first_ca).await.is_err(),
         "the old CA no longer verifies what is served"
     );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_kept_ca_signs_the_next_certificate_and_the_ca_bundle_stays() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tls_dir = dir.path().join("tls");
+    let bundle = run_certs(&tls_dir, &[]);
+    let ca = read_pem(&tls_dir.join("ca.crt"));
+    let first_leaf = leaf_der(&tls_dir);
+
+    // A second run without a flag writes nothing and says what to do.
+    let output = Command::new(env!("CARGO_BIN_EXE_placement-webhook"))
+        .args(["certs", "--service", SERVICE, "--namespace", NAMESPACE])
+        .arg("--out")
+        .arg(&tls_dir)
+        .output()
+        .expect("certs runs");
+    assert!(!output.status.success());
+    assert!(output.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "{} already holds a CA",
+            tls_dir.join("ca.crt").display()
+        )) && stderr.contains("--keep-ca")
+            && stderr.contains("--force"),
+        "{stderr}"
+    );
+    assert_eq!(read_pem(&tls_dir.join("ca.crt")), ca);
+    assert_eq!(leaf_der(&tls_dir), first_leaf);
+
+    let config = Config {
+        tls_cert: Some(tls_dir.join("tls.crt")),
+        tls_key: Some(tls_dir.join("tls.key")),
+        ..test_config()
+    };
+    let running = start(config).await;
+    review_is_answered(&running, &ca, "certs-keep-1").await;
+
+    // --keep-ca: a new serving certificate, the same CA and caBundle.
+    assert_eq!(run_certs(&tls_dir, &["--keep-ca"]), bundle);
+    assert_eq!(read_pem(&tls_dir.join("ca.crt")), ca);
+    let second_leaf = leaf_der(&tls_dir);
+    assert_ne!(second_leaf, first_leaf);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let leaf = served_leaf(running.addr, &ca)
+            .await
+            .expect("the kept CA verifies what is served throughout");
+        if leaf == second_leaf {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "new certificate not served within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    review_is_answered(&running, &ca, "certs-keep-2").await;
     running.stop().await;
 }
 

@@ -147,6 +147,34 @@ fn check_webhook_registration(docs: &[Value]) {
             assert!(excluded.contains(&name), "{name} not excluded: {ns}");
         }
 
+        // The opt-out condition holds the spellings of true the webhook accepts, in any case.
+        let not_skipped = hook["matchConditions"]
+            .as_array()
+            .expect("matchConditions")
+            .iter()
+            .find(|c| c["name"] == "not-skipped")
+            .and_then(|c| c["expression"].as_str())
+            .expect("a not-skipped condition");
+        assert!(
+            not_skipped.contains(
+                "!(object.metadata.annotations['placement-webhook.io/skip'].lowerAscii() in"
+            ),
+            "{not_skipped}"
+        );
+        let listed: Vec<String> = not_skipped
+            .rsplit_once('[')
+            .and_then(|(_, list)| list.split_once(']'))
+            .expect("an `in [...]` list")
+            .0
+            .split(',')
+            .map(|v| v.trim().trim_matches('\'').to_owned())
+            .collect();
+        assert_eq!(
+            listed,
+            placement_webhook::admission::SKIP_VALUES,
+            "{not_skipped}"
+        );
+
         // The apiserver only calls the webhook for pods its objectSelector matches: it must
         // select what the webhook's config targets.
         assert_eq!(
@@ -277,6 +305,8 @@ fn check_deployment(docs: &[Value]) -> &Value {
             "/etc/placement-webhook/tls/tls.crt",
             "--tls-key",
             "/etc/placement-webhook/tls/tls.key",
+            "--log-format",
+            "json",
         ]
     );
 

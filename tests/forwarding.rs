@@ -78,7 +78,7 @@ fn sample(running: &Running, line_start: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-const PATCHED: &str = "placement_webhook_reviews_total{outcome=\"Patched\"}";
+const PATCHED: &str = "placement_webhook_reviews_total{outcome=\"patched\"}";
 
 fn forwarded(running: &Running, result: &str) -> f64 {
     sample(

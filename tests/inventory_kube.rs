@@ -679,6 +679,57 @@ async fn simulate_reads_nodes_and_bound_requests_from_the_apiserver() {
         }
     }
 
+    // review reads the cluster too: a TaskManager selecting `pool: flink` goes to a node the
+    // cluster labels so (the snapshot alone has no labels: no node matches).
+    let review = json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "c1a55e7e-0000-0000-0000-000000000001",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "flink",
+            "operation": "CREATE",
+            "object": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "tm-1", "namespace": "flink", "labels": {
+                    "app": "orders", "component": "taskmanager", "type": "flink-native-kubernetes"}},
+                "spec": {
+                    "nodeSelector": {"pool": "flink"},
+                    "containers": [{"name": "flink-main-container", "image": "flink",
+                        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]
+                }
+            }
+        }
+    })
+    .to_string();
+    let landing = |cluster| {
+        let out = placement_webhook::review_cmd::review_with(
+            Config::default(),
+            snapshot.clone(),
+            cluster,
+            review.as_bytes(),
+            false,
+        )
+        .expect("answered");
+        let answer: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+        let note = answer["response"]["auditAnnotations"]["decision"]
+            .as_str()
+            .expect("a decision")
+            .to_owned();
+        note.split_whitespace()
+            .find_map(|f| f.strip_prefix("land="))
+            .expect("land=")
+            .to_owned()
+    };
+    let with_cluster = landing(Some(&cluster));
+    assert!(
+        ["worker-1:100", "worker-4:100"].contains(&with_cluster.as_str()),
+        "{with_cluster}"
+    );
+    assert_eq!(landing(None), "none");
+
     // No snapshot node in the cluster: a clear error, not an empty simulation.
     snapshot.nodes.retain(|n| n.name == "gone");
     let err = simulate_cmd::with_cluster(snapshot, &cluster).unwrap_err();

@@ -430,6 +430,114 @@ async fn dashboard_and_alerts_name_only_exported_metrics() {
             "{family} is exported but not on the dashboard"
         );
     }
+
+    // Label values: snake_case as exported (all known in advance, so all are there at 0), and
+    // every value the rules, their promtool tests and the dashboard match on is one of them.
+    let values = label_values(&exposition);
+    for (label, value) in &values {
+        // `mode` carries the config's own spelling (`schedulerName`).
+        if [
+            "outcome",
+            "where",
+            "placement",
+            "result",
+            "query",
+            "steered",
+        ]
+        .contains(&label.as_str())
+        {
+            assert!(
+                value
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{label}=\"{value}\" is not snake_case"
+            );
+        }
+    }
+    let mut matched = rule_strings.clone();
+    let rule_tests = yaml(RULE_TESTS);
+    strings_of(&rule_tests, None, &mut matched);
+    matched.extend(dashboard_exprs(&dashboard));
+    let mut checked = 0;
+    for text in matched {
+        for label in ["outcome", "where", "placement", "result"] {
+            for value in matched_values(text, label) {
+                checked += 1;
+                assert!(
+                    values.contains(&(label.to_owned(), value.clone())),
+                    "{label}=\"{value}\" in {text:?} is not a value /metrics exports"
+                );
+            }
+        }
+    }
+    assert!(checked >= 10, "{checked} label values checked");
+}
+
+/// (label, value) of every sample of an exposition.
+fn label_values(exposition: &str) -> BTreeSet<(String, String)> {
+    exposition
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            l.split_once('{')?
+                .1
+                .split_once('}')
+                .map(|(labels, _)| labels)
+        })
+        .flat_map(|labels| labels.split("\","))
+        .filter_map(|pair| {
+            let (label, value) = pair.split_once("=\"")?;
+            Some((label.to_owned(), value.trim_end_matches('"').to_owned()))
+        })
+        .collect()
+}
+
+/// The values `text` matches `label` on: `label="a"`, and each alternative of `label=~"a|b"`.
+fn matched_values(text: &str, label: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for op in ["=\"", "=~\""] {
+        let needle = format!("{label}{op}");
+        for (at, _) in text.match_indices(&needle) {
+            let starts_word =
+                !text[..at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
+            let rest = &text[at + needle.len()..];
+            if let (true, Some((value, _))) = (starts_word, rest.split_once('"')) {
+                out.extend(value.split('|').map(str::to_owned));
+            }
+        }
+    }
+    out
+}
+
+/// docs/metrics.md has a row for every family a replica can export.
+#[test]
+fn docs_name_every_exported_family() {
+    use placement_webhook::hotspots::JobSummary;
+    let metrics = placement_webhook::telemetry::Metrics::new();
+    // The one family without children until a job runs.
+    metrics.set_taskmanagers_on_hot_nodes(&[JobSummary {
+        namespace: "flink".into(),
+        job: "orders".into(),
+        taskmanagers: 1,
+        on_hot_nodes: 1,
+        steered: 0,
+        steered_on_hot_nodes: 0,
+        on_nodes_without_readings: 0,
+    }]);
+    let docs = std::fs::read_to_string(repo_path("docs/metrics.md")).expect("docs/metrics.md");
+    let rows: Vec<&str> = docs.lines().filter(|l| l.starts_with("| `")).collect();
+    let families = exposed_series(&metrics.encode());
+    assert!(families.len() >= 20, "{families:?}");
+    for (family, series) in families {
+        assert!(
+            rows.iter().any(|row| series
+                .iter()
+                .chain([&family])
+                .any(|s| row.starts_with(&format!("| `{s}`"))
+                    || row.starts_with(&format!("| `{s}{{")))),
+            "docs/metrics.md has no row for {family}"
+        );
+    }
 }
 
 #[test]

@@ -385,7 +385,7 @@ async fn faults_keep_the_last_snapshot_then_fail_open_and_recover() {
     assert!(
         sample(
             &metrics,
-            "placement_webhook_reviews_total{outcome=\"FailedOpen\"}"
+            "placement_webhook_reviews_total{outcome=\"failed_open\"}"
         ) >= 1.0,
         "fail-open reviews are counted:\n{metrics}"
     );

@@ -102,3 +102,156 @@ fn observe_mode_says_what_the_webhook_would_have_done() {
         "{text}"
     );
 }
+
+/// (stdout, stderr) of `review --explain` on the example review changed by `edit`.
+fn review_edited(edit: impl FnOnce(&mut serde_json::Value)) -> (String, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut review: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo("examples/taskmanager-review.json")).expect("example"),
+    )
+    .expect("JSON");
+    edit(&mut review);
+    let path = dir.path().join("review.json");
+    std::fs::write(&path, review.to_string()).expect("review written");
+    let out = bin()
+        .arg("review")
+        .arg(&path)
+        .arg("--explain")
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{stderr}");
+    (String::from_utf8_lossy(&out.stdout).to_string(), stderr)
+}
+
+#[test]
+fn unlabelled_nodes_are_said_to_match_no_selector() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("snapshot.json");
+    std::fs::write(
+        &path,
+        r#"{"nodes":[{"name":"worker-01","cpu":0.2},{"name":"worker-02","cpu":0.4}]}"#,
+    )
+    .expect("snapshot written");
+    let out = bin()
+        .arg("review")
+        .arg(repo("examples/taskmanager-review.json"))
+        .arg("--metrics-file")
+        .arg(&path)
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("note: the nodes carry no labels (no cluster was read"),
+        "{stderr}"
+    );
+    // The example cluster's nodes have labels: nothing to say.
+    let (_, stderr) = review_edited(|_| {});
+    assert!(!stderr.contains("carry no labels"), "{stderr}");
+}
+
+#[test]
+fn a_pod_no_node_can_take_is_said_to_stay_pending() {
+    let (stdout, stderr) = review_edited(|r| {
+        // No node of the example cluster carries this label.
+        r["request"]["object"]["spec"]["nodeSelector"] = serde_json::json!({"pool": "nowhere"});
+    });
+    assert!(
+        stderr.contains("predicted landing: none (land=none)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("the pod will stay Pending"), "{stderr}");
+    let answer: serde_json::Value = serde_json::from_str(&stdout).expect("a review");
+    let note = answer["response"]["auditAnnotations"]["decision"]
+        .as_str()
+        .expect("a decision note");
+    assert!(note.contains(" land=none avoid="), "{note}");
+}
+
+/// The first line of an explanation after the notes about where the load came from.
+fn first_said(stderr: &str) -> &str {
+    stderr
+        .lines()
+        .find(|l| !l.starts_with("note:") && !l.trim().is_empty())
+        .unwrap_or("")
+}
+
+#[test]
+fn a_skipped_pod_is_said_first_to_be_skipped_and_why() {
+    use serde_json::json;
+    type Edit = fn(&mut serde_json::Value);
+    let cases: [(Edit, &str); 5] = [
+        (
+            |r| r["request"]["object"]["metadata"]["labels"]["component"] = json!("jobmanager"),
+            "skipped: not a target: label `component=jobmanager`, not `component=taskmanager`",
+        ),
+        (
+            |r| {
+                let labels = r["request"]["object"]["metadata"]["labels"]
+                    .as_object_mut()
+                    .expect("labels");
+                labels.remove("type");
+            },
+            "skipped: not a target: no `type` label (one of flink-native-kubernetes, flink-standalone-kubernetes)",
+        ),
+        (
+            |r| {
+                r["request"]["object"]["metadata"]["annotations"]["placement-webhook.io/skip"] =
+                    json!("Yes")
+            },
+            "skipped: opted out: annotation placement-webhook.io/skip: \"Yes\"",
+        ),
+        (
+            |r| r["request"]["operation"] = json!("UPDATE"),
+            "skipped: a pod's UPDATE: only the CREATE of a pod is steered",
+        ),
+        (
+            |r| r["request"]["subResource"] = json!("status"),
+            "skipped: the `status` subresource of a pod: only the CREATE of a pod is steered",
+        ),
+    ];
+    for (edit, want) in cases {
+        let (stdout, stderr) = review_edited(edit);
+        assert!(first_said(&stderr).starts_with(want), "{want}\n{stderr}");
+        assert!(
+            first_said(&stderr).ends_with("nothing is written (no patch, nothing charged)"),
+            "{stderr}"
+        );
+        // The ranking only as what it would do.
+        assert!(
+            stderr.contains("what it would do were it a target:"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("(charged so)"), "{stderr}");
+        assert!(
+            stderr.contains("predicted landing were it a target (not charged): "),
+            "{stderr}"
+        );
+        let answer: serde_json::Value = serde_json::from_str(&stdout).expect("a review");
+        assert!(answer["response"]["patch"].is_null(), "{stdout}");
+    }
+    // A target is not said to be skipped.
+    let (_, stderr) = review_edited(|_| {});
+    assert!(first_said(&stderr).starts_with("charged load:"), "{stderr}");
+    assert!(!stderr.contains("skipped"), "{stderr}");
+}
+
+#[test]
+fn the_templates_own_spread_per_node_is_noted() {
+    // The example TaskManager carries a preferred anti-affinity (weight 50) against its job.
+    let (_, stderr) = review_edited(|_| {});
+    assert!(
+        stderr.contains(
+            "note: the pod's own preferred pod anti-affinity (weight 50, topology kubernetes.io/hostname, against pods with its labels)"
+        ),
+        "{stderr}"
+    );
+    let (_, stderr) = review_edited(|r| {
+        let affinity = r["request"]["object"]["spec"]["affinity"]
+            .as_object_mut()
+            .expect("affinity");
+        affinity.remove("podAntiAffinity");
+    });
+    assert!(!stderr.contains("anti-affinity"), "{stderr}");
+}

@@ -74,7 +74,7 @@ fn assert_same_as_library(snapshot: LoadSnapshot, cli: &Value, pods: usize) {
         cli["methods"][1]["hottest_cpu"].as_f64(),
         Some(webhook.hottest_cpu)
     );
-    assert_eq!(cli["methods"][1]["method"], "webhook, binds +10ms");
+    assert_eq!(cli["methods"][1]["method"], "webhook, bind lag 10ms");
     for key in [
         "hottest_cpu",
         "onto_busy",
@@ -195,12 +195,19 @@ fn the_picture_has_a_bar_per_node_and_the_threshold() {
         "CPU before the burst",
         "added without the webhook",
         "added with the webhook",
-        "ideal water-filling (CPU and NIC)",
+        "ideal water-filling (CPU and NIC; no mark: no pod there)",
         "hot threshold (85% CPU)",
         "could not take a pod: tainted, cordoned",
+        "NIC hot before the burst (the webhook avoids it)",
     ] {
         assert!(find(entry).is_some(), "legend entry {entry:?} missing");
     }
+    // worker-06's NIC is hot (its CPU is not): marked over its bar, and once in the legend.
+    let marks = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("polygon") && n.attribute("fill") == Some("#E68C14"))
+        .count();
+    assert_eq!(marks, 1 + 1, "NIC-hot marks");
 
     // The hot threshold: one black line across the bars, its value written at its right end.
     let lines: Vec<Vec<(f64, f64)>> = doc
@@ -376,8 +383,8 @@ fn a_jobs_own_spread_is_shown_with_and_without() {
     let report = simulate_json(&["--pods", "30", "--no-cluster", "--config", config]);
     let methods = report["methods"].as_array().expect("methods");
     assert_eq!(methods.len(), 4, "{methods:?}");
-    assert_eq!(methods[1]["method"], "webhook, binds +10ms");
-    assert_eq!(methods[3]["method"], "webhook, binds +10ms, per_job off");
+    assert_eq!(methods[1]["method"], "webhook, bind lag 10ms");
+    assert_eq!(methods[3]["method"], "webhook, bind lag 10ms, per_job off");
     let most = |k: usize| {
         methods[k]["most_pods_on_one_node"]
             .as_u64()
@@ -388,4 +395,79 @@ fn a_jobs_own_spread_is_shown_with_and_without() {
     // Without the section, three rows as before.
     let plain = simulate_json(&["--pods", "30", "--no-cluster"]);
     assert_eq!(plain["methods"].as_array().map(Vec::len), Some(3));
+}
+
+/// A pod template whose own preferred anti-affinity spreads the job one pod per node is told so.
+#[test]
+fn a_pod_files_own_spread_per_node_is_noted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |anti: &str| {
+        let path = dir.path().join("tm.yaml");
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: v1\nkind: Pod\nmetadata:\n  name: tm\n  labels: {{app: orders, component: taskmanager, type: flink-native-kubernetes}}\nspec:\n{anti}  containers:\n    - name: flink-main-container\n      resources: {{requests: {{cpu: '1', memory: 2Gi}}}}\n"
+            ),
+        )
+        .expect("write");
+        let out = bin()
+            .args(["simulate", "--pods", "3", "--pod-file"])
+            .arg(&path)
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        stderr
+    };
+    let stderr = run(
+        "  affinity:\n    podAntiAffinity:\n      preferredDuringSchedulingIgnoredDuringExecution:\n        - weight: 100\n          podAffinityTerm:\n            topologyKey: kubernetes.io/hostname\n            labelSelector: {matchLabels: {app: orders}}\n",
+    );
+    assert!(
+        stderr.contains(
+            "note: the pod's own preferred pod anti-affinity (weight 100, topology kubernetes.io/hostname"
+        ) && stderr.contains("placement.per_job"),
+        "{stderr}"
+    );
+    assert!(!run("").contains("anti-affinity"));
+}
+
+/// The table names its columns for what they count and says how to read them.
+#[test]
+fn the_table_says_what_its_columns_count() {
+    let out = bin()
+        .args(["simulate", "--pods", "10"])
+        .output()
+        .expect("runs");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{table}");
+    let header = table
+        .lines()
+        .find(|l| l.starts_with("method "))
+        .expect("a header");
+    let columns: Vec<&str> = header
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            "method",
+            "hot CPU",
+            "hot NIC",
+            "pods onto hot",
+            "nodes used",
+            "most on one"
+        ],
+        "{table}"
+    );
+    for said in [
+        "over 100%: more than the node has",
+        "pods onto hot: pods placed on a node already at or above 85% CPU.",
+        "most on one: the most pods of the burst on one node",
+        "ideal water-filling balances CPU and NIC together",
+    ] {
+        assert!(table.contains(said), "{said}\n{table}");
+    }
+    assert!(table.contains("\nwebhook, bind lag 10ms "), "{table}");
 }

@@ -29,6 +29,15 @@ use review::{API_VERSION, KIND, RequestIn, ResponseOut, ReviewIn, ReviewOut};
 
 pub const SKIP_ANNOTATION: &str = "placement-webhook.io/skip";
 
+/// The values of [`SKIP_ANNOTATION`] that opt a pod out, compared ASCII case-insensitively
+/// (`"True"`, `"YES"`); the registration's `matchConditions` lists the same.
+pub const SKIP_VALUES: [&str; 4] = ["true", "yes", "1", "on"];
+
+/// Whether `value` of [`SKIP_ANNOTATION`] opts the pod out.
+pub fn skips(value: &str) -> bool {
+    SKIP_VALUES.iter().any(|v| v.eq_ignore_ascii_case(value))
+}
+
 /// A request that cannot be answered as an AdmissionReview: the caller maps it to a 4xx.
 #[derive(Debug, thiserror::Error)]
 pub enum BadReview {
@@ -106,13 +115,33 @@ struct Route<'a> {
     fell_back: bool,
 }
 
+/// Why a pod is not one to steer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NotTarget {
+    /// [`SKIP_ANNOTATION`] says true.
+    OptedOut,
+    /// It carries the decision annotation: a reinvocation.
+    AlreadySteered,
+    /// Created with `spec.nodeName`.
+    Bound,
+    /// Its labels miss the configured targets.
+    Labels,
+}
+
 /// Why a targeted pod was left without a patch.
 #[derive(Debug, thiserror::Error)]
 enum FailOpen {
     #[error("no node-load snapshot yet")]
     NoSnapshot,
-    #[error("node-load snapshot is stale ({age_secs}s old, limit {limit_secs}s)")]
-    Stale { age_secs: u64, limit_secs: u64 },
+    #[error(
+        "node-load snapshot is stale: taken at {taken_at}, {age_secs}s ago (limit {limit_secs}s)"
+    )]
+    Stale {
+        /// When the readings were taken (RFC 3339, UTC).
+        taken_at: String,
+        age_secs: u64,
+        limit_secs: u64,
+    },
     #[error("pod object could not be read: {0}")]
     UnreadablePod(String),
     #[error("patch could not be built: {0}")]
@@ -329,6 +358,9 @@ impl Admission {
         let age = view.age(now);
         if age > self.config.max_staleness {
             return Err(FailOpen::Stale {
+                taken_at: view.taken_at.map_or_else(String::new, |t| {
+                    humantime::format_rfc3339_seconds(t).to_string()
+                }),
                 age_secs: age.as_secs(),
                 limit_secs: self.config.max_staleness.as_secs(),
             });
@@ -470,12 +502,17 @@ impl Admission {
     }
 
     fn is_target(&self, pod: &Pod) -> bool {
+        self.not_a_target(pod).is_none()
+    }
+
+    /// Why `pod` is not one to steer, when it is not.
+    fn not_a_target(&self, pod: &Pod) -> Option<NotTarget> {
         let empty = Default::default();
         let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
         let annotations = pod.metadata.annotations.as_ref();
         let opted_out = annotations
             .and_then(|a| a.get(SKIP_ANNOTATION))
-            .is_some_and(|v| v == "true");
+            .is_some_and(|v| skips(v));
         // Our own mark: this is a reinvocation, the pod was already steered.
         let already_steered = annotations.is_some_and(|a| a.contains_key(ANNOTATION));
         // Created bound (`spec.nodeName`): no scheduler places it, so nothing to steer or charge.
@@ -484,10 +521,72 @@ impl Admission {
             .as_ref()
             .and_then(|s| s.node_name.as_deref())
             .is_some_and(|n| !n.is_empty());
-        !opted_out
-            && !already_steered
-            && !already_bound
-            && placement::selector::targets_match(&self.config.targets, labels)
+        if opted_out {
+            Some(NotTarget::OptedOut)
+        } else if already_steered {
+            Some(NotTarget::AlreadySteered)
+        } else if already_bound {
+            Some(NotTarget::Bound)
+        } else if !placement::selector::targets_match(&self.config.targets, labels) {
+            Some(NotTarget::Labels)
+        } else {
+            None
+        }
+    }
+
+    /// Why the server answers `request` without writing anything, in a sentence, when it is
+    /// not a pod to steer (an internal problem, which fails open, is not such a reason).
+    pub fn why_skipped(&self, request: &RequestIn) -> Option<String> {
+        if !is_pod_create(request) {
+            let what = match (
+                request.resource.group.as_str(),
+                request.resource.resource.as_str(),
+                request.sub_resource.as_deref().unwrap_or(""),
+            ) {
+                ("", "pods", "") => format!("a pod's {}", request.operation),
+                ("", "pods", sub) => format!("the `{sub}` subresource of a pod"),
+                ("", resource, _) => format!("a {resource} request"),
+                (group, resource, _) => format!("a {group}/{resource} request"),
+            };
+            return Some(format!(
+                "{what}: only the CREATE of a pod is steered (its placement cannot change later)"
+            ));
+        }
+        let Some(object) = request.object.as_deref().filter(|o| o.get() != "null") else {
+            return Some("the request carries no pod object".into());
+        };
+        let pod = pod_of(object, request).ok()?;
+        let annotation = |key: &str| {
+            pod.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(key))
+                .map_or("", String::as_str)
+                .to_owned()
+        };
+        Some(match self.not_a_target(&pod)? {
+            NotTarget::OptedOut => format!(
+                "opted out: annotation {SKIP_ANNOTATION}: {:?}",
+                annotation(SKIP_ANNOTATION)
+            ),
+            NotTarget::AlreadySteered => format!(
+                "already steered: it carries {ANNOTATION} (a reinvocation after another webhook)"
+            ),
+            NotTarget::Bound => format!(
+                "created bound to {} (spec.nodeName): no scheduler places it",
+                pod.spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .unwrap_or_default()
+            ),
+            NotTarget::Labels => {
+                let empty = Default::default();
+                let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
+                let miss = placement::selector::targets_miss(&self.config.targets, labels)
+                    .unwrap_or_default();
+                format!("not a target: {miss} (config `targets`)")
+            }
+        })
     }
 
     pub fn config(&self) -> &Config {
@@ -543,6 +642,22 @@ fn charge_decision(
 
 /// Reads an AdmissionReview request, checking what must hold to answer it at all.
 pub fn parse(body: &[u8]) -> Result<RequestIn, BadReview> {
+    // serde would read an array as the fields in order; an AdmissionReview is an object.
+    if let Some(first) = body.iter().find(|b| !b.is_ascii_whitespace())
+        && *first != b'{'
+        && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok()
+    {
+        let what = match first {
+            b'[' => "an array",
+            b'"' => "a string",
+            b'n' => "null",
+            b't' | b'f' => "a boolean",
+            _ => "a number",
+        };
+        return Err(BadReview::Shape(format!(
+            "{what}, not an object with apiVersion, kind and request"
+        )));
+    }
     let review: ReviewIn = serde_json::from_slice(body).map_err(|e| match e.classify() {
         serde_json::error::Category::Data => BadReview::Shape(e.to_string()),
         _ => BadReview::NotJson(e.to_string()),

@@ -13,8 +13,9 @@ use serde_json::value::RawValue;
 pub const API_VERSION: &str = "admission.k8s.io/v1";
 pub const KIND: &str = "AdmissionReview";
 
+// `expecting`: what an error says was expected, in the API's words, not this type's name.
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", expecting = "an AdmissionReview object")]
 pub struct ReviewIn {
     pub api_version: String,
     pub kind: String,
@@ -22,6 +23,7 @@ pub struct ReviewIn {
 }
 
 #[derive(Debug, Deserialize, Default)]
+#[serde(expecting = "a resource object (group, version, resource)")]
 pub struct GroupVersionResource {
     #[serde(default)]
     pub group: String,
@@ -32,7 +34,10 @@ pub struct GroupVersionResource {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(
+    rename_all = "camelCase",
+    expecting = "an AdmissionReview request object"
+)]
 pub struct RequestIn {
     pub uid: String,
     #[serde(default)]

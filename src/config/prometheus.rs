@@ -25,6 +25,10 @@ pub struct PrometheusConfig {
     pub auth: Option<Auth>,
     /// PEM CA bundle trusted for an `https` URL, besides the system roots.
     pub ca_file: Option<PathBuf>,
+    /// Label matchers every series read must also match, e.g. `cluster="prod"` for a
+    /// Prometheus that holds several clusters: filled in where a template says
+    /// `{extra_selector}`, as every default template does. Empty: none.
+    pub extra_selector: String,
     pub queries: QueryTemplates,
 }
 
@@ -39,6 +43,7 @@ impl Default for PrometheusConfig {
             exclude_devices: "lo|veth.*|cali.*|flannel.*|cni.*|docker.*".into(),
             auth: None,
             ca_file: None,
+            extra_selector: String::new(),
             queries: QueryTemplates::default(),
         }
     }
@@ -58,7 +63,11 @@ pub enum Auth {
 }
 
 /// PromQL templates. `{by}` is the grouping label of the node mapping, `{window}` the rate
-/// window, `{exclude_devices}` the device regex. Optional queries can be turned off with `null`.
+/// window, `{exclude_devices}` the device regex, `{extra_selector}` the configured extra
+/// matchers, each followed by a comma, at the start of a selector's braces
+/// (`metric{{extra_selector}mode="idle"}`); `metric{{extra_selector}}` for a selector with no
+/// matchers of its own (it is left out whole while there are none). Optional queries can be
+/// turned off with `null`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct QueryTemplates {
@@ -85,29 +94,29 @@ pub struct QueryTemplates {
 impl Default for QueryTemplates {
     fn default() -> Self {
         QueryTemplates {
-            cpu: r#"1 - avg by ({by}) (rate(node_cpu_seconds_total{mode="idle"}[{window}]))"#.into(),
+            cpu: r#"1 - avg by ({by}) (rate(node_cpu_seconds_total{{extra_selector}mode="idle"}[{window}]))"#.into(),
             // Two sums, not one rate over a name regex: rate() drops the name, and receive and
             // transmit of one device would then clash.
             network: concat!(
-                r#"sum by ({by}) (rate(node_network_receive_bytes_total{device!~"{exclude_devices}"}[{window}]))"#,
-                r#" + sum by ({by}) (rate(node_network_transmit_bytes_total{device!~"{exclude_devices}"}[{window}]))"#
+                r#"sum by ({by}) (rate(node_network_receive_bytes_total{{extra_selector}device!~"{exclude_devices}"}[{window}]))"#,
+                r#" + sum by ({by}) (rate(node_network_transmit_bytes_total{{extra_selector}device!~"{exclude_devices}"}[{window}]))"#
             )
             .into(),
-            cpu_cores: Some(r#"count by ({by}) (node_cpu_seconds_total{mode="idle"})"#.into()),
+            cpu_cores: Some(r#"count by ({by}) (node_cpu_seconds_total{{extra_selector}mode="idle"})"#.into()),
             network_capacity: Some(
-                r#"max by ({by}) (node_network_speed_bytes{device!~"{exclude_devices}"} > 0)"#.into(),
+                r#"max by ({by}) (node_network_speed_bytes{{extra_selector}device!~"{exclude_devices}"} > 0)"#.into(),
             ),
             memory: Some(
-                "1 - sum by ({by}) (node_memory_MemAvailable_bytes) / sum by ({by}) (node_memory_MemTotal_bytes)".into(),
+                "1 - sum by ({by}) (node_memory_MemAvailable_bytes{{extra_selector}}) / sum by ({by}) (node_memory_MemTotal_bytes{{extra_selector}})".into(),
             ),
-            uname: "max by (instance, nodename) (node_uname_info)".into(),
+            uname: "max by (instance, nodename) (node_uname_info{{extra_selector}})".into(),
             pod_cpu: Some(
-                r#"sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{container="flink-main-container"}[{window}]))"#.into(),
+                r#"sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{{extra_selector}container="flink-main-container"}[{window}]))"#.into(),
             ),
             // The pod's own network namespace: its interfaces are eth0 and lo.
             pod_network: Some(concat!(
-                r#"sum by (namespace, pod) (rate(container_network_receive_bytes_total{interface!~"{exclude_devices}"}[{window}]))"#,
-                r#" + sum by (namespace, pod) (rate(container_network_transmit_bytes_total{interface!~"{exclude_devices}"}[{window}]))"#
+                r#"sum by (namespace, pod) (rate(container_network_receive_bytes_total{{extra_selector}interface!~"{exclude_devices}"}[{window}]))"#,
+                r#" + sum by (namespace, pod) (rate(container_network_transmit_bytes_total{{extra_selector}interface!~"{exclude_devices}"}[{window}]))"#
             ).into()),
         }
     }
@@ -149,12 +158,98 @@ impl PrometheusConfig {
             problems
                 .push("queries.cpu, queries.network and queries.uname must not be empty".into());
         }
+        for (name, template) in q.all() {
+            for unknown in placeholders(template).filter(|p| !PLACEHOLDERS.contains(p)) {
+                problems.push(format!(
+                    "queries.{name}: unknown placeholder {{{unknown}}} (known: {})",
+                    PLACEHOLDERS.map(|p| format!("{{{p}}}")).join(", ")
+                ));
+            }
+        }
+        if let Err(e) = matchers(&self.extra_selector) {
+            problems.push(format!("extra_selector {:?}: {e}", self.extra_selector));
+        }
         if problems.is_empty() {
             Ok(())
         } else {
             Err(problems.join("; "))
         }
     }
+}
+
+/// The placeholders a query template may hold.
+pub const PLACEHOLDERS: [&str; 4] = ["by", "window", "exclude_devices", "extra_selector"];
+
+impl QueryTemplates {
+    /// Every template that is set, with its key.
+    pub fn all(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        [
+            ("cpu", Some(&self.cpu)),
+            ("network", Some(&self.network)),
+            ("cpu_cores", self.cpu_cores.as_ref()),
+            ("network_capacity", self.network_capacity.as_ref()),
+            ("memory", self.memory.as_ref()),
+            ("uname", Some(&self.uname)),
+            ("pod_cpu", self.pod_cpu.as_ref()),
+            ("pod_network", self.pod_network.as_ref()),
+        ]
+        .into_iter()
+        .filter_map(|(name, t)| Some((name, t?.as_str())))
+    }
+}
+
+/// The names in `{name}` of a template: a brace holding a label name alone, which PromQL never
+/// writes (its matchers always have an operator).
+fn placeholders(template: &str) -> impl Iterator<Item = &str> {
+    template.split('{').skip(1).filter_map(|rest| {
+        let (name, _) = rest.split_once('}')?;
+        is_label_name(name).then_some(name)
+    })
+}
+
+/// `extra_selector` as the matchers it holds, each with its comma: `a="x",b=~"y",`. Checks
+/// each is `label op "value"`, so a typo is a config error at start rather than a PromQL
+/// error at every refresh.
+pub fn matchers(selector: &str) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = selector.trim();
+    while !rest.is_empty() {
+        let name_end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        let name = &rest[..name_end];
+        if !is_label_name(name) {
+            return Err(format!("expected a label name at {rest:?}"));
+        }
+        let after = rest[name_end..].trim_start();
+        let Some(op) = ["=~", "!~", "!=", "="]
+            .into_iter()
+            .find(|op| after.starts_with(op))
+        else {
+            return Err(format!("expected =, !=, =~ or !~ after {name}"));
+        };
+        let value = after[op.len()..].trim_start();
+        let Some(body) = value.strip_prefix('"') else {
+            return Err(format!("expected a double-quoted value after {name}{op}"));
+        };
+        // The closing quote: the first one not escaped by a backslash.
+        let mut escaped = false;
+        let Some(close) = body.char_indices().find_map(|(i, c)| {
+            let end = c == '"' && !escaped;
+            escaped = c == '\\' && !escaped;
+            end.then_some(i)
+        }) else {
+            return Err(format!("the value of {name} is not closed"));
+        };
+        out.push_str(&format!("{name}{op}\"{}\",", &body[..close]));
+        rest = body[close + 1..].trim_start();
+        if let Some(next) = rest.strip_prefix(',') {
+            rest = next.trim_start();
+        } else if !rest.is_empty() {
+            return Err(format!("expected a comma before {rest:?}"));
+        }
+    }
+    Ok(out)
 }
 
 fn is_label_name(name: &str) -> bool {
@@ -212,5 +307,60 @@ mod tests {
             assert!(c.validate().is_err(), "accepted {bad}");
         }
         assert!(serde_saphyr::from_str::<PrometheusConfig>("url: x\nrefresh: 1s").is_err());
+    }
+
+    #[test]
+    fn an_unknown_placeholder_is_named_at_start() {
+        let mut c = PrometheusConfig::for_url("http://p:9090");
+        c.queries.memory = Some("avg by ({by}) (m[{windw}])".into());
+        c.queries.pod_cpu = Some("sum(x{a=\"{b}\"})".into());
+        let msg = c.validate().expect_err("a misspelt placeholder");
+        assert!(
+            msg.contains(
+                "queries.memory: unknown placeholder {windw} (known: {by}, {window}, {exclude_devices}, {extra_selector})"
+            ),
+            "{msg}"
+        );
+        // Inside a PromQL string a brace-enclosed name is still a placeholder that was never filled.
+        assert!(
+            msg.contains("queries.pod_cpu: unknown placeholder {b}"),
+            "{msg}"
+        );
+        assert!(!msg.contains("{by} ("), "{msg}");
+        // The defaults hold known placeholders only; matchers in braces are not placeholders.
+        PrometheusConfig::for_url("http://p:9090")
+            .validate()
+            .expect("defaults");
+    }
+
+    #[test]
+    fn the_extra_selector_is_checked_at_start() {
+        for (given, want) in [
+            ("", ""),
+            (r#"cluster="prod""#, r#"cluster="prod","#),
+            (
+                r#" cluster = "prod" , env!~"dev|test", "#,
+                r#"cluster="prod",env!~"dev|test","#,
+            ),
+            (r#"a="x\"y,z""#, r#"a="x\"y,z","#),
+        ] {
+            assert_eq!(matchers(given).as_deref(), Ok(want), "{given}");
+            let mut c = PrometheusConfig::for_url("http://p:9090");
+            c.extra_selector = given.into();
+            c.validate().expect(given);
+        }
+        for bad in [
+            "cluster=prod",
+            r#"{cluster="prod"}"#,
+            r#"cluster=="prod""#,
+            r#"cluster="prod" env="x""#,
+            r#"cluster="prod"#,
+            r#"9x="a""#,
+        ] {
+            let mut c = PrometheusConfig::for_url("http://p:9090");
+            c.extra_selector = bad.into();
+            let msg = c.validate().expect_err(bad);
+            assert!(msg.starts_with("extra_selector "), "{bad}: {msg}");
+        }
     }
 }

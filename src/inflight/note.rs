@@ -9,7 +9,8 @@
 //! Under sampling a decision names tens of nodes, and the note travels in every answer (in the
 //! patch and as the audit annotation) and in every pod the watch reports: the part the names
 //! share in front and behind is written once, around braces (`land=worker-0{3837:6,3863:6}`); a
-//! single node is written whole (`land=worker-07:100`). Notes of the first format
+//! single node is written whole (`land=worker-07:100`). `land=none`: no node can take the pod, so
+//! it is predicted to stay Pending (versions before it wrote an empty value). Notes of the first format
 //! (`nodes=node-07:0.62,node-03:0.38`, probabilities as fractions), written by older replicas,
 //! are read too.
 //!
@@ -65,7 +66,8 @@ impl fmt::Display for DecisionNote {
 /// written once around braces when there are several.
 fn write_landing(f: &mut fmt::Formatter<'_>, nodes: &[(String, f64)]) -> fmt::Result {
     match nodes {
-        [] => return Ok(()),
+        // No node can take it: said, not left blank.
+        [] => return f.write_str(NO_LANDING),
         [(node, p)] => return write!(f, "{node}:{}", percent(*p)),
         _ => {}
     }
@@ -140,8 +142,15 @@ fn ceil_boundary(s: &str, mut at: usize) -> usize {
     at
 }
 
+/// `land=`'s value when the scheduler is predicted to place the pod nowhere (it stays Pending).
+/// No node name can be mistaken for it: a single node is always written with `:` and its share.
+const NO_LANDING: &str = "none";
+
 /// Reads `land=`'s value back.
 fn parse_landing(value: &str) -> Option<Vec<(String, f64)>> {
+    if value == NO_LANDING || value.is_empty() {
+        return Some(Vec::new());
+    }
     let (front, entries, back) = match value.split_once('{') {
         Some((front, rest)) => {
             let (entries, back) = rest.rsplit_once('}')?;
@@ -262,7 +271,8 @@ mod tests {
     #[test]
     fn the_landing_writes_what_the_names_share_once() {
         for (nodes, written) in [
-            (vec![], "land= "),
+            (vec![], "land=none "),
+            (vec![("none", 1.0)], "land=none:100 "),
             (vec![("worker-07", 1.0)], "land=worker-07:100 "),
             (
                 vec![
@@ -317,6 +327,14 @@ mod tests {
             .collect();
         assert_eq!(read, first_format);
         assert_eq!(read, [0.0, 0.33, 0.66, 0.12, 0.38, 1.0]);
+    }
+
+    #[test]
+    fn an_empty_landing_of_an_older_version_is_read() {
+        let text = "id=9c01 mode=affinity cpu=2 net=0 est=request land= avoid=0 age=1s";
+        let note = DecisionNote::parse(text).expect("a note");
+        assert!(note.nodes.is_empty(), "{note:?}");
+        assert!(note.to_string().contains(" land=none avoid=0 "), "{note}");
     }
 
     #[test]

@@ -23,9 +23,9 @@ pub fn spawn_file_source(
     store: Arc<ViewStore>,
     every: Duration,
 ) -> Result<tokio::task::JoinHandle<()>, SnapshotError> {
-    let first = std::fs::read(&path).map_err(|source| SnapshotError::Read {
+    let first = std::fs::read(&path).map_err(|error| SnapshotError::Read {
         path: path.display().to_string(),
-        source,
+        error,
     })?;
     store.publish_snapshot(LoadSnapshot::from_json(&String::from_utf8_lossy(&first))?);
     info!(path = %path.display(), "node load from snapshot file");

@@ -48,7 +48,20 @@ impl QueryPlan {
             .replace('\\', "\\\\")
             .replace('"', "\\\"");
         let by = config.node_mapping.group_label();
+        // Validated at start; an invalid one here (a config not validated) adds nothing.
+        let extra = crate::config::prometheus::matchers(&config.extra_selector).unwrap_or_default();
         let render = |t: &str| {
+            let t = if extra.is_empty() {
+                // A selector of the extra matchers alone is left out whole.
+                t.replace("{{extra_selector}}", "")
+                    .replace("{extra_selector}", "")
+            } else {
+                t.replace(
+                    "{{extra_selector}}",
+                    &format!("{{{}}}", extra.trim_end_matches(',')),
+                )
+                .replace("{extra_selector}", &extra)
+            };
             t.replace("{by}", by)
                 .replace("{window}", &window)
                 .replace("{exclude_devices}", &devices)
@@ -93,12 +106,9 @@ impl QueryPlan {
 pub enum SourceError {
     #[error("prometheus url: {0}")]
     Url(String),
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    // The cause is part of the message, not a source: a printed chain would say it twice.
+    #[error("cannot read {path}: {error}")]
+    Read { path: String, error: std::io::Error },
     #[error("prometheus CA bundle: {0}")]
     Ca(String),
     #[error("prometheus client: {0}")]
@@ -115,6 +125,9 @@ pub struct QueryFailure {
 /// Why a refresh published nothing.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RefreshError {
+    /// No connection, or it broke: every query fails alike, so the queries are not named.
+    #[error("Prometheus at {url} cannot be reached: {cause}")]
+    Unreachable { url: String, cause: String },
     #[error("{query} query failed: {error}")]
     Query { query: &'static str, error: String },
     #[error("credentials: {0}")]
@@ -150,9 +163,9 @@ impl PrometheusSource {
             .connect_timeout(config.query_timeout)
             .pool_max_idle_per_host(8);
         if let Some(path) = &config.ca_file {
-            let pem = std::fs::read(path).map_err(|source| SourceError::Read {
+            let pem = std::fs::read(path).map_err(|error| SourceError::Read {
                 path: path.display().to_string(),
-                source,
+                error,
             })?;
             let certs = reqwest::Certificate::from_pem_bundle(&pem)
                 .map_err(|e| SourceError::Ca(e.to_string()))?;
@@ -200,18 +213,29 @@ impl PrometheusSource {
         let mut readings = Readings::default();
         let mut failures = Vec::new();
         let mut required_failure = None;
-        for ((name, _), answer) in queries.iter().zip(answers) {
+        for ((name, promql), answer) in queries.iter().zip(answers) {
             let series = match answer {
                 Ok(series) => series,
                 Err(error) => {
-                    let failure = QueryFailure { query: name, error };
+                    let (unreachable, error) = match error {
+                        QueryError::Unreachable(cause) => (true, cause),
+                        QueryError::Failed(error) => (false, error),
+                    };
+                    tracing::debug!(query = name, promql, %error, "Prometheus query failed");
                     if matches!(*name, "cpu" | "network" | "uname") && required_failure.is_none() {
-                        required_failure = Some(RefreshError::Query {
-                            query: name,
-                            error: failure.error.clone(),
+                        required_failure = Some(if unreachable {
+                            RefreshError::Unreachable {
+                                url: self.config.url.clone(),
+                                cause: error.clone(),
+                            }
+                        } else {
+                            RefreshError::Query {
+                                query: name,
+                                error: error.clone(),
+                            }
                         });
                     }
-                    failures.push(failure);
+                    failures.push(QueryFailure { query: name, error });
                     continue;
                 }
             };
@@ -273,7 +297,11 @@ impl PrometheusSource {
         Ok(Some(header))
     }
 
-    async fn run(&self, query: &str, auth: Option<&HeaderValue>) -> Result<Vec<Series>, String> {
+    async fn run(
+        &self,
+        query: &str,
+        auth: Option<&HeaderValue>,
+    ) -> Result<Vec<Series>, QueryError> {
         let budget = self.config.query_timeout;
         let mut request = self
             .client
@@ -283,27 +311,70 @@ impl PrometheusSource {
             request = request.header(AUTHORIZATION, auth.clone());
         }
         let exchange = async {
-            let mut response = request.get_raw().await.map_err(|e| with_causes(&e))?;
+            let unreachable = |e: prometheus_http_query::Error| QueryError::Unreachable(cause(&e));
+            let mut response = request.get_raw().await.map_err(unreachable)?;
             let status = response.status();
             let mut body = Vec::new();
-            while let Some(chunk) = response.chunk().await.map_err(|e| with_causes(&e))? {
+            while let Some(chunk) = response
+                .chunk()
+                .await
+                .map_err(|e| QueryError::Unreachable(cause(&e)))?
+            {
                 if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
-                    return Err(format!("response larger than {MAX_RESPONSE_BYTES} bytes"));
+                    return Err(QueryError::Failed(format!(
+                        "response larger than {MAX_RESPONSE_BYTES} bytes"
+                    )));
                 }
                 body.extend_from_slice(&chunk);
             }
-            match off_the_workers(move || readings::parse_vector(&body)).await? {
+            match off_the_workers(move || readings::parse_vector(&body))
+                .await
+                .map_err(QueryError::Failed)?
+            {
                 Ok(series) => Ok(series),
                 // An error page from a proxy says less than its status.
                 Err(ResponseError::Garbage(_)) if !status.is_success() => {
-                    Err(format!("HTTP {status}"))
+                    Err(QueryError::Failed(format!("HTTP {status}")))
                 }
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(QueryError::Failed(e.to_string())),
             }
         };
         tokio::time::timeout(budget, exchange)
             .await
-            .map_err(|_| format!("no answer within {budget:?}"))?
+            .map_err(|_| QueryError::Failed(format!("no answer within {budget:?}")))?
+    }
+}
+
+/// Why one query got no vector.
+enum QueryError {
+    /// The request could not be sent or its answer not received.
+    Unreachable(String),
+    /// Prometheus (or whatever answered) gave no usable answer.
+    Failed(String),
+}
+
+/// What went wrong under a client error, without the request's URL (which holds the whole
+/// encoded query): the causes after the one that names the URL.
+fn cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut chain = Vec::new();
+    let mut next = Some(error);
+    while let Some(e) = next {
+        chain.push(e.to_string());
+        next = e.source();
+    }
+    let after_url = chain
+        .iter()
+        .rposition(|text| text.contains("url ("))
+        .map_or(0, |i| i + 1);
+    if after_url < chain.len() {
+        chain[after_url..].join(": ")
+    } else {
+        // Only the URL's own message: say it without the query string.
+        with_causes(error)
+            .split(" for url (")
+            .next()
+            .unwrap_or_default()
+            .to_string()
     }
 }
 
@@ -517,6 +588,54 @@ mod tests {
     }
 
     #[test]
+    fn the_extra_selector_reaches_every_series_read() {
+        let mut config = PrometheusConfig::for_url("http://p:9090");
+        let plain = QueryPlan::new(&config);
+        config.extra_selector = r#"cluster="prod", env=~"a|b""#.into();
+        config.rate_window = Duration::from_secs(60);
+        let plan = QueryPlan::new(&config);
+        assert_eq!(
+            plan.cpu,
+            r#"1 - avg by (instance) (rate(node_cpu_seconds_total{cluster="prod",env=~"a|b",mode="idle"}[60s]))"#
+        );
+        assert_eq!(
+            plan.memory.as_deref(),
+            Some(
+                r#"1 - sum by (instance) (node_memory_MemAvailable_bytes{cluster="prod",env=~"a|b"}) / sum by (instance) (node_memory_MemTotal_bytes{cluster="prod",env=~"a|b"})"#
+            )
+        );
+        assert_eq!(
+            plan.uname.as_deref(),
+            Some(r#"max by (instance, nodename) (node_uname_info{cluster="prod",env=~"a|b"})"#)
+        );
+        // Every series of every query, and nothing else changed.
+        for ((name, q), (_, before)) in plan.queries().into_iter().zip(plain.queries()) {
+            let series = before.matches("_total").count() + before.matches("_bytes").count()
+                - before.matches("_bytes_total").count()
+                + before.matches("node_uname_info").count();
+            assert_eq!(
+                q.matches(r#"cluster="prod""#).count(),
+                series,
+                "{name}: {q}"
+            );
+            assert_eq!(
+                q.replace(r#"cluster="prod",env=~"a|b","#, "")
+                    .replace(r#"{cluster="prod",env=~"a|b"}"#, ""),
+                before.replace("[120s]", "[60s]"),
+                "{name}"
+            );
+            assert!(!q.contains("extra_selector"), "{name}: {q}");
+        }
+        // Without one the queries are as they always were.
+        assert_eq!(
+            plain.memory.as_deref(),
+            Some(
+                "1 - sum by (instance) (node_memory_MemAvailable_bytes) / sum by (instance) (node_memory_MemTotal_bytes)"
+            )
+        );
+    }
+
+    #[test]
     fn device_regex_is_escaped_inside_the_string_literal() {
         let mut config = PrometheusConfig::for_url("http://p:9090");
         config.exclude_devices = r#"lo|eth\d+"x"#.into();
@@ -549,15 +668,22 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn unreachable_prometheus_is_a_query_failure() {
+    async fn unreachable_prometheus_is_said_once_with_its_url() {
         let mut config = PrometheusConfig::for_url("http://127.0.0.1:9");
         config.query_timeout = Duration::from_millis(500);
         let source = PrometheusSource::new(config).expect("source");
         let refresh = source.refresh(None).await;
-        assert!(matches!(
-            refresh.outcome,
-            Err(RefreshError::Query { query: "cpu", .. })
-        ));
+        let Err(error @ RefreshError::Unreachable { .. }) = &refresh.outcome else {
+            panic!("{:?}", refresh.outcome);
+        };
+        let text = error.to_string();
+        assert!(
+            text.starts_with("Prometheus at http://127.0.0.1:9 cannot be reached: "),
+            "{text}"
+        );
+        assert!(text.contains("refused"), "{text}");
+        // Not the encoded query.
+        assert!(!text.contains("query="), "{text}");
         assert_eq!(refresh.failures.len(), refresh.queries_sent);
         assert_eq!(refresh.queries_sent, 8);
     }

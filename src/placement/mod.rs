@@ -7,6 +7,7 @@ pub mod decide;
 pub mod decision;
 pub mod estimate;
 pub mod landing;
+pub mod own_spread;
 mod partition;
 pub mod per_job;
 pub mod pod_level;

@@ -17,6 +17,36 @@ pub fn targets_match(targets: &Targets, labels: &BTreeMap<String, String>) -> bo
             .all(|r| label_requirement_matches(r, labels))
 }
 
+/// Why a pod with these labels is not a target: the first requirement of `targets` they miss,
+/// e.g. ``no `component=taskmanager` label``. `None` when they match.
+pub fn targets_miss(targets: &Targets, labels: &BTreeMap<String, String>) -> Option<String> {
+    let listed = |values: &[String]| values.join(", ");
+    for (k, v) in &targets.match_labels {
+        match labels.get(k) {
+            None => return Some(format!("no `{k}={v}` label")),
+            Some(got) if got != v => return Some(format!("label `{k}={got}`, not `{k}={v}`")),
+            Some(_) => {}
+        }
+    }
+    for r in &targets.match_expressions {
+        if label_requirement_matches(r, labels) {
+            continue;
+        }
+        let key = &r.key;
+        let got = labels.get(key).map_or("", String::as_str);
+        return Some(match r.operator {
+            SelectorOperator::In if labels.contains_key(key) => {
+                format!("label `{key}={got}` is none of {}", listed(&r.values))
+            }
+            SelectorOperator::In => format!("no `{key}` label (one of {})", listed(&r.values)),
+            SelectorOperator::NotIn => format!("label `{key}={got}` is excluded"),
+            SelectorOperator::Exists => format!("no `{key}` label"),
+            SelectorOperator::DoesNotExist => format!("a `{key}` label"),
+        });
+    }
+    None
+}
+
 fn label_requirement_matches(r: &LabelRequirement, labels: &BTreeMap<String, String>) -> bool {
     let value = labels.get(&r.key);
     match r.operator {

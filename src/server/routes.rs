@@ -517,7 +517,7 @@ mod overload_tests {
                 .expect("warning")
                 .contains("overloaded")
         );
-        assert!(state.metrics.encode().contains("outcome=\"Overloaded\"} 1"));
+        assert!(state.metrics.encode().contains("outcome=\"overloaded\"} 1"));
         drop(held);
         let out = answer_of(state).await;
         assert!(

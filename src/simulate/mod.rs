@@ -142,7 +142,7 @@ impl Method {
                 let binds = match t.watch_lag {
                     None => "watch silent in burst".to_string(),
                     Some(_) if t.binds_after_burst => "binds after burst".to_string(),
-                    Some(lag) => format!("binds +{}ms", lag.as_millis()),
+                    Some(lag) => format!("bind lag {}ms", lag.as_millis()),
                 };
                 let mut label = if t.replicas == 1 {
                     format!("webhook, {binds}")

@@ -20,6 +20,10 @@ const IDEAL: RGBColor = RGBColor(20, 120, 50);
 /// A node that could not take a pod: a pale bar with a cross over it.
 const UNFIT: RGBColor = RGBColor(228, 228, 228);
 const UNFIT_MARK: RGBColor = RGBColor(80, 80, 80);
+/// A node whose NIC was hot before the burst: a triangle above its bar.
+const NIC_HOT: RGBColor = RGBColor(230, 140, 20);
+/// The legend entry of those nodes.
+const NIC_HOT_ENTRY: &str = "NIC hot before the burst (the webhook avoids it)";
 
 const HEIGHT: u32 = 480;
 /// Font sizes as plotters takes them (the SVG's are 1/1.24 of these).
@@ -162,7 +166,7 @@ fn legend(report: &Report) -> Vec<String> {
         "CPU before the burst".to_string(),
         "added without the webhook".to_string(),
         "added with the webhook".to_string(),
-        "ideal water-filling (CPU and NIC)".to_string(),
+        "ideal water-filling (CPU and NIC; no mark: no pod there)".to_string(),
         format!("hot threshold ({} CPU)", percent(report.hot_cpu)),
     ];
     let mut reasons: Vec<&str> = Vec::new();
@@ -173,6 +177,9 @@ fn legend(report: &Report) -> Vec<String> {
     }
     if !reasons.is_empty() {
         entries.push(format!("could not take a pod: {}", reasons.join(", ")));
+    }
+    if report.bars.iter().any(|b| b.nic_hot && b.unfit.is_none()) {
+        entries.push(NIC_HOT_ENTRY.to_string());
     }
     entries
 }
@@ -194,6 +201,9 @@ fn legend_px(entries: &[String]) -> (f64, f64) {
     (w + 10.0, h + 8.0)
 }
 
+/// Room the triangle above a NIC-hot node's bar takes, in pixels.
+const NIC_MARK_PX: f64 = 14.0;
+
 /// The top of the y axis: every bar (and the marks above the nodes that could not take a pod)
 /// below it, and the ones under the legend (upper left) below the legend.
 fn y_top(report: &Report, plot: (f64, f64), legend: (f64, f64), mark_px: f64) -> f64 {
@@ -207,7 +217,13 @@ fn y_top(report: &Report, plot: (f64, f64), legend: (f64, f64), mark_px: f64) ->
         * 1.05;
     for (i, b) in report.bars.iter().enumerate() {
         let height = b.cpu_before + b.added_without.max(b.added_with).max(b.added_ideal);
-        let above = if b.unfit.is_some() { mark_px } else { 0.0 };
+        let above = if b.unfit.is_some() {
+            mark_px
+        } else if b.nic_hot {
+            NIC_MARK_PX
+        } else {
+            0.0
+        };
         let under_legend = (i as f64) * slot < legend.0;
         let room = plot.1 - above - if under_legend { legend.1 } else { 0.0 };
         if room > plot.1 / 4.0 {
@@ -386,7 +402,7 @@ fn draw(report: &Report, out: &mut String) -> Result<(), Box<dyn Error>> {
         ))?
         .label(&entries[4])
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK.stroke_width(2)));
-    if let Some(entry) = entries.get(5) {
+    if let Some(entry) = entries.get(5).filter(|e| e.as_str() != NIC_HOT_ENTRY) {
         let unfit: Vec<(usize, &Bar, Unfit)> = bars
             .iter()
             .enumerate()
@@ -425,6 +441,27 @@ fn draw(report: &Report, out: &mut String) -> Result<(), Box<dyn Error>> {
                 root.draw(&Text::new(why(reason), (x, y - 16), style.clone()))?;
             }
         }
+    }
+    if entries.last().is_some_and(|e| e == NIC_HOT_ENTRY) {
+        let triangle = |(x, y): (i32, i32)| {
+            Polygon::new(
+                vec![(x - 5, y - 9), (x + 5, y - 9), (x, y - 1)],
+                NIC_HOT.filled(),
+            )
+        };
+        chart
+            .draw_series(
+                bars.iter()
+                    .enumerate()
+                    .filter(|(_, b)| b.nic_hot && b.unfit.is_none())
+                    .map(|(i, b)| {
+                        let top =
+                            b.cpu_before + b.added_without.max(b.added_with).max(b.added_ideal);
+                        EmptyElement::at((i as f64, top)) + triangle((0, -2))
+                    }),
+            )?
+            .label(NIC_HOT_ENTRY)
+            .legend(move |(x, y)| EmptyElement::at((x + 8, y + 5)) + triangle((0, 0)));
     }
     chart
         .configure_series_labels()
@@ -466,7 +503,29 @@ mod tests {
             added_with: if unfit.is_none() { 0.125 } else { 0.0 },
             added_ideal: if unfit.is_none() { 0.125 } else { 0.0 },
             unfit,
+            nic_hot: false,
         }
+    }
+
+    #[test]
+    fn nodes_with_a_hot_nic_are_marked() {
+        let mut hot = bar("hot-nic", 0.08, None);
+        hot.nic_hot = true;
+        let r = report(vec![bar("a", 0.1, None), hot]);
+        assert_eq!(legend(&r).last().map(String::as_str), Some(NIC_HOT_ENTRY));
+        let text = svg(&r).expect("svg");
+        let doc = roxmltree::Document::parse(&text).expect("SVG is XML");
+        let orange = doc
+            .descendants()
+            .filter(|n| n.tag_name().name() == "polygon")
+            .filter(|n| n.attribute("fill") == Some("#E68C14"))
+            .count();
+        // The mark over the node and its legend swatch.
+        assert_eq!(orange, 2, "{text}");
+        assert!(text.contains(NIC_HOT_ENTRY));
+        // Without such a node: no mark, no entry.
+        let text = svg(&report(vec![bar("a", 0.1, None)])).expect("svg");
+        assert!(!text.contains("NIC hot"), "{text}");
     }
 
     fn report(bars: Vec<Bar>) -> Report {

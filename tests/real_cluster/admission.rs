@@ -111,11 +111,11 @@ async fn pods_it_must_not_steer_are_created_unchanged_and_uncharged() {
     // The bound pod reached the webhook (its labels match) and was answered unpatched; the
     // others were filtered by the registration before any call.
     cluster
-        .wait_metric(REVIEWS, &[("outcome", outcome("Skipped"))], 1.0)
+        .wait_metric(REVIEWS, &[("outcome", outcome("skipped"))], 1.0)
         .await;
     assert_eq!(
         cluster
-            .metric_sum(REVIEWS, &[("outcome", outcome("Patched"))])
+            .metric_sum(REVIEWS, &[("outcome", outcome("patched"))])
             .await,
         0.0
     );
@@ -162,7 +162,7 @@ async fn a_server_side_dry_run_is_patched_and_not_charged() {
     );
     assert!(out.contains("placement-webhook.io/decision"), "{out}");
     cluster
-        .wait_metric(REVIEWS, &[("outcome", outcome("Patched"))], 2.0)
+        .wait_metric(REVIEWS, &[("outcome", outcome("patched"))], 2.0)
         .await;
     assert_eq!(
         cluster.metric_sum(INFLIGHT, &[]).await,
@@ -237,7 +237,7 @@ async fn reinvocation_adds_no_second_copy_and_no_second_charge() {
     );
     assert_eq!(
         cluster
-            .metric_sum(REVIEWS, &[("outcome", outcome("Patched"))])
+            .metric_sum(REVIEWS, &[("outcome", outcome("patched"))])
             .await,
         1.0
     );
