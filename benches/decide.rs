@@ -11,7 +11,7 @@ use placement_webhook::admission::Admission;
 use placement_webhook::config::{Config, NodeMatch};
 use placement_webhook::inflight::ledger::{Ledger, PodLoad};
 use placement_webhook::patch::{self, Changes};
-use placement_webhook::placement::{self, PodConstraints, PodDemand, RankIndexes};
+use placement_webhook::placement::{self, DecisionCtx, PodConstraints, PodDemand, RankIndexes};
 use placement_webhook::scheduler::PodFacts;
 use placement_webhook::snapshot::{LoadSnapshot, NodeLoad, Taint};
 use placement_webhook::view::{ClusterView, ViewStore};
@@ -86,11 +86,13 @@ fn decide(
     config: &Config,
 ) -> placement::Decision {
     placement::decide(
-        demand,
-        view,
-        Some(ledger),
-        &config.placement,
-        &config.scheduler,
+        &DecisionCtx::new(
+            demand,
+            view,
+            Some(ledger),
+            &config.placement,
+            &config.scheduler,
+        ),
         7,
     )
 }
@@ -104,11 +106,13 @@ fn decide_indexed(
     indexes: &RankIndexes,
 ) -> placement::Decision {
     placement::decide_indexed(
-        demand,
-        view,
-        Some(ledger),
-        &config.placement,
-        &config.scheduler,
+        &DecisionCtx::new(
+            demand,
+            view,
+            Some(ledger),
+            &config.placement,
+            &config.scheduler,
+        ),
         7,
         indexes,
     )

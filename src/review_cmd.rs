@@ -160,10 +160,13 @@ fn node_table(admission: &Admission, body: &[u8]) -> String {
             // The ledger is the one the decision read (empty, aligned with the view): the
             // filters that count other pods see the same pods.
             let mut rows = placement::assess_all(
-                &demand,
-                &view,
-                Some(&admission.ledger().read()),
-                placement,
+                &placement::DecisionCtx::new(
+                    &demand,
+                    &view,
+                    Some(&admission.ledger().read()),
+                    placement,
+                    &admission.config().scheduler,
+                ),
                 &replica,
                 &decision,
             );

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use placement_webhook::config::scheduler::SchedulerConfig;
 use placement_webhook::config::{PinningRule, PlacementConfig};
 use placement_webhook::inflight::ledger::{Ledger, PodLoad};
+use placement_webhook::placement::DecisionCtx;
 use placement_webhook::placement::landing::Window;
 use placement_webhook::placement::{
     Decision, PodConstraints, PodDemand, decide, unsteered_landing,
@@ -62,7 +63,10 @@ fn run(
     ledger: Option<&Ledger>,
     policy: &PlacementConfig,
 ) -> Decision {
-    decide(d, view, ledger, policy, &SchedulerConfig::default(), 7)
+    decide(
+        &DecisionCtx::new(d, view, ledger, policy, &SchedulerConfig::default()),
+        7,
+    )
 }
 
 fn names(decision: &Decision) -> Vec<Vec<String>> {
@@ -495,7 +499,10 @@ fn replicas_take_near_ties_in_their_own_order() {
     let d = demand(&p, &[]);
     let picks: std::collections::BTreeSet<String> = (0..40)
         .map(|salt| {
-            let decision = decide(&d, &view, None, &policy, &SchedulerConfig::default(), salt);
+            let decision = decide(
+                &DecisionCtx::new(&d, &view, None, &policy, &SchedulerConfig::default()),
+                salt,
+            );
             decision.landing[0].0.clone()
         })
         .collect();
@@ -541,11 +548,7 @@ fn a_replica_the_watch_runs_behind_mirrors_the_others_unheard_pods() {
             ..Replica::default()
         };
         let decision = decide(
-            &d,
-            &view,
-            None,
-            &policy,
-            &SchedulerConfig::default(),
+            &DecisionCtx::new(&d, &view, None, &policy, &SchedulerConfig::default()),
             replica,
         );
         set.owner(&decision.landing[0].0).to_string()
@@ -650,11 +653,13 @@ fn decide_as_a(
     };
     let policy = PlacementConfig::default();
     decide(
-        &demand(&p, &[]),
-        view,
-        None,
-        &policy,
-        &SchedulerConfig::default(),
+        &DecisionCtx::new(
+            &demand(&p, &[]),
+            view,
+            None,
+            &policy,
+            &SchedulerConfig::default(),
+        ),
         replica,
     )
 }
@@ -675,7 +680,11 @@ fn run_salted(
     policy: &PlacementConfig,
     salt: u64,
 ) -> String {
-    decide(d, view, None, policy, &SchedulerConfig::default(), salt).landing[0]
+    decide(
+        &DecisionCtx::new(d, view, None, policy, &SchedulerConfig::default()),
+        salt,
+    )
+    .landing[0]
         .0
         .clone()
 }

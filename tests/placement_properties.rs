@@ -21,7 +21,7 @@ use placement_webhook::config::{
 };
 use placement_webhook::inflight::ledger::{Ledger, PodLoad};
 use placement_webhook::placement::{
-    PodConstraints, PodDemand, RankIndexes, decide, decide_indexed,
+    DecisionCtx, PodConstraints, PodDemand, RankIndexes, decide, decide_indexed,
 };
 use placement_webhook::scheduler::PodFacts;
 use placement_webhook::snapshot::{LoadSnapshot, NodeLoad, Taint};
@@ -374,12 +374,18 @@ fn run(nodes: Vec<GenNode>, policy: PlacementConfig, inflight: &[(usize, f64, f6
         source: Default::default(),
     };
     let scheduler = SchedulerConfig::default();
-    let decision = decide(&demand, &view, Some(&ledger), &policy, &scheduler, 7);
+    let decision = decide(
+        &DecisionCtx::new(&demand, &view, Some(&ledger), &policy, &scheduler),
+        7,
+    );
     // The server's path: the ledger numbered by view position, the filters memoised.
     let mut aligned = ledger.clone();
     aligned.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
     assert!(aligned.is_aligned(view.id));
-    let again = decide(&demand, &view, Some(&aligned), &policy, &scheduler, 7);
+    let again = decide(
+        &DecisionCtx::new(&demand, &view, Some(&aligned), &policy, &scheduler),
+        7,
+    );
     assert_eq!(
         again, decision,
         "aligned lookups and the memo change the decision"
@@ -390,13 +396,12 @@ fn run(nodes: Vec<GenNode>, policy: PlacementConfig, inflight: &[(usize, f64, f6
     let mut growing = Ledger::new(Duration::from_secs(60));
     growing.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
     for (k, &(i, cpu_cores, bytes)) in inflight.iter().enumerate() {
-        let walked = decide(&demand, &view, Some(&growing), &policy, &scheduler, 7);
+        let walked = decide(
+            &DecisionCtx::new(&demand, &view, Some(&growing), &policy, &scheduler),
+            7,
+        );
         let indexed = decide_indexed(
-            &demand,
-            &view,
-            Some(&growing),
-            &policy,
-            &scheduler,
+            &DecisionCtx::new(&demand, &view, Some(&growing), &policy, &scheduler),
             7,
             &indexes,
         );
@@ -414,11 +419,7 @@ fn run(nodes: Vec<GenNode>, policy: PlacementConfig, inflight: &[(usize, f64, f6
         );
     }
     let indexed = decide_indexed(
-        &demand,
-        &view,
-        Some(&growing),
-        &policy,
-        &scheduler,
+        &DecisionCtx::new(&demand, &view, Some(&growing), &policy, &scheduler),
         7,
         &indexes,
     );

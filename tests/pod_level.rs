@@ -11,10 +11,10 @@ use placement_webhook::config::scheduler::SchedulerConfig;
 use placement_webhook::inflight::ledger::{Ledger, PodLoad};
 use placement_webhook::inflight::pod_groups::PodGroup;
 use placement_webhook::inventory::pods::apply_pod_event;
-use placement_webhook::placement::RankIndexes;
 use placement_webhook::placement::{
     Decision, Ineligible, PodConstraints, PodDemand, Replica, assess_all, decide, decide_indexed,
 };
+use placement_webhook::placement::{DecisionCtx, RankIndexes};
 use placement_webhook::scheduler::PodFacts;
 use placement_webhook::snapshot::{LoadSnapshot, NodeLoad};
 use placement_webhook::view::ClusterView;
@@ -104,23 +104,11 @@ fn demand(p: &Pod) -> PodDemand<'_> {
 
 fn run(p: &Pod, view: &ClusterView, ledger: &Ledger) -> Decision {
     let policy = PlacementConfig::default();
-    let walked = decide(
-        &demand(p),
-        view,
-        Some(ledger),
-        &policy,
-        &SchedulerConfig::default(),
-        7,
-    );
-    let indexed = decide_indexed(
-        &demand(p),
-        view,
-        Some(ledger),
-        &policy,
-        &SchedulerConfig::default(),
-        7,
-        &RankIndexes::default(),
-    );
+    let scheduler = SchedulerConfig::default();
+    let d = demand(p);
+    let ctx = DecisionCtx::new(&d, view, Some(ledger), &policy, &scheduler);
+    let walked = decide(&ctx, 7);
+    let indexed = decide_indexed(&ctx, 7, &RankIndexes::default());
     assert_eq!(named(&walked), named(&indexed), "both paths decide alike");
     walked
 }
@@ -145,10 +133,13 @@ fn eligibility(p: &Pod, view: &ClusterView, ledger: &Ledger, node: &str) -> Opti
     let policy = PlacementConfig::default();
     let decision = run(p, view, ledger);
     assess_all(
-        &demand(p),
-        view,
-        Some(ledger),
-        &policy,
+        &DecisionCtx::new(
+            &demand(p),
+            view,
+            Some(ledger),
+            &policy,
+            &SchedulerConfig::default(),
+        ),
         &Replica::from(7),
         &decision,
     )
@@ -431,19 +422,11 @@ fn another_replicas_nodes_count_their_owners_pod_in_the_affinity_score() {
         let policy = PlacementConfig::default();
         let scheduler = SchedulerConfig::default();
         let walked = decide(
-            &demand(p),
-            &view,
-            Some(&ledger),
-            &policy,
-            &scheduler,
+            &DecisionCtx::new(&demand(p), &view, Some(&ledger), &policy, &scheduler),
             replica.clone(),
         );
         let indexed = decide_indexed(
-            &demand(p),
-            &view,
-            Some(&ledger),
-            &policy,
-            &scheduler,
+            &DecisionCtx::new(&demand(p), &view, Some(&ledger), &policy, &scheduler),
             replica,
             &indexes,
         );
@@ -661,13 +644,12 @@ fn a_jobs_own_spread_keeps_it_off_full_nodes_and_zones() {
             ..PlacementConfig::default()
         };
         let scheduler = SchedulerConfig::default();
-        let walked = decide(&demand(&tm), &view, Some(&ledger), &policy, &scheduler, 7);
+        let walked = decide(
+            &DecisionCtx::new(&demand(&tm), &view, Some(&ledger), &policy, &scheduler),
+            7,
+        );
         let indexed = decide_indexed(
-            &demand(&tm),
-            &view,
-            Some(&ledger),
-            &policy,
-            &scheduler,
+            &DecisionCtx::new(&demand(&tm), &view, Some(&ledger), &policy, &scheduler),
             7,
             &RankIndexes::default(),
         );
@@ -690,12 +672,12 @@ fn a_jobs_own_spread_keeps_it_off_full_nodes_and_zones() {
         ..PlacementConfig::default()
     };
     let scheduler = SchedulerConfig::default();
-    let decision = decide(&demand(&tm), &view, Some(&ledger), &policy, &scheduler, 7);
+    let decision = decide(
+        &DecisionCtx::new(&demand(&tm), &view, Some(&ledger), &policy, &scheduler),
+        7,
+    );
     let beyond: Vec<String> = assess_all(
-        &demand(&tm),
-        &view,
-        Some(&ledger),
-        &policy,
+        &DecisionCtx::new(&demand(&tm), &view, Some(&ledger), &policy, &scheduler),
         &Replica::from(7),
         &decision,
     )

@@ -17,7 +17,7 @@ use placement_webhook::inflight::ledger::{Ledger, PodLoad};
 use placement_webhook::inflight::pod_groups::PodGroup;
 use placement_webhook::inventory::pods::apply_pod_event;
 use placement_webhook::placement::{
-    PodConstraints, PodDemand, RankIndexes, decide, decide_indexed,
+    DecisionCtx, PodConstraints, PodDemand, RankIndexes, decide, decide_indexed,
 };
 use placement_webhook::scheduler::{PodFacts, PodRequests};
 use placement_webhook::snapshot::{LoadSnapshot, NodeLoad};
@@ -249,7 +249,7 @@ proptest! {
             match op {
                 Op::Steer { shape } => {
                     let d = &demands[*shape];
-                    let decision = decide(d, &view, Some(&ledger), &policy, &scheduler, 3);
+                    let decision = decide(&DecisionCtx::new(d, &view, Some(&ledger), &policy, &scheduler), 3);
                     let id = format!("pod-{step}");
                     ledger.charge(&id, &decision.landing, d.load, &d.facts.requests, Instant::now());
                     ledger.set_group(&id, PodGroup::of_facts(&d.facts));
@@ -291,9 +291,9 @@ proptest! {
                 }
             }
             for (shape, d) in demands.iter().enumerate() {
-                let walked = decide(d, &view, Some(&ledger), &policy, &scheduler, 3);
+                let walked = decide(&DecisionCtx::new(d, &view, Some(&ledger), &policy, &scheduler), 3);
                 let indexed =
-                    decide_indexed(d, &view, Some(&ledger), &policy, &scheduler, 3, &indexes);
+                    decide_indexed(&DecisionCtx::new(d, &view, Some(&ledger), &policy, &scheduler), 3, &indexes);
                 prop_assert_eq!(
                     &indexed, &walked,
                     "shape {} after step {} ({:?})", shape, step, op
@@ -338,8 +338,15 @@ fn the_index_decides_as_the_walk_does_when_no_tier_covers_every_run() {
         );
     }
     for step in 0..6 {
-        let walked = decide(&d, &view, Some(&ledger), &policy, &scheduler, 3);
-        let indexed = decide_indexed(&d, &view, Some(&ledger), &policy, &scheduler, 3, &indexes);
+        let walked = decide(
+            &DecisionCtx::new(&d, &view, Some(&ledger), &policy, &scheduler),
+            3,
+        );
+        let indexed = decide_indexed(
+            &DecisionCtx::new(&d, &view, Some(&ledger), &policy, &scheduler),
+            3,
+            &indexes,
+        );
         assert_eq!(indexed, walked, "step {step}");
         // Named only off the stretch, in more than one tier.
         let named: Vec<&str> = walked

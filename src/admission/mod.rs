@@ -482,11 +482,13 @@ impl Admission {
         route: &Route<'_>,
     ) -> Decision {
         let mut decision = placement::decide_indexed(
-            demand,
-            view,
-            Some(ledger),
-            &self.config.placement,
-            route.scheduler,
+            &placement::DecisionCtx::new(
+                demand,
+                view,
+                Some(ledger),
+                &self.config.placement,
+                route.scheduler,
+            ),
             Replica {
                 unheard: ledger.unheard(),
                 heard: ledger.heard_mix(),

@@ -1,16 +1,16 @@
 //! `review --explain`'s rows: every node of the view, with why a decision chose it or not.
 
 use super::constraints::{Ineligible, eligible_nodes};
+use super::context::DecisionCtx;
 use super::decision::Decision;
 use super::partition::partition_for;
 use super::replica::Replica;
 use super::standing::{
-    InFlight, PodDemand, PodHeat, Standing, effective_load, fits_with, load_with, standing,
+    PodDemand, PodHeat, Standing, effective_load, fits_with, load_with, standing,
 };
 use crate::config::PlacementConfig;
-use crate::inflight::ledger::Ledger;
+use crate::view::NodeView;
 use crate::view::heat::{Load, heat, is_hot};
-use crate::view::{ClusterView, NodeView};
 
 /// One row of `review --explain`: every node, with why it was or was not chosen.
 #[derive(Debug, Clone)]
@@ -52,14 +52,18 @@ pub struct After {
 /// Every node's assessment for the decision `decision` taken by `replica`, in view order
 /// (coolest measured first).
 pub fn assess_all(
-    pod: &PodDemand<'_>,
-    view: &ClusterView,
-    ledger: Option<&Ledger>,
-    policy: &PlacementConfig,
+    ctx: &DecisionCtx<'_>,
     replica: &Replica,
     decision: &Decision,
 ) -> Vec<NodeAssessment> {
-    let inflight = InFlight::new(ledger, view);
+    let DecisionCtx {
+        pod,
+        view,
+        ledger,
+        policy,
+        inflight,
+        ..
+    } = *ctx;
     let partition = partition_for(
         replica,
         view,

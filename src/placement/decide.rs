@@ -14,22 +14,19 @@
 //!    better-scored tier-1 node is not. The pod is charged there, by probability.
 
 use super::constraints::eligible_nodes;
+use super::context::DecisionCtx;
 use super::decision::{Decision, RankedNode, TierChoice};
-use super::landing::{Coverage, Named, Window, landing_odds, landing_shares, order_positions};
+use super::landing::{Coverage, Window, order_positions};
 use super::partition::partition_for;
 use super::pod_level::Around;
+use super::predict::predict_landing;
 use super::rank_index::{RankIndex, RankIndexes};
 use super::replica::Replica;
 use super::spread_cover::cover_spread_domains;
-use super::standing::{
-    Candidate, InFlight, PodDemand, Ranking, fill_risk, load_with, model_node_with, pod_heat,
-    tie_breakers,
-};
+use super::standing::{Candidate, Ranking, load_with, pod_heat, tie_breakers};
 use super::walk::{Walk, count_feasible};
 use crate::config::scheduler::SchedulerConfig;
 use crate::config::{NodeMatch, PlacementConfig};
-use crate::inflight::ledger::Ledger;
-use crate::scheduler::cycle::resource_score;
 use crate::scheduler::num_feasible_nodes_to_find;
 use crate::view::{ClusterView, NodeView};
 
@@ -46,20 +43,20 @@ pub fn tier_size_for_sample(fraction: f64, miss: f64, at_least: usize) -> usize 
 /// predicted landing. `replica` says which replica decides: its salt breaks near-ties, its
 /// membership (when known) which nodes are its own. Walks every node: the reference
 /// [`decide_indexed`] is held to.
-pub fn decide(
-    pod: &PodDemand<'_>,
-    view: &ClusterView,
-    ledger: Option<&Ledger>,
-    policy: &PlacementConfig,
-    scheduler: &SchedulerConfig,
-    replica: impl Into<Replica>,
-) -> Decision {
+pub fn decide(ctx: &DecisionCtx<'_>, replica: impl Into<Replica>) -> Decision {
+    let DecisionCtx {
+        pod,
+        view,
+        ledger,
+        policy,
+        scheduler,
+        inflight,
+    } = *ctx;
     let replica = Replica {
         unsampled: scores_every_node(view, scheduler),
         ..replica.into()
     };
     let ties = tie_breakers(view, replica.salt);
-    let inflight = InFlight::new(ledger, view);
     let node_eligible = eligible_nodes(&pod.constraints, view);
     let partition = partition_for(&replica, view, &node_eligible, inflight, pod, policy);
     let restriction = ledger.and_then(|ledger| {
@@ -83,15 +80,7 @@ pub fn decide(
     // Counted once, whichever of the walks below reads it.
     let feasible = std::cell::OnceCell::new();
     let walk_over = |eligible: &[u32]| {
-        let mut walk = Walk::new(
-            view,
-            eligible,
-            &ties,
-            partition.as_ref(),
-            inflight,
-            pod,
-            policy,
-        );
+        let mut walk = Walk::new(ctx, eligible, &ties, partition.as_ref());
         if eligible.len() < passing.len() {
             walk.feasible = *feasible.get_or_init(|| count_feasible(&passing, view, inflight, pod));
         }
@@ -106,21 +95,13 @@ pub fn decide(
         _ => walk_over(&eligible),
     };
     let wide = (eligible.len() < passing.len()).then_some(|| walk_over(&passing));
-    let mut picked = pick_cool_first(walk, wide, pod, view, inflight, policy, scheduler);
+    let mut picked = pick_cool_first(ctx, walk, wide);
     let domains = super::pod_level::spread_domains(&pod.facts, view);
     if !domains.is_empty() && !picked.saturated {
         // Every spread domain, those this replica sees closed included: by the time the
         // scheduler reaches the pod, pods this replica has not heard of may have moved which
         // one is open.
-        let cool_anywhere = Walk::new(
-            view,
-            &node_eligible,
-            &ties,
-            partition.as_ref(),
-            inflight,
-            pod,
-            policy,
-        );
+        let cool_anywhere = Walk::new(ctx, &node_eligible, &ties, partition.as_ref());
         cover_spread_domains(
             &mut picked.tiers,
             &cool_anywhere.candidates,
@@ -128,7 +109,7 @@ pub fn decide(
             policy,
         );
     }
-    finish(picked, pod, view, inflight, policy, scheduler)
+    finish(ctx, picked)
 }
 
 /// Picks from `favoured`, the nodes the pod-level scores keep; when it holds no cool node and
@@ -139,29 +120,17 @@ pub fn decide(
 /// anti-affinity alone, a cool node named there ties a favoured node at worst, and naming it
 /// does no worse than naming the hot ones or nothing.
 fn pick_cool_first<R: Ranking>(
+    ctx: &DecisionCtx<'_>,
     mut favoured: R,
     wide: Option<impl FnOnce() -> R>,
-    pod: &PodDemand<'_>,
-    view: &ClusterView,
-    inflight: InFlight<'_>,
-    policy: &PlacementConfig,
-    scheduler: &SchedulerConfig,
 ) -> Picked {
     if !favoured.any_cool()
         && let Some(mut wide) = wide.map(|wide| wide())
         && wide.any_cool()
     {
-        return pick(
-            &mut wide,
-            Some(&mut favoured),
-            pod,
-            view,
-            inflight,
-            policy,
-            scheduler,
-        );
+        return pick(ctx, &mut wide, Some(&mut favoured));
     }
-    pick(&mut favoured, None, pod, view, inflight, policy, scheduler)
+    pick(ctx, &mut favoured, None)
 }
 
 /// How many feasible nodes the scheduler looks for per pod in `view` (its nodes without
@@ -194,33 +163,34 @@ fn affinity_gap(policy: &PlacementConfig, scheduler: &SchedulerConfig) -> i64 {
 /// with the nodes the ledger changed since) instead of walking every node, when the ledger is
 /// aligned with the view. Same decision.
 pub fn decide_indexed(
-    pod: &PodDemand<'_>,
-    view: &ClusterView,
-    ledger: Option<&Ledger>,
-    policy: &PlacementConfig,
-    scheduler: &SchedulerConfig,
+    ctx: &DecisionCtx<'_>,
     replica: impl Into<Replica>,
     indexes: &RankIndexes,
 ) -> Decision {
+    let DecisionCtx {
+        pod,
+        view,
+        ledger,
+        policy,
+        scheduler,
+        inflight,
+    } = *ctx;
     let replica = Replica {
         unsampled: scores_every_node(view, scheduler),
         ..replica.into()
     };
-    let inflight = InFlight::new(ledger, view);
     match (ledger, inflight.aligned) {
         // Which nodes such a pod may take changes with every pod bound or steered: the
         // per-shape index does not follow that; the walk does.
         (Some(ledger), true) if super::pod_level::applies(&pod.facts, ledger) => {
-            decide(pod, view, Some(ledger), policy, scheduler, replica)
+            decide(ctx, replica)
         }
         // The level the other replicas' unheard pods reach moves with every decision: the
         // index does not follow that either.
-        (Some(ledger), true) if replica.mirrors() => {
-            decide(pod, view, Some(ledger), policy, scheduler, replica)
-        }
+        (Some(_), true) if replica.mirrors() => decide(ctx, replica),
         (Some(ledger), true) => {
             let Some(slot) = indexes.slot(view, pod, policy, &replica) else {
-                return decide(pod, view, Some(ledger), policy, scheduler, replica);
+                return decide(ctx, replica);
             };
             // Scores that count other pods, and the job's own bounds, keep some nodes of the
             // shape's ranking for this pod only: the index is read through them.
@@ -268,11 +238,11 @@ pub fn decide_indexed(
                     _ => index.ranking(restricted.as_deref()),
                 };
                 let wide = restricted.is_some().then_some(|| index.ranking(None));
-                pick_cool_first(ranking, wide, pod, view, inflight, policy, scheduler)
+                pick_cool_first(ctx, ranking, wide)
             };
-            finish(picked, pod, view, inflight, policy, scheduler)
+            finish(ctx, picked)
         }
-        _ => decide(pod, view, ledger, policy, scheduler, replica),
+        _ => decide(ctx, replica),
     }
 }
 
@@ -297,14 +267,18 @@ struct Picked {
 /// Picks the tiers from `ranking`; the hot nodes to avoid from `avoided` when given (the
 /// favoured nodes the scheduler would take instead), else from `ranking` too.
 fn pick(
+    ctx: &DecisionCtx<'_>,
     ranking: &mut dyn Ranking,
     avoided: Option<&mut dyn Ranking>,
-    pod: &PodDemand<'_>,
-    view: &ClusterView,
-    inflight: InFlight<'_>,
-    policy: &PlacementConfig,
-    scheduler: &SchedulerConfig,
 ) -> Picked {
+    let DecisionCtx {
+        pod,
+        view,
+        policy,
+        scheduler,
+        inflight,
+        ..
+    } = *ctx;
     let feasible = ranking.feasible() + view.nodes_without_metrics;
     let wanted = nodes_to_score(view, scheduler);
     let sample_fraction = if feasible == 0 {
@@ -423,14 +397,10 @@ fn pick(
 }
 
 /// The tiers, the avoid list and the landing from what was picked.
-fn finish(
-    picked: Picked,
-    pod: &PodDemand<'_>,
-    view: &ClusterView,
-    inflight: InFlight<'_>,
-    policy: &PlacementConfig,
-    scheduler: &SchedulerConfig,
-) -> Decision {
+fn finish(ctx: &DecisionCtx<'_>, picked: Picked) -> Decision {
+    let DecisionCtx {
+        pod, view, policy, ..
+    } = *ctx;
     let ranked = |c: &Candidate| {
         let node = &view.nodes[c.index];
         RankedNode {
@@ -450,15 +420,7 @@ fn finish(
         })
         .collect();
 
-    let landing = predict_landing(
-        pod,
-        view,
-        inflight,
-        scheduler,
-        &picked.tiers,
-        picked.window,
-        picked.first_coverage,
-    );
+    let landing = predict_landing(ctx, &picked.tiers, picked.window, picked.first_coverage);
     // A node named in a tier is not avoided too (when saturated, every feasible node is hot).
     let named = |i: usize| picked.tiers.iter().flatten().any(|c| c.index == i);
     let avoid = picked
@@ -484,58 +446,6 @@ fn finish(
         saturated: picked.saturated,
         tie_limit: picked.tie_limit,
     }
-}
-
-/// Where the pod lands among the named nodes: the scheduler gives each tier's nodes equal
-/// affinity, so the resource scores decide among a tier's nodes in its sample (see `landing`).
-/// Tier 1 takes the pod unless the room the pods ahead of this one may take there, or a run it
-/// does not cover (`coverage`, tier 1's), passes it on: then the later tiers' nodes that can
-/// take it are counted too.
-fn predict_landing(
-    pod: &PodDemand<'_>,
-    view: &ClusterView,
-    inflight: InFlight<'_>,
-    scheduler: &SchedulerConfig,
-    tiers: &[Vec<Candidate>],
-    window: Window,
-    mut coverage: Coverage,
-) -> Vec<(String, f64)> {
-    let positions = order_positions(view);
-    let named_at = |i: usize, level: usize| {
-        let node = &view.nodes[i];
-        let (bound, extra) = (inflight.bound(i, node), inflight.extra(i, node));
-        let model = model_node_with(node, bound, extra);
-        Named {
-            position: positions[i] as usize,
-            level: u8::try_from(level).unwrap_or(u8::MAX),
-            score: resource_score(&pod.facts, &model, scheduler),
-            available: 1.0 - fill_risk(node, bound, extra, &pod.facts),
-        }
-    };
-    let Some(first) = tiers.first().filter(|t| !t.is_empty()) else {
-        return Vec::new();
-    };
-    let mut nodes: Vec<usize> = first.iter().map(|c| c.index).collect();
-    let mut named: Vec<Named> = nodes.iter().map(|&i| named_at(i, 0)).collect();
-    for t in &named {
-        coverage.add(t.position);
-    }
-    let may_fill = named.iter().any(|t| t.available < 1.0);
-    if may_fill || !coverage.complete() {
-        // With every tier-1 node sure to have room, a later node only takes the runs that
-        // hold no tier-1 node.
-        let later = tiers.iter().enumerate().skip(1);
-        for (level, tier) in later {
-            for c in tier {
-                if may_fill || coverage.adds(positions[c.index] as usize) {
-                    nodes.push(c.index);
-                    named.push(named_at(c.index, level));
-                }
-            }
-        }
-    }
-    let odds = landing_odds(window, &named);
-    landing_shares(view, nodes, odds)
 }
 
 /// Whether a label-keyed term can name `node`: its value of the label is its name, so the

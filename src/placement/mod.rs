@@ -3,6 +3,7 @@
 pub mod affinity_sums;
 pub mod assess;
 pub mod constraints;
+mod context;
 pub mod decide;
 pub mod decision;
 pub mod estimate;
@@ -11,6 +12,7 @@ pub mod own_spread;
 mod partition;
 pub mod per_job;
 pub mod pod_level;
+mod predict;
 pub mod rank_index;
 pub mod replica;
 pub mod selector;
@@ -22,6 +24,7 @@ mod walk;
 
 pub use assess::{After, NodeAssessment, assess_all};
 pub use constraints::{Ineligible, PodConstraints};
+pub use context::DecisionCtx;
 pub use decide::{decide, decide_indexed};
 pub use decision::{Decision, RankedNode, TierChoice};
 pub use estimate::{Estimate, LoadSource};

@@ -2,12 +2,12 @@
 //! index (`rank_index`) keeps the same answer up to date across decisions; this walk is what
 //! it is held to, and what pods whose eligible nodes change with every decision use.
 
+use super::context::DecisionCtx;
 use super::landing::Coverage;
 use super::replica::Partition;
 use super::standing::{
     Candidate, InFlight, PodDemand, Ranking, Standing, cover_in_order, fits_with, standing,
 };
-use crate::config::PlacementConfig;
 use crate::view::ClusterView;
 
 /// Every eligible node assessed once.
@@ -21,14 +21,18 @@ pub(super) struct Walk<'v> {
 
 impl<'v> Walk<'v> {
     pub(super) fn new(
-        view: &'v ClusterView,
+        ctx: &DecisionCtx<'v>,
         eligible: &[u32],
         ties: &[u32],
         partition: Option<&Partition>,
-        inflight: InFlight<'_>,
-        pod: &PodDemand<'_>,
-        policy: &PlacementConfig,
     ) -> Self {
+        let DecisionCtx {
+            pod,
+            view,
+            policy,
+            inflight,
+            ..
+        } = *ctx;
         let mut walk = Walk {
             view,
             candidates: Vec::with_capacity(eligible.len()),
