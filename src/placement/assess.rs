@@ -64,14 +64,7 @@ pub fn assess_all(
         inflight,
         ..
     } = *ctx;
-    let partition = partition_for(
-        replica,
-        view,
-        &eligible_nodes(&pod.constraints, view),
-        inflight,
-        pod,
-        policy,
-    );
+    let partition = partition_for(ctx, replica, &eligible_nodes(&pod.constraints, view));
     let around = ledger
         .filter(|l| super::pod_level::applies(&pod.facts, l))
         .map(|l| super::pod_level::pods_around(&pod.facts, view, l));

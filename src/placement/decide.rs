@@ -58,7 +58,7 @@ pub fn decide(ctx: &DecisionCtx<'_>, replica: impl Into<Replica>) -> Decision {
     };
     let ties = tie_breakers(view, replica.salt);
     let node_eligible = eligible_nodes(&pod.constraints, view);
-    let partition = partition_for(&replica, view, &node_eligible, inflight, pod, policy);
+    let partition = partition_for(ctx, &replica, &node_eligible);
     let restriction = ledger.and_then(|ledger| {
         super::pod_level::restrict(
             &node_eligible,
@@ -195,7 +195,7 @@ pub fn decide_indexed(
             // Scores that count other pods, and the job's own bounds, keep some nodes of the
             // shape's ranking for this pod only: the index is read through them.
             let node_eligible = eligible_nodes(&pod.constraints, view);
-            let partition = partition_for(&replica, view, &node_eligible, inflight, pod, policy);
+            let partition = partition_for(ctx, &replica, &node_eligible);
             let restricted = super::pod_level::restrict(
                 &node_eligible,
                 &pod.facts,

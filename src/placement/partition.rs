@@ -2,32 +2,22 @@
 //! the other replicas' unheard pods are taken to have filled theirs to, and the pods the scores
 //! that count pods count on their nodes.
 
+use super::context::DecisionCtx;
 use super::replica::{Partition, Replica};
-use super::standing::{InFlight, PodDemand, load_with, pod_heat, room_with};
-use crate::config::PlacementConfig;
-use crate::view::ClusterView;
+use super::standing::{load_with, pod_heat, room_with};
 
 /// This replica's nodes, and the level the other replicas' unheard pods are taken to have
 /// filled theirs to.
 pub(super) fn partition_for(
+    ctx: &DecisionCtx<'_>,
     replica: &Replica,
-    view: &ClusterView,
     eligible: &[u32],
-    inflight: InFlight<'_>,
-    pod: &PodDemand<'_>,
-    policy: &PlacementConfig,
 ) -> Option<Partition> {
+    let DecisionCtx { pod, view, .. } = *ctx;
     let mut partition = replica.partition(view)?;
     if replica.mirrors() {
-        (partition.foreign_level, partition.filled) = mirrored_level(
-            view,
-            eligible,
-            inflight,
-            pod,
-            policy,
-            &partition.owned,
-            replica.unheard_elsewhere(),
-        );
+        (partition.foreign_level, partition.filled) =
+            mirrored_level(ctx, eligible, &partition.owned, replica.unheard_elsewhere());
         partition.filled.sort_unstable();
     }
     partition.mirrored = partition.filled.clone();
@@ -69,14 +59,14 @@ impl FillNode {
 }
 
 /// The other replicas' eligible nodes (`owned` 0) where `pod`'s requests fit.
-fn foreign_fill_nodes(
-    view: &ClusterView,
-    eligible: &[u32],
-    inflight: InFlight<'_>,
-    pod: &PodDemand<'_>,
-    policy: &PlacementConfig,
-    owned: &[u32],
-) -> Vec<FillNode> {
+fn foreign_fill_nodes(ctx: &DecisionCtx<'_>, eligible: &[u32], owned: &[u32]) -> Vec<FillNode> {
+    let DecisionCtx {
+        pod,
+        view,
+        policy,
+        inflight,
+        ..
+    } = *ctx;
     let mut nodes = Vec::new();
     for index in eligible.iter().map(|&i| i as usize) {
         if owned.get(index) != Some(&0) {
@@ -111,18 +101,15 @@ fn foreign_fill_nodes(
 /// for. Minus infinity when none fits, infinity when they do not all fit. With the level, the
 /// pods each of those nodes is taken to have received: (position, pods).
 fn mirrored_level(
-    view: &ClusterView,
+    ctx: &DecisionCtx<'_>,
     eligible: &[u32],
-    inflight: InFlight<'_>,
-    pod: &PodDemand<'_>,
-    policy: &PlacementConfig,
     owned: &[u32],
     pods: usize,
 ) -> (f64, Vec<(usize, u32)>) {
     if pods == 0 {
         return (f64::NEG_INFINITY, Vec::new());
     }
-    let nodes = foreign_fill_nodes(view, eligible, inflight, pod, policy, owned);
+    let nodes = foreign_fill_nodes(ctx, eligible, owned);
     let Some(lowest) = nodes.iter().map(|n| n.empty).min_by(f64::total_cmp) else {
         return (f64::NEG_INFINITY, Vec::new());
     };
