@@ -102,11 +102,19 @@ pub fn decide(ctx: &DecisionCtx<'_>, replica: impl Into<Replica>) -> Decision {
         // scheduler reaches the pod, pods this replica has not heard of may have moved which
         // one is open.
         let cool_anywhere = Walk::new(ctx, &node_eligible, &ties, partition.as_ref());
+        // Sized for the sample as the tiers are: a domain's few named nodes are often all
+        // outside it, and the pod then stacks on whichever node its request scores favour.
+        let per_domain = tier_size_for_sample(
+            picked.sample_fraction,
+            policy.sample_miss,
+            super::spread_cover::SPREAD_DOMAIN_NODES,
+        );
         cover_spread_domains(
             &mut picked.tiers,
             &cool_anywhere.candidates,
             &domains,
             policy,
+            per_domain,
         );
     }
     finish(ctx, picked)

@@ -4,14 +4,15 @@
 use super::standing::Candidate;
 use crate::config::PlacementConfig;
 
-/// Named nodes each open spread domain keeps: several, so that the pods that fall back to a
-/// domain (their first tier's closed) spread over them by the scheduler's resource scores
-/// instead of stacking on one node nobody charged.
-const SPREAD_DOMAIN_NODES: usize = 3;
+/// Named nodes each open spread domain keeps at least (more under sampling: as many as it takes
+/// for one to be in the sample): several, so that the pods that fall back to a domain (their
+/// first tier's closed) spread over them by the scheduler's resource scores instead of stacking
+/// on one node nobody charged.
+pub(super) const SPREAD_DOMAIN_NODES: usize = 3;
 
-/// Names, in the last tier, the coolest nodes (of `cool`, the cool nodes the node filters
-/// allow) of every domain of the pod's `DoNotSchedule` spread constraints that the tiers do not
-/// name enough of: when pods this replica has not heard of (another replica's, decided in the
+/// Names, in the last tier, the `per_domain` coolest nodes (of `cool`, the cool nodes the
+/// node filters allow) of every domain of the pod's `DoNotSchedule` spread constraints that the
+/// tiers do not name enough of: when pods this replica has not heard of (another replica's, decided in the
 /// last few milliseconds) close the first tier's domain, the scheduler still finds cool named
 /// nodes in whichever domain is open.
 pub(super) fn cover_spread_domains(
@@ -19,6 +20,7 @@ pub(super) fn cover_spread_domains(
     cool: &[Candidate],
     domains: &[(String, Vec<usize>)],
     policy: &PlacementConfig,
+    per_domain: usize,
 ) {
     if policy.tiers.len() < 2 || tiers.iter().all(Vec::is_empty) {
         return;
@@ -34,7 +36,7 @@ pub(super) fn cover_spread_domains(
             .flatten()
             .filter(|c| in_domain(c.index))
             .count();
-        if named >= SPREAD_DOMAIN_NODES {
+        if named >= per_domain {
             continue;
         }
         let mut coolest: Vec<Candidate> = cool
@@ -44,6 +46,6 @@ pub(super) fn cover_spread_domains(
             .copied()
             .collect();
         coolest.sort_by(Candidate::order);
-        tiers[last].extend(coolest.into_iter().take(SPREAD_DOMAIN_NODES - named));
+        tiers[last].extend(coolest.into_iter().take(per_domain - named));
     }
 }
