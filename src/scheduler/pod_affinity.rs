@@ -7,10 +7,10 @@
 
 use crate::hashing::HashMap;
 
-use k8s_openapi::api::core::v1::{PodAffinityTerm, WeightedPodAffinityTerm};
+use k8s_openapi::api::core::v1::PodAffinityTerm;
 
-use super::cycle::{Code, PodFacts};
 use super::node::ModelNode;
+use super::pod::PodFacts;
 use std::collections::BTreeMap;
 
 use super::domains::Domains;
@@ -18,6 +18,7 @@ use super::pods::{
     AffinityTerms, AlikeMemo, ClusterPods, ExistingPod, Labels, NO_LABELS, term_selects,
 };
 use super::scores::MAX_NODE_SCORE;
+use super::status::Code;
 
 /// Why the filter rejects a node, in upstream's order of checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,52 +43,6 @@ impl AffinityUnfit {
 }
 
 type Pairs<'a> = HashMap<(&'a str, &'a str), i64>;
-
-fn required(terms: Option<&Vec<PodAffinityTerm>>) -> &[PodAffinityTerm] {
-    terms.map(Vec::as_slice).unwrap_or_default()
-}
-
-fn preferred(terms: Option<&Vec<WeightedPodAffinityTerm>>) -> &[WeightedPodAffinityTerm] {
-    terms.map(Vec::as_slice).unwrap_or_default()
-}
-
-impl<'a> PodFacts<'a> {
-    pub fn required_affinity(&self) -> &'a [PodAffinityTerm] {
-        required(self.pod_affinity.and_then(|a| {
-            a.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        }))
-    }
-
-    pub fn required_anti_affinity(&self) -> &'a [PodAffinityTerm] {
-        required(self.pod_anti_affinity.and_then(|a| {
-            a.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        }))
-    }
-
-    pub fn preferred_affinity(&self) -> &'a [WeightedPodAffinityTerm] {
-        preferred(self.pod_affinity.and_then(|a| {
-            a.preferred_during_scheduling_ignored_during_execution
-                .as_ref()
-        }))
-    }
-
-    pub fn preferred_anti_affinity(&self) -> &'a [WeightedPodAffinityTerm] {
-        preferred(self.pod_anti_affinity.and_then(|a| {
-            a.preferred_during_scheduling_ignored_during_execution
-                .as_ref()
-        }))
-    }
-
-    /// The pod has terms that count other pods (topology spread, pod affinity or
-    /// anti-affinity): its pending siblings must count where they will land.
-    pub fn counts_other_pods(&self) -> bool {
-        !self.spread_constraints.is_empty()
-            || self.pod_affinity.is_some()
-            || self.pod_anti_affinity.is_some()
-    }
-}
 
 /// The incoming pod's term selects pods of `target` (its namespaceSelector merged into the
 /// namespaces that exist, as PreFilter does).

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
-use super::topology_spread::SpreadDefaults;
+use super::spread_defaults::SpreadDefaults;
 
 pub type Labels = BTreeMap<String, String>;
 
