@@ -6,6 +6,7 @@ pub mod constraints;
 pub mod decide;
 pub mod decision;
 pub mod estimate;
+mod groups_around;
 pub mod landing;
 pub mod own_spread;
 mod partition;
