@@ -16,7 +16,7 @@ use crate::config::scheduler::SchedulerConfig;
 pub use super::pod::PodFacts;
 
 /// Score weights of the default profile for the plugins that look at other pods.
-pub const POD_TOPOLOGY_SPREAD_WEIGHT: i64 = 2;
+pub(crate) const POD_TOPOLOGY_SPREAD_WEIGHT: i64 = 2;
 pub const INTER_POD_AFFINITY_WEIGHT: i64 = 2;
 
 const MIN_FEASIBLE_NODES_TO_FIND: i64 = 100;
@@ -47,7 +47,7 @@ pub enum Unfit {
 
 /// The filters that do not depend on requests: NodeUnschedulable, TaintToleration and
 /// NodeAffinity (nodeSelector, then the required terms, ORed).
-pub fn placement_filter(pod: &PodFacts<'_>, node: &ModelNode) -> Result<(), Unfit> {
+pub(crate) fn placement_filter(pod: &PodFacts<'_>, node: &ModelNode) -> Result<(), Unfit> {
     let unschedulable_taint = super::terms::Taint {
         key: "node.kubernetes.io/unschedulable".into(),
         value: None,
@@ -142,7 +142,11 @@ impl NodeScore {
 
 /// The part of a node's score that does not depend on the other nodes: NodeResourcesFit and
 /// BalancedAllocation, weighted. What decides among nodes with equal affinity.
-pub fn resource_score(pod: &PodFacts<'_>, node: &ModelNode, config: &SchedulerConfig) -> i64 {
+pub(crate) fn resource_score(
+    pod: &PodFacts<'_>,
+    node: &ModelNode,
+    config: &SchedulerConfig,
+) -> i64 {
     let w = &config.weights;
     let balanced = if balanced_allocation_skips(&pod.requests, &config.balanced_resources) {
         0
@@ -234,7 +238,7 @@ pub struct Cycle {
 /// The scheduler: its configuration and the state that carries from one cycle to the next.
 #[derive(Debug, Clone)]
 pub struct Scheduler {
-    pub config: SchedulerConfig,
+    pub(crate) config: SchedulerConfig,
     /// Where the next search for feasible nodes starts (`nextStartNodeIndex`).
     next_start: usize,
     /// Random tie-breaking among equal best totals, as upstream's reservoir sampling does.
@@ -254,13 +258,13 @@ impl Scheduler {
     }
 
     /// Lists the nodes in `order` (see [`super::order`]) instead of their own order.
-    pub fn with_order(mut self, order: Vec<usize>) -> Self {
+    pub(crate) fn with_order(mut self, order: Vec<usize>) -> Self {
         self.order = Some(order);
         self
     }
 
     /// Starts the rotation at `start` (a scheduler that has run for a while is anywhere).
-    pub fn starting_at(mut self, start: usize) -> Self {
+    pub(crate) fn starting_at(mut self, start: usize) -> Self {
         self.next_start = start;
         self
     }

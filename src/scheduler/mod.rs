@@ -32,20 +32,20 @@
 //! (`balancedResourceScorer`, kubernetes#135573; [`scores::balanced_score_change`]), the model
 //! by the balance with the pod as v1.35 does, which can move a close choice to another node.
 
-pub mod cores;
+pub(crate) mod cores;
 pub mod cycle;
 pub mod domains;
-pub mod node;
-pub mod order;
-pub mod pod;
+pub(crate) mod node;
+pub(crate) mod order;
+pub(crate) mod pod;
 pub mod pod_affinity;
 pub mod pods;
-pub mod quantity;
+pub(crate) mod quantity;
 pub mod resources;
 pub mod scores;
-pub mod spread_defaults;
-pub mod status;
-pub mod terms;
+pub(crate) mod spread_defaults;
+pub(crate) mod status;
+pub(crate) mod terms;
 pub mod topology_spread;
 
 pub use cycle::{Cycle, PodFilters, Scheduler, Unfit, num_feasible_nodes_to_find};
@@ -57,4 +57,4 @@ pub use resources::{PodRequests, Resources};
 pub use spread_defaults::SpreadDefaults;
 pub use status::Code;
 pub use terms::Taint;
-pub use topology_spread::SpreadUnfit;
+pub(crate) use topology_spread::SpreadUnfit;

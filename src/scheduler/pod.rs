@@ -16,16 +16,16 @@ use super::terms::any_term_matches;
 #[derive(Debug, Clone, Default)]
 pub struct PodFacts<'a> {
     pub requests: PodRequests,
-    pub tolerations: &'a [Toleration],
-    pub node_selector: Option<&'a BTreeMap<String, String>>,
-    pub required_terms: &'a [NodeSelectorTerm],
+    pub(crate) tolerations: &'a [Toleration],
+    pub(crate) node_selector: Option<&'a BTreeMap<String, String>>,
+    pub(crate) required_terms: &'a [NodeSelectorTerm],
     pub preferred_terms: &'a [PreferredSchedulingTerm],
     /// The pod's namespace and labels (PodTopologySpread, InterPodAffinity).
-    pub namespace: &'a str,
+    pub(crate) namespace: &'a str,
     pub labels: Option<&'a Labels>,
-    pub spread_constraints: &'a [TopologySpreadConstraint],
-    pub pod_affinity: Option<&'a PodAffinity>,
-    pub pod_anti_affinity: Option<&'a PodAntiAffinity>,
+    pub(crate) spread_constraints: &'a [TopologySpreadConstraint],
+    pub(crate) pod_affinity: Option<&'a PodAffinity>,
+    pub(crate) pod_anti_affinity: Option<&'a PodAntiAffinity>,
     /// The selectors of the Services, ReplicaSets, StatefulSets and ReplicationControllers that
     /// select the pod: with none, the default spread constraints do not apply to it. Not in the
     /// pod itself; the caller fills it in.
@@ -46,13 +46,13 @@ impl<'a> PodFacts<'a> {
         facts
     }
 
-    pub fn labels(&self) -> &'a Labels {
+    pub(crate) fn labels(&self) -> &'a Labels {
         self.labels.unwrap_or(&NO_LABELS)
     }
 
     /// Everything from the spec; the requests need the whole pod, the namespace and labels its
     /// metadata.
-    pub fn of_spec(spec: &'a PodSpec) -> Self {
+    pub(crate) fn of_spec(spec: &'a PodSpec) -> Self {
         let node_affinity = spec
             .affinity
             .as_ref()
@@ -97,28 +97,28 @@ fn preferred(terms: Option<&Vec<WeightedPodAffinityTerm>>) -> &[WeightedPodAffin
 }
 
 impl<'a> PodFacts<'a> {
-    pub fn required_affinity(&self) -> &'a [PodAffinityTerm] {
+    pub(crate) fn required_affinity(&self) -> &'a [PodAffinityTerm] {
         required(self.pod_affinity.and_then(|a| {
             a.required_during_scheduling_ignored_during_execution
                 .as_ref()
         }))
     }
 
-    pub fn required_anti_affinity(&self) -> &'a [PodAffinityTerm] {
+    pub(crate) fn required_anti_affinity(&self) -> &'a [PodAffinityTerm] {
         required(self.pod_anti_affinity.and_then(|a| {
             a.required_during_scheduling_ignored_during_execution
                 .as_ref()
         }))
     }
 
-    pub fn preferred_affinity(&self) -> &'a [WeightedPodAffinityTerm] {
+    pub(crate) fn preferred_affinity(&self) -> &'a [WeightedPodAffinityTerm] {
         preferred(self.pod_affinity.and_then(|a| {
             a.preferred_during_scheduling_ignored_during_execution
                 .as_ref()
         }))
     }
 
-    pub fn preferred_anti_affinity(&self) -> &'a [WeightedPodAffinityTerm] {
+    pub(crate) fn preferred_anti_affinity(&self) -> &'a [WeightedPodAffinityTerm] {
         preferred(self.pod_anti_affinity.and_then(|a| {
             a.preferred_during_scheduling_ignored_during_execution
                 .as_ref()
@@ -127,7 +127,7 @@ impl<'a> PodFacts<'a> {
 
     /// The pod has terms that count other pods (topology spread, pod affinity or
     /// anti-affinity): its pending siblings must count where they will land.
-    pub fn counts_other_pods(&self) -> bool {
+    pub(crate) fn counts_other_pods(&self) -> bool {
         !self.spread_constraints.is_empty()
             || self.pod_affinity.is_some()
             || self.pod_anti_affinity.is_some()
@@ -136,7 +136,7 @@ impl<'a> PodFacts<'a> {
 
 /// `nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)`: the nodeSelector and the required
 /// node affinity terms.
-pub fn required_node_affinity_matches(pod: &PodFacts<'_>, node: &ModelNode) -> bool {
+pub(crate) fn required_node_affinity_matches(pod: &PodFacts<'_>, node: &ModelNode) -> bool {
     pod.node_selector
         .is_none_or(|selector| selector.iter().all(|(k, v)| node.labels.get(k) == Some(v)))
         && any_term_matches(pod.required_terms, &node.name, &node.labels)

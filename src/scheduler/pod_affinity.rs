@@ -60,9 +60,9 @@ type KindAddress = (*const u8, *const Labels, *const AffinityTerms);
 /// each, so it asks once per kind.
 #[derive(Debug, Clone, Copy)]
 pub struct PodKind<'a> {
-    pub namespace: &'a str,
+    pub(crate) namespace: &'a str,
     pub labels: &'a Labels,
-    pub terms: Option<&'a AffinityTerms>,
+    pub(crate) terms: Option<&'a AffinityTerms>,
 }
 
 impl PodKind<'_> {

@@ -4,8 +4,8 @@ use std::sync::LazyLock;
 
 use k8s_openapi::api::core::v1::TopologySpreadConstraint;
 
-pub const HOSTNAME_KEY: &str = "kubernetes.io/hostname";
-pub const ZONE_KEY: &str = "topology.kubernetes.io/zone";
+pub(crate) const HOSTNAME_KEY: &str = "kubernetes.io/hostname";
+pub(crate) const ZONE_KEY: &str = "topology.kubernetes.io/zone";
 pub(super) const SCHEDULE_ANYWAY: &str = "ScheduleAnyway";
 
 /// The plugin's `defaultingType` and `defaultConstraints`.

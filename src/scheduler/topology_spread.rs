@@ -308,7 +308,7 @@ impl<'a> SpreadFilter<'a> {
 
 /// PodTopologySpread scores `pod` at all: it has `ScheduleAnyway` constraints of its own, or
 /// the cluster's defaults apply to it ([`spread_scores`] is `None` otherwise).
-pub fn has_spread_score(pod: &PodFacts<'_>, cluster: &ClusterPods<'_>) -> bool {
+pub(crate) fn has_spread_score(pod: &PodFacts<'_>, cluster: &ClusterPods<'_>) -> bool {
     !constraints(pod, cluster.spread_defaults, SCHEDULE_ANYWAY).is_empty()
 }
 

@@ -33,7 +33,7 @@ impl Ledger {
 
     /// Once per pod this replica decided: the heats remembered at decision time, by node.
     /// `None` for pods another replica decided, or whose landing was counted already.
-    pub fn take_decision(&mut self, id: &str) -> Option<Box<[(String, f32)]>> {
+    pub(crate) fn take_decision(&mut self, id: &str) -> Option<Box<[(String, f32)]>> {
         let entry = self.entries.get_mut(id)?;
         let heats = entry.decided_here.take()?;
         Some(
@@ -48,7 +48,7 @@ impl Ledger {
     }
 
     /// The pod watch reported the pod `id` (created or bound).
-    pub fn heard(&mut self, id: &str) {
+    pub(crate) fn heard(&mut self, id: &str) {
         if let Some(entry) = self.entries.get_mut(id) {
             entry.listed = self.relists;
         }
@@ -62,12 +62,12 @@ impl Ledger {
     }
 
     /// The pod watch reported a pod another replica decided, for the first time.
-    pub fn heard_from_another(&mut self) {
+    pub(crate) fn heard_from_another(&mut self) {
         self.heard.add(false);
     }
 
     /// Whose decisions the pod watch reported lately.
-    pub fn heard_mix(&self) -> HeardMix {
+    pub(crate) fn heard_mix(&self) -> HeardMix {
         self.heard
     }
 

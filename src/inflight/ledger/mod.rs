@@ -30,7 +30,7 @@ mod node_extra;
 mod pending_tally;
 
 use aligned::Alignment;
-pub use aligned::{ChangeMark, GroupMark};
+pub(crate) use aligned::{ChangeMark, GroupMark};
 pub use heard::HeardMix;
 pub use node_extra::{NodeExtra, PodLoad};
 use pending_tally::PendingTally;
@@ -141,7 +141,7 @@ pub struct Ledger {
 
 impl Ledger {
     /// A ledger holding at most `max_entries` pods (at least one).
-    pub fn with_max_entries(self, max_entries: usize) -> Self {
+    pub(crate) fn with_max_entries(self, max_entries: usize) -> Self {
         Ledger {
             max_entries: max_entries.max(1),
             ..self
@@ -150,7 +150,7 @@ impl Ledger {
 
     /// A ledger whose entries predict at most `max_landings` (pod, node) landings in all; one
     /// entry more is always held, whatever its width.
-    pub fn with_max_landings(self, max_landings: usize) -> Self {
+    pub(crate) fn with_max_landings(self, max_landings: usize) -> Self {
         Ledger {
             max_landings: max_landings.max(1),
             ..self
@@ -304,7 +304,7 @@ impl Ledger {
 
     /// The pod watch lists every pod again (at start, and when a watch cannot resume, e.g. 410
     /// Gone after a compaction).
-    pub fn begin_relist(&mut self) {
+    pub(crate) fn begin_relist(&mut self) {
         self.relists = self.relists.wrapping_add(1);
         self.occupancy.begin_relist();
     }
@@ -314,7 +314,7 @@ impl Ledger {
     /// pods the watch had reported before and this list did not mention (deleted while the
     /// watch was away). A charge the watch never reported stays: its pod may be younger than
     /// the list.
-    pub fn end_relist(&mut self) {
+    pub(crate) fn end_relist(&mut self) {
         let groups = &mut self.groups;
         self.occupancy
             .end_relist_with(|node, group| groups.release(node, group));
@@ -371,7 +371,7 @@ impl Ledger {
     }
 
     /// Entries dropped before their time to stay within the entry limit, so far.
-    pub fn evicted(&self) -> u64 {
+    pub(crate) fn evicted(&self) -> u64 {
         self.evicted
     }
 
@@ -383,13 +383,13 @@ impl Ledger {
 
     /// Numbers the nodes of the view `view_id` (named in view order) for [`Self::extra_at`] and
     /// Every namespace's labels, from the namespace watch.
-    pub fn namespace_labels(
+    pub(crate) fn namespace_labels(
         &self,
     ) -> &std::collections::BTreeMap<String, crate::scheduler::pods::Labels> {
         &self.namespace_labels
     }
 
-    pub fn set_namespace_labels(
+    pub(crate) fn set_namespace_labels(
         &mut self,
         labels: std::collections::BTreeMap<String, crate::scheduler::pods::Labels>,
     ) {
@@ -412,7 +412,7 @@ impl Ledger {
         })
     }
 
-    pub fn contains(&self, id: &str) -> bool {
+    pub(crate) fn contains(&self, id: &str) -> bool {
         self.entries.contains_key(id)
     }
 

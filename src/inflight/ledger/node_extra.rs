@@ -22,11 +22,11 @@ pub struct NodeExtra {
     pub pods: f64,
     /// Variance of the count of steered pods not yet bound that land here: how far the pods
     /// arriving before the next one may stray from `pods`.
-    pub pods_variance: f64,
+    pub(crate) pods_variance: f64,
     /// Variance of the in-flight CPU (cores²) and network (bytes²/s²) that landing
     /// probabilities below 1 leave: where sampling makes the landing uncertain.
     pub cpu_variance: f64,
-    pub network_variance: f64,
+    pub(crate) network_variance: f64,
 }
 
 impl NodeExtra {
@@ -64,7 +64,7 @@ impl NodeExtra {
 
     /// The expected load plus `z` standard deviations: what the node may well carry when
     /// landings are uncertain. Equal to [`NodeExtra::load`] when every landing is certain.
-    pub fn cautious_load(&self, z: f64) -> PodLoad {
+    pub(crate) fn cautious_load(&self, z: f64) -> PodLoad {
         PodLoad {
             cpu_cores: self.cpu_cores + z * self.cpu_variance.max(0.0).sqrt(),
             network_bytes_per_second: self.network_bytes_per_second

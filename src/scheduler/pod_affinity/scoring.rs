@@ -61,7 +61,7 @@ impl<'p, 'd> AffinityScore<'p, 'd> {
     }
 
     /// Goes on from `sums`, kept from an earlier score of a pod alike over the same nodes.
-    pub fn with_sums(
+    pub(crate) fn with_sums(
         pod: &'d PodFacts<'p>,
         namespace_labels: &'d BTreeMap<String, Labels>,
         hard_pod_affinity_weight: i32,
@@ -79,7 +79,7 @@ impl<'p, 'd> AffinityScore<'p, 'd> {
     }
 
     /// The sums so far, to go on from later.
-    pub fn into_sums(self) -> AffinitySums {
+    pub(crate) fn into_sums(self) -> AffinitySums {
         self.sums
     }
 
@@ -94,7 +94,7 @@ impl<'p, 'd> AffinityScore<'p, 'd> {
     }
 
     /// Pods of `kind` gained (`pods` > 0) or lost on the nodes of `placements`.
-    pub fn add_pods(
+    pub(crate) fn add_pods(
         &mut self,
         kind: PodKind<'_>,
         placements: impl IntoIterator<Item = (usize, i64)>,
