@@ -7,13 +7,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Changes remembered; a reader further behind than this starts over from every node. A charge
 /// touches ~50 nodes, so this is ~80 charges.
-pub const CAPACITY: usize = 4096;
+pub(crate) const CAPACITY: usize = 4096;
 
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
 
 /// The changes (by default node numbers), in order, the last [`CAPACITY`] of them.
 #[derive(Debug)]
-pub struct ChangeLog<T = u32> {
+pub(crate) struct ChangeLog<T = u32> {
     /// Unique per log, and new for a clone: a reader's position in one log means nothing in
     /// another, even one that started as a copy.
     instance: u64,
@@ -24,7 +24,7 @@ pub struct ChangeLog<T = u32> {
 
 /// A reader's position: the log it read and how far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct LogPosition {
+pub(crate) struct LogPosition {
     instance: u64,
     head: u64,
 }
@@ -50,7 +50,7 @@ impl<T: Clone> Clone for ChangeLog<T> {
 }
 
 impl<T: Clone> ChangeLog<T> {
-    pub fn record(&mut self, number: T) {
+    pub(crate) fn record(&mut self, number: T) {
         if self.recent.len() == CAPACITY {
             self.recent.pop_front();
         }
@@ -59,7 +59,7 @@ impl<T: Clone> ChangeLog<T> {
     }
 
     /// Where the log is now.
-    pub fn position(&self) -> LogPosition {
+    pub(crate) fn position(&self) -> LogPosition {
         LogPosition {
             instance: self.instance,
             head: self.head,
@@ -68,7 +68,7 @@ impl<T: Clone> ChangeLog<T> {
 
     /// The changes since `seen` (oldest first, maybe repeated), or `None` when `seen` is from
     /// another log or further back than the log remembers.
-    pub fn since(&self, seen: LogPosition) -> Option<impl Iterator<Item = T> + '_> {
+    pub(crate) fn since(&self, seen: LogPosition) -> Option<impl Iterator<Item = T> + '_> {
         if seen.instance != self.instance || seen.head > self.head {
             return None;
         }

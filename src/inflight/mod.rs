@@ -3,10 +3,10 @@
 //! annotation through which replicas share their decisions. Fed by admission and the pod watch;
 //! read by placement.
 
-pub mod changes;
+pub(crate) mod changes;
 pub mod ledger;
 pub mod note;
 pub mod occupancy;
 pub mod pod_groups;
-pub mod running;
+pub(crate) mod running;
 pub mod shared;

@@ -30,14 +30,14 @@ pub struct DecisionNote {
     /// Ledger key: unique per steered pod (taken from the admission request uid).
     pub id: String,
     pub mode: String,
-    pub load: PodLoad,
+    pub(crate) load: PodLoad,
     /// Where `load` came from: `request`, or `siblings:N` running pods of the same job.
-    pub estimate: String,
+    pub(crate) estimate: String,
     /// First-tier nodes and their heat.
     pub nodes: Vec<(String, f64)>,
     /// Hot nodes named in the avoid term.
-    pub avoided: usize,
-    pub snapshot_age_secs: u64,
+    pub(crate) avoided: usize,
+    pub(crate) snapshot_age_secs: u64,
     /// Observe mode: the webhook's first choice, and the utilisation the pod would leave there.
     pub would: Option<(String, f64)>,
 }

@@ -75,7 +75,7 @@ struct Placed {
 }
 
 /// A pod counted without a group number.
-pub const NO_GROUP: u32 = u32::MAX;
+pub(crate) const NO_GROUP: u32 = u32::MAX;
 
 #[derive(Debug, Clone, Default)]
 pub struct Occupancy {
@@ -166,7 +166,7 @@ impl Occupancy {
     }
 
     /// The number of `node`, given it on first sight; numbers never change.
-    pub fn number(&mut self, node: &str) -> u32 {
+    pub(crate) fn number(&mut self, node: &str) -> u32 {
         if let Some(&id) = self.node_ids.get(node) {
             return id;
         }
@@ -177,7 +177,7 @@ impl Occupancy {
     }
 
     /// The requests bound to the node numbered `number` (see [`Self::number`]).
-    pub fn at(&self, number: u32) -> Option<&NodeRequests> {
+    pub(crate) fn at(&self, number: u32) -> Option<&NodeRequests> {
         self.nodes.get(number as usize)
     }
 
@@ -187,7 +187,7 @@ impl Occupancy {
 
     /// A full list starts: pods it does not mention again are dropped at [`Self::end_relist`].
     /// Until then the old counts stand, so decisions never see an empty cluster.
-    pub fn begin_relist(&mut self) {
+    pub(crate) fn begin_relist(&mut self) {
         self.generation = self.generation.wrapping_add(1);
     }
 
@@ -213,7 +213,7 @@ impl Occupancy {
     }
 
     /// Numbers of the nodes whose requests changed, lately.
-    pub fn changes(&self) -> &ChangeLog {
+    pub(crate) fn changes(&self) -> &ChangeLog {
         &self.changes
     }
 }

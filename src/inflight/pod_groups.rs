@@ -23,9 +23,9 @@ use crate::scheduler::pods::{AffinityTerms, Labels};
 /// What the plugins read from an existing pod besides its node; shared by the pods of a workload.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PodGroup {
-    pub namespace: Arc<str>,
+    pub(crate) namespace: Arc<str>,
     pub labels: Arc<Labels>,
-    pub terms: Option<Arc<AffinityTerms>>,
+    pub(crate) terms: Option<Arc<AffinityTerms>>,
 }
 
 // The terms hold no floating-point number: equality is reflexive.
@@ -61,7 +61,7 @@ impl PodGroup {
     }
 
     /// The group as InterPodAffinity's score reads it.
-    pub fn kind(&self) -> PodKind<'_> {
+    pub(crate) fn kind(&self) -> PodKind<'_> {
         PodKind {
             namespace: &self.namespace,
             labels: &self.labels,
@@ -71,7 +71,7 @@ impl PodGroup {
 
     /// The group's pods carry required anti-affinity terms: the scheduler checks every new pod
     /// against them (the symmetric part of InterPodAffinity).
-    pub fn has_required_anti_affinity(&self) -> bool {
+    pub(crate) fn has_required_anti_affinity(&self) -> bool {
         self.terms
             .as_ref()
             .is_some_and(|t| !t.required_anti_affinity.is_empty())
@@ -91,17 +91,17 @@ struct GroupSlot {
 /// A group gained (`delta` 1) or lost (-1) a pod on the node numbered `node` (by the
 /// occupancy's numbers for bound pods, the ledger's for pending ones).
 #[derive(Debug, Clone)]
-pub struct GroupChange {
-    pub group: Arc<PodGroup>,
+pub(crate) struct GroupChange {
+    pub(crate) group: Arc<PodGroup>,
     pub node: u32,
-    pub delta: i32,
+    pub(crate) delta: i32,
 }
 
 /// The groups of pending pods, one copy per template: reviews of several jobs arrive
 /// interleaved, and a copy per pod (its labels and terms) costs about a kilobyte of every
 /// ledger entry.
 #[derive(Debug, Default, Clone)]
-pub struct PendingGroups {
+pub(crate) struct PendingGroups {
     shared: HashSet<Arc<PodGroup>>,
     /// How many were kept after the last sweep of the groups no pod holds any more: the next
     /// sweep comes when that many more were added (64 at least).
@@ -111,7 +111,7 @@ pub struct PendingGroups {
 impl PendingGroups {
     /// The shared copy of `group`: the one held already, or `intern`'s (the bound pods' copy,
     /// or a new one), kept from now on.
-    pub fn share(
+    pub(crate) fn share(
         &mut self,
         group: PodGroup,
         intern: impl FnOnce(PodGroup) -> Arc<PodGroup>,
@@ -151,7 +151,7 @@ pub struct PodGroups {
 
 impl PodGroups {
     /// The shared copy of `group` (kept only while a bound pod is in it).
-    pub fn intern(&self, group: PodGroup) -> Arc<PodGroup> {
+    pub(crate) fn intern(&self, group: PodGroup) -> Arc<PodGroup> {
         match self.ids.get_key_value(&group) {
             Some((shared, _)) => shared.clone(),
             None => Arc::new(group),
@@ -161,7 +161,7 @@ impl PodGroups {
     /// `pod` is bound to the node numbered `node` (`None`: not bound, finished or deleted);
     /// `was`: the node number and group number it was counted under, if it was. Returns its
     /// group number now ([`NO_GROUP`] when not bound), for the occupancy to keep.
-    pub fn set(&mut self, was: Option<(u32, u32)>, node: Option<u32>, pod: &Pod) -> u32 {
+    pub(crate) fn set(&mut self, was: Option<(u32, u32)>, node: Option<u32>, pod: &Pod) -> u32 {
         let Some(node) = node else {
             if let Some((at, id)) = was {
                 self.release(at, id);
@@ -232,7 +232,7 @@ impl PodGroups {
 
     /// A pod counted on the node numbered `node` in the group numbered `group` is gone (also
     /// when the occupancy drops it at a relist's end).
-    pub fn release(&mut self, node: u32, group: u32) {
+    pub(crate) fn release(&mut self, node: u32, group: u32) {
         let Some(slot) = self.slots.get_mut(group as usize) else {
             return;
         };
@@ -282,19 +282,19 @@ impl PodGroups {
     }
 
     /// The pods gained and lost since a reader's mark.
-    pub fn changes(&self) -> &ChangeLog<GroupChange> {
+    pub(crate) fn changes(&self) -> &ChangeLog<GroupChange> {
         &self.changes
     }
 
     /// Every group with its pods per node number, sorted by node number.
-    pub fn groups(&self) -> impl Iterator<Item = (&Arc<PodGroup>, &[(u32, u32)])> {
+    pub(crate) fn groups(&self) -> impl Iterator<Item = (&Arc<PodGroup>, &[(u32, u32)])> {
         self.slots
             .iter()
             .filter_map(|s| Some((s.group.as_ref()?, s.on_node.as_slice())))
     }
 
     /// The groups whose pods have required anti-affinity terms.
-    pub fn with_required_anti_affinity(&self) -> &[Arc<PodGroup>] {
+    pub(crate) fn with_required_anti_affinity(&self) -> &[Arc<PodGroup>] {
         &self.required_anti_affinity
     }
 

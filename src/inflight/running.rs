@@ -218,9 +218,9 @@ struct RunningPod {
 /// A running pod, where it runs and for which job.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct PlacedPod {
-    pub namespace: String,
+    pub(crate) namespace: String,
     pub pod: String,
-    pub job: JobKey,
+    pub(crate) job: JobKey,
     pub node: String,
     /// It carries the webhook's decision annotation.
     pub steered: bool,

@@ -42,7 +42,10 @@ impl SharedLedger {
 
     /// Exclusive access if no write happened since [`Self::writes`] said `seen`; else the
     /// number of writes now. Held or not, the lock is taken once.
-    pub fn write_if_unchanged(&self, seen: u64) -> Result<RwLockWriteGuard<'_, Ledger>, u64> {
+    pub(crate) fn write_if_unchanged(
+        &self,
+        seen: u64,
+    ) -> Result<RwLockWriteGuard<'_, Ledger>, u64> {
         let guard = self.ledger.write().unwrap_or_else(|e| e.into_inner());
         // Writes are counted under the write lock, so this is exact.
         let now = self.writes.load(Ordering::Acquire);
@@ -57,7 +60,7 @@ impl SharedLedger {
     /// ledger is aligned with a view, reviews on that view pass with one atomic read. Reviews
     /// racing across a view change may leave the mark on the other view: the next review on
     /// the current one looks again under the lock and puts it right.
-    pub fn align_to(&self, view_id: u64, align: impl FnOnce(&mut Ledger)) {
+    pub(crate) fn align_to(&self, view_id: u64, align: impl FnOnce(&mut Ledger)) {
         if view_id != 0 && self.aligned_view.load(Ordering::Acquire) == view_id {
             return;
         }
@@ -71,7 +74,7 @@ impl SharedLedger {
     }
 
     /// Writes so far; read it under [`Self::read`] to know what that read saw.
-    pub fn writes(&self) -> u64 {
+    pub(crate) fn writes(&self) -> u64 {
         self.writes.load(Ordering::Acquire)
     }
 }

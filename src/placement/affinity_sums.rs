@@ -16,7 +16,7 @@ use crate::scheduler::pod_affinity::{AffinityScore, AffinitySums};
 use crate::scheduler::pods::DEFAULT_HARD_POD_AFFINITY_WEIGHT;
 use crate::view::ClusterView;
 
-use super::pod_level::{self, view_domains};
+use super::groups_around::{self, view_domains};
 
 /// Kinds of pod kept; one more starts the set over (a steady webhook sees a few templates).
 const KINDS_KEPT: usize = 64;
@@ -40,7 +40,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl AffinitySumsCache {
     /// InterPodAffinity's scores of `candidates` (view positions) for this pod, as
-    /// [`pod_level::around_affinity_scores`] gives them.
+    /// [`super::pod_level::around_affinity_scores`] gives them.
     pub fn scores(
         &self,
         facts: &PodFacts<'_>,
@@ -92,7 +92,7 @@ impl AffinitySumsCache {
                     &domains,
                     sums,
                 );
-                let reads = pod_level::reads_group(facts);
+                let reads = groups_around::reads_group(facts);
                 for (group, position, pods) in changes {
                     if reads(&group) {
                         score.add_pods(group.kind(), [(position, pods)]);
@@ -100,12 +100,12 @@ impl AffinitySumsCache {
                 }
                 score
             }
-            None => pod_level::around_affinity_score(facts, ledger, &domains),
+            None => groups_around::around_affinity_score(facts, ledger, &domains),
         };
-        pod_level::add_mirrored(&mut score, facts, mirrored, 1);
+        groups_around::add_mirrored(&mut score, facts, mirrored, 1);
         let read = read(&score);
         // Taken out again: the kept sums count only the ledger's pods.
-        pod_level::add_mirrored(&mut score, facts, mirrored, -1);
+        groups_around::add_mirrored(&mut score, facts, mirrored, -1);
         kept.sums = score.into_sums();
         kept.mark = Some(now);
         Some(read)

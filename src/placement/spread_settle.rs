@@ -12,9 +12,10 @@
 use std::collections::BTreeMap;
 
 use crate::inflight::pod_groups::PodGroup;
-use crate::scheduler::cycle::{PodFacts, required_node_affinity_matches};
+use crate::scheduler::pod::{PodFacts, required_node_affinity_matches};
 use crate::scheduler::pods::{Labels, selector_matches};
-use crate::scheduler::topology_spread::{HOSTNAME_KEY, SpreadFilter};
+use crate::scheduler::spread_defaults::HOSTNAME_KEY;
+use crate::scheduler::topology_spread::SpreadFilter;
 use crate::scheduler::{ClusterPods, ExistingPod, ModelNode};
 
 /// Moves the pending pods of `pods` (those from `first_pending` on) alike to the pod `facts`

@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 /// A Kubernetes quantity as a number of cores: "4", "3500m", "1.5", "2k", "1e3", "1Ki".
 /// `None` for anything malformed, negative or not finite.
-pub fn parse_cpu_cores(quantity: &str) -> Option<f64> {
+pub(crate) fn parse_cpu_cores(quantity: &str) -> Option<f64> {
     let q = quantity.trim();
     let split = q
         .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '+' | '-')))
@@ -38,7 +38,7 @@ pub fn parse_cpu_cores(quantity: &str) -> Option<f64> {
 }
 
 /// CPU cores in a Kubernetes quantity; `None` when unreadable.
-pub fn cpu_cores(quantity: &Quantity) -> Option<f64> {
+pub(crate) fn cpu_cores(quantity: &Quantity) -> Option<f64> {
     parse_cpu_cores(&quantity.0)
 }
 
@@ -53,7 +53,7 @@ fn container_cpu(container: &Container) -> Option<f64> {
 
 /// The pod's effective CPU request: containers summed, or the largest init container if larger.
 /// `None` when no container says anything.
-pub fn pod_cpu_cores(pod: &Pod) -> Option<f64> {
+pub(crate) fn pod_cpu_cores(pod: &Pod) -> Option<f64> {
     let spec = pod.spec.as_ref()?;
     let regular: Vec<f64> = spec.containers.iter().filter_map(container_cpu).collect();
     let init = spec
@@ -73,7 +73,7 @@ pub fn pod_cpu_cores(pod: &Pod) -> Option<f64> {
 
 /// The most CPU the pod's containers may use: their limits summed; `None` when any container
 /// has no limit (then nothing caps it).
-pub fn pod_cpu_limit_cores(pod: &Pod) -> Option<f64> {
+pub(crate) fn pod_cpu_limit_cores(pod: &Pod) -> Option<f64> {
     let spec = pod.spec.as_ref()?;
     spec.containers
         .iter()

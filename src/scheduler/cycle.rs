@@ -1,27 +1,22 @@
 //! One scheduling cycle: filter (with `numFeasibleNodesToFind` and a rotating start), score,
 //! select, as `schedule_one.go` does for the plugins modelled here.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::{
-    NodeSelectorTerm, Pod, PodAffinity, PodAntiAffinity, PodSpec, PreferredSchedulingTerm,
-    Toleration, TopologySpreadConstraint,
-};
-
 use super::node::ModelNode;
+use super::pod::required_node_affinity_matches;
 use super::pod_affinity::{AffinityFilter, AffinityUnfit, affinity_scores};
-use super::pods::{ClusterPods, Labels, NO_LABELS};
-use super::resources::PodRequests;
+use super::pods::ClusterPods;
 use super::scores::{
     MAX_NODE_SCORE, balanced_allocation, balanced_allocation_skips, default_normalize_score,
     intolerable_prefer_no_schedule, preferred_terms_score, resources_fit_score,
 };
-use super::terms::{any_term_matches, tolerated};
+use super::terms::tolerated;
 use super::topology_spread::{SpreadFilter, SpreadUnfit, spread_scores};
 use crate::config::scheduler::SchedulerConfig;
 
+pub use super::pod::PodFacts;
+
 /// Score weights of the default profile for the plugins that look at other pods.
-pub const POD_TOPOLOGY_SPREAD_WEIGHT: i64 = 2;
+pub(crate) const POD_TOPOLOGY_SPREAD_WEIGHT: i64 = 2;
 pub const INTER_POD_AFFINITY_WEIGHT: i64 = 2;
 
 const MIN_FEASIBLE_NODES_TO_FIND: i64 = 100;
@@ -39,90 +34,6 @@ pub fn num_feasible_nodes_to_find(percentage: i64, num_all_nodes: i64) -> i64 {
     (num_all_nodes * percentage / 100).max(MIN_FEASIBLE_NODES_TO_FIND)
 }
 
-/// What the plugins read from a pod, taken from it once per cycle.
-#[derive(Debug, Clone, Default)]
-pub struct PodFacts<'a> {
-    pub requests: PodRequests,
-    pub tolerations: &'a [Toleration],
-    pub node_selector: Option<&'a BTreeMap<String, String>>,
-    pub required_terms: &'a [NodeSelectorTerm],
-    pub preferred_terms: &'a [PreferredSchedulingTerm],
-    /// The pod's namespace and labels (PodTopologySpread, InterPodAffinity).
-    pub namespace: &'a str,
-    pub labels: Option<&'a Labels>,
-    pub spread_constraints: &'a [TopologySpreadConstraint],
-    pub pod_affinity: Option<&'a PodAffinity>,
-    pub pod_anti_affinity: Option<&'a PodAntiAffinity>,
-    /// The selectors of the Services, ReplicaSets, StatefulSets and ReplicationControllers that
-    /// select the pod: with none, the default spread constraints do not apply to it. Not in the
-    /// pod itself; the caller fills it in.
-    pub owner_selectors: &'a [Labels],
-}
-
-impl<'a> PodFacts<'a> {
-    pub fn of(pod: &'a Pod) -> Self {
-        let mut facts = match pod.spec.as_ref() {
-            Some(spec) => PodFacts::of_spec(spec),
-            None => PodFacts::default(),
-        };
-        if pod.spec.is_some() {
-            facts.requests = PodRequests::of(pod);
-        }
-        facts.namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-        facts.labels = pod.metadata.labels.as_ref();
-        facts
-    }
-
-    pub fn labels(&self) -> &'a Labels {
-        self.labels.unwrap_or(&NO_LABELS)
-    }
-
-    /// Everything from the spec; the requests need the whole pod, the namespace and labels its
-    /// metadata.
-    pub fn of_spec(spec: &'a PodSpec) -> Self {
-        let node_affinity = spec
-            .affinity
-            .as_ref()
-            .and_then(|a| a.node_affinity.as_ref());
-        PodFacts {
-            requests: PodRequests::default(),
-            tolerations: spec.tolerations.as_deref().unwrap_or_default(),
-            node_selector: spec.node_selector.as_ref(),
-            required_terms: node_affinity
-                .and_then(|na| {
-                    na.required_during_scheduling_ignored_during_execution
-                        .as_ref()
-                })
-                .map(|r| r.node_selector_terms.as_slice())
-                .unwrap_or_default(),
-            preferred_terms: node_affinity
-                .and_then(|na| {
-                    na.preferred_during_scheduling_ignored_during_execution
-                        .as_deref()
-                })
-                .unwrap_or_default(),
-            spread_constraints: spec
-                .topology_spread_constraints
-                .as_deref()
-                .unwrap_or_default(),
-            pod_affinity: spec.affinity.as_ref().and_then(|a| a.pod_affinity.as_ref()),
-            pod_anti_affinity: spec
-                .affinity
-                .as_ref()
-                .and_then(|a| a.pod_anti_affinity.as_ref()),
-            ..PodFacts::default()
-        }
-    }
-}
-
-/// A filter's verdict on a node, as upstream's status codes: whether removing pods (preemption)
-/// could make the node fit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Code {
-    Unschedulable,
-    UnschedulableAndUnresolvable,
-}
-
 /// Why a node fails filtering, in upstream's plugin order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unfit {
@@ -134,17 +45,9 @@ pub enum Unfit {
     InterPodAffinity(AffinityUnfit),
 }
 
-/// `nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)`: the nodeSelector and the required
-/// node affinity terms.
-pub fn required_node_affinity_matches(pod: &PodFacts<'_>, node: &ModelNode) -> bool {
-    pod.node_selector
-        .is_none_or(|selector| selector.iter().all(|(k, v)| node.labels.get(k) == Some(v)))
-        && any_term_matches(pod.required_terms, &node.name, &node.labels)
-}
-
 /// The filters that do not depend on requests: NodeUnschedulable, TaintToleration and
 /// NodeAffinity (nodeSelector, then the required terms, ORed).
-pub fn placement_filter(pod: &PodFacts<'_>, node: &ModelNode) -> Result<(), Unfit> {
+pub(crate) fn placement_filter(pod: &PodFacts<'_>, node: &ModelNode) -> Result<(), Unfit> {
     let unschedulable_taint = super::terms::Taint {
         key: "node.kubernetes.io/unschedulable".into(),
         value: None,
@@ -239,7 +142,11 @@ impl NodeScore {
 
 /// The part of a node's score that does not depend on the other nodes: NodeResourcesFit and
 /// BalancedAllocation, weighted. What decides among nodes with equal affinity.
-pub fn resource_score(pod: &PodFacts<'_>, node: &ModelNode, config: &SchedulerConfig) -> i64 {
+pub(crate) fn resource_score(
+    pod: &PodFacts<'_>,
+    node: &ModelNode,
+    config: &SchedulerConfig,
+) -> i64 {
     let w = &config.weights;
     let balanced = if balanced_allocation_skips(&pod.requests, &config.balanced_resources) {
         0
@@ -331,7 +238,7 @@ pub struct Cycle {
 /// The scheduler: its configuration and the state that carries from one cycle to the next.
 #[derive(Debug, Clone)]
 pub struct Scheduler {
-    pub config: SchedulerConfig,
+    pub(crate) config: SchedulerConfig,
     /// Where the next search for feasible nodes starts (`nextStartNodeIndex`).
     next_start: usize,
     /// Random tie-breaking among equal best totals, as upstream's reservoir sampling does.
@@ -351,13 +258,13 @@ impl Scheduler {
     }
 
     /// Lists the nodes in `order` (see [`super::order`]) instead of their own order.
-    pub fn with_order(mut self, order: Vec<usize>) -> Self {
+    pub(crate) fn with_order(mut self, order: Vec<usize>) -> Self {
         self.order = Some(order);
         self
     }
 
     /// Starts the rotation at `start` (a scheduler that has run for a while is anywhere).
-    pub fn starting_at(mut self, start: usize) -> Self {
+    pub(crate) fn starting_at(mut self, start: usize) -> Self {
         self.next_start = start;
         self
     }

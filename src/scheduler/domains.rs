@@ -41,13 +41,13 @@ impl Domains {
     }
 
     /// How many domains there are.
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.numbers.last().map_or(0, |&n| n as usize)
     }
 
     /// The domain of the node at `node`; `None` when it lacks the label (or is not listed).
     #[inline]
-    pub fn of_node(&self, node: usize) -> Option<usize> {
+    pub(crate) fn of_node(&self, node: usize) -> Option<usize> {
         let nodes = self.numbers.len().saturating_sub(1);
         (node < nodes)
             .then(|| self.numbers[node])

@@ -32,23 +32,29 @@
 //! (`balancedResourceScorer`, kubernetes#135573; [`scores::balanced_score_change`]), the model
 //! by the balance with the pod as v1.35 does, which can move a close choice to another node.
 
-pub mod cores;
+pub(crate) mod cores;
 pub mod cycle;
 pub mod domains;
-pub mod node;
-pub mod order;
+pub(crate) mod node;
+pub(crate) mod order;
+pub(crate) mod pod;
 pub mod pod_affinity;
 pub mod pods;
-pub mod quantity;
+pub(crate) mod quantity;
 pub mod resources;
 pub mod scores;
-pub mod terms;
+pub(crate) mod spread_defaults;
+pub(crate) mod status;
+pub(crate) mod terms;
 pub mod topology_spread;
 
-pub use cycle::{Code, Cycle, PodFacts, PodFilters, Scheduler, Unfit, num_feasible_nodes_to_find};
+pub use cycle::{Cycle, PodFilters, Scheduler, Unfit, num_feasible_nodes_to_find};
 pub use node::ModelNode;
+pub use pod::PodFacts;
 pub use pod_affinity::AffinityUnfit;
 pub use pods::{AffinityTerms, ClusterPods, ExistingPod};
 pub use resources::{PodRequests, Resources};
+pub use spread_defaults::SpreadDefaults;
+pub use status::Code;
 pub use terms::Taint;
-pub use topology_spread::{SpreadDefaults, SpreadUnfit};
+pub(crate) use topology_spread::SpreadUnfit;

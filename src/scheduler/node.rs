@@ -54,14 +54,14 @@ impl ModelNode {
     }
 
     /// The Fit filter: one more pod must fit, and every non-zero request in what is left.
-    pub fn fits(&self, pod: &PodRequests) -> bool {
+    pub(crate) fn fits(&self, pod: &PodRequests) -> bool {
         fits_in(&self.allocatable, |name| self.requested.get(name), pod)
     }
 }
 
 /// The Fit filter on a node whose requested amount of each resource `requested` gives, for
 /// callers that hold the node's requests in parts rather than as one [`ModelNode`].
-pub fn fits_in(
+pub(crate) fn fits_in(
     allocatable: &Resources,
     requested: impl Fn(&str) -> i64,
     pod: &PodRequests,

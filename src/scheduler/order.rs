@@ -14,7 +14,7 @@ const REGION_BETA: &str = "failure-domain.beta.kubernetes.io/region";
 const ZONE_BETA: &str = "failure-domain.beta.kubernetes.io/zone";
 
 /// A node's zone key as the scheduler cache forms it: empty when the node has neither label.
-pub fn zone_key(labels: &BTreeMap<String, String>) -> String {
+pub(crate) fn zone_key(labels: &BTreeMap<String, String>) -> String {
     let get = |ga: &str, beta: &str| {
         labels
             .get(ga)
@@ -31,7 +31,7 @@ pub fn zone_key(labels: &BTreeMap<String, String>) -> String {
 
 /// The cache's listing order of nodes given in insertion order, by their zone keys: the
 /// result holds indexes into `zones_in_insertion_order`.
-pub fn node_tree_order<S: AsRef<str>>(zones_in_insertion_order: &[S]) -> Vec<usize> {
+pub(crate) fn node_tree_order<S: AsRef<str>>(zones_in_insertion_order: &[S]) -> Vec<usize> {
     let mut zone_names: Vec<&str> = Vec::new();
     let mut tree: Vec<Vec<usize>> = Vec::new();
     for (i, zone) in zones_in_insertion_order.iter().enumerate() {
@@ -60,7 +60,7 @@ pub fn node_tree_order<S: AsRef<str>>(zones_in_insertion_order: &[S]) -> Vec<usi
 
 /// The order for nodes named `names` with zone keys `zones` when the scheduler started after
 /// all of them but `late` (indexes, in the order they joined): name order, then the late ones.
-pub fn scheduler_order(names: &[&str], zones: &[String], late: &[usize]) -> Vec<usize> {
+pub(crate) fn scheduler_order(names: &[&str], zones: &[String], late: &[usize]) -> Vec<usize> {
     let mut inserted: Vec<usize> = (0..names.len()).filter(|i| !late.contains(i)).collect();
     inserted.sort_by(|&a, &b| names[a].cmp(names[b]));
     inserted.extend(late.iter().copied().filter(|&i| i < names.len()));

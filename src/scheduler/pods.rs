@@ -14,24 +14,24 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
-use super::topology_spread::SpreadDefaults;
+use super::spread_defaults::SpreadDefaults;
 
 pub type Labels = BTreeMap<String, String>;
 
 /// Labels of nothing: what a pod or namespace without labels has.
-pub static NO_LABELS: Labels = BTreeMap::new();
+pub(crate) static NO_LABELS: Labels = BTreeMap::new();
 
 /// A pod bound (or assumed) to a node, as the scheduler's snapshot holds it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExistingPod {
-    pub namespace: Arc<str>,
+    pub(crate) namespace: Arc<str>,
     pub labels: Arc<Labels>,
     /// Index into the nodes of the cycle; a pod on a node the cycle does not list is ignored.
     pub node: usize,
     /// A deletion timestamp is set: PodTopologySpread no longer counts it.
     pub terminating: bool,
     /// Its own pod affinity and anti-affinity, `None` for the (many) pods without any.
-    pub terms: Option<Arc<AffinityTerms>>,
+    pub(crate) terms: Option<Arc<AffinityTerms>>,
     /// How many pods this entry stands for: pods alike in namespace, labels, terms, node and
     /// deletion each count, but are matched against the terms once.
     pub count: u32,
@@ -40,10 +40,10 @@ pub struct ExistingPod {
 /// The pod (anti-)affinity terms of an existing pod, as `framework.PodInfo` parses them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AffinityTerms {
-    pub required_affinity: Vec<PodAffinityTerm>,
-    pub required_anti_affinity: Vec<PodAffinityTerm>,
-    pub preferred_affinity: Vec<WeightedPodAffinityTerm>,
-    pub preferred_anti_affinity: Vec<WeightedPodAffinityTerm>,
+    pub(crate) required_affinity: Vec<PodAffinityTerm>,
+    pub(crate) required_anti_affinity: Vec<PodAffinityTerm>,
+    pub(crate) preferred_affinity: Vec<WeightedPodAffinityTerm>,
+    pub(crate) preferred_anti_affinity: Vec<WeightedPodAffinityTerm>,
 }
 
 impl AffinityTerms {
@@ -57,7 +57,10 @@ impl AffinityTerms {
     }
 
     /// [`AffinityTerms::of`] from the two parts of an affinity.
-    pub fn of_parts(pa: Option<&PodAffinity>, paa: Option<&PodAntiAffinity>) -> Option<Self> {
+    pub(crate) fn of_parts(
+        pa: Option<&PodAffinity>,
+        paa: Option<&PodAntiAffinity>,
+    ) -> Option<Self> {
         let terms = AffinityTerms {
             required_affinity: pa
                 .and_then(|a| {
@@ -111,7 +114,7 @@ impl ExistingPod {
 /// it, does one of its terms select the incoming pod), and pods of one template come side by
 /// side sharing their namespace, labels and terms (see [`ExistingPod::count`]). The answer
 /// for the last pod is kept while the next shares all three, by pointer.
-pub struct AlikeMemo<T> {
+pub(crate) struct AlikeMemo<T> {
     last: Option<(*const u8, *const Labels, *const AffinityTerms)>,
     answer: Option<T>,
 }
@@ -155,8 +158,8 @@ pub struct ClusterPods<'a> {
 }
 
 /// Default plugin arguments for [`ClusterPods`].
-pub static SYSTEM_SPREAD_DEFAULTS: SpreadDefaults = SpreadDefaults::System;
-pub const DEFAULT_HARD_POD_AFFINITY_WEIGHT: i32 = 1;
+pub(crate) static SYSTEM_SPREAD_DEFAULTS: SpreadDefaults = SpreadDefaults::System;
+pub(crate) const DEFAULT_HARD_POD_AFFINITY_WEIGHT: i32 = 1;
 
 impl<'a> ClusterPods<'a> {
     /// `pods` with the default plugin arguments.
@@ -177,7 +180,7 @@ fn requirement(req: &LabelSelectorRequirement, labels: &Labels) -> Option<bool> 
 }
 
 /// A selector that has no requirement (`{}`): it selects everything (`labels.Everything()`).
-pub fn selects_everything(selector: &LabelSelector) -> bool {
+pub(crate) fn selects_everything(selector: &LabelSelector) -> bool {
     selector.match_labels.as_ref().is_none_or(|m| m.is_empty())
         && selector
             .match_expressions
@@ -188,7 +191,7 @@ pub fn selects_everything(selector: &LabelSelector) -> bool {
 
 /// Whether `selector` selects `labels`: a missing selector selects nothing, an empty one
 /// everything, a malformed one nothing.
-pub fn selector_matches(selector: Option<&LabelSelector>, labels: &Labels) -> bool {
+pub(crate) fn selector_matches(selector: Option<&LabelSelector>, labels: &Labels) -> bool {
     let Some(selector) = selector else {
         return false;
     };
@@ -208,7 +211,7 @@ pub fn selector_matches(selector: Option<&LabelSelector>, labels: &Labels) -> bo
 /// `AffinityTerm.Matches`: the term of a pod in namespace `owner_namespace` selects `target`
 /// (in `target_namespace`, whose labels are `target_namespace_labels`, `None` when the
 /// namespace is unknown) when the namespace is listed or selected and the labels are selected.
-pub fn term_selects(
+pub(crate) fn term_selects(
     term: &PodAffinityTerm,
     owner_namespace: &str,
     target_namespace: &str,

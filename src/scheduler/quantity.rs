@@ -2,7 +2,7 @@
 //! rounded up like `Quantity.MilliValue` / `Quantity.Value`.
 
 /// `text` as an amount of `resource`; `None` for anything the apiserver would not accept.
-pub fn amount(resource: &str, text: &str) -> Option<i64> {
+pub(crate) fn amount(resource: &str, text: &str) -> Option<i64> {
     let text = text.trim();
     let end = text
         .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '+' | '-')))

@@ -9,10 +9,10 @@ use super::quantity::amount;
 
 pub const CPU: &str = "cpu";
 pub const MEMORY: &str = "memory";
-pub const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
-pub const PODS: &str = "pods";
+pub(crate) const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
+pub(crate) const PODS: &str = "pods";
 /// What scoring assumes for a container that omits a request (`schedutil` non-zero defaults).
-pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
+pub(crate) const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
 pub const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
 
 /// Amounts in the scheduler's units: millicores for cpu, bytes for memory and storage, a count
@@ -42,7 +42,7 @@ impl Resources {
         }
     }
 
-    pub fn slot(&mut self, resource: &str) -> &mut i64 {
+    pub(crate) fn slot(&mut self, resource: &str) -> &mut i64 {
         match resource {
             CPU => &mut self.milli_cpu,
             MEMORY => &mut self.memory,
@@ -62,7 +62,7 @@ impl Resources {
     }
 
     /// `(name, amount)` for every resource with a non-zero amount.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, i64)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, i64)> {
         [
             (CPU, self.milli_cpu),
             (MEMORY, self.memory),
@@ -74,7 +74,7 @@ impl Resources {
         .filter(|(_, v)| *v != 0)
     }
 
-    pub fn add(&mut self, other: &Resources) {
+    pub(crate) fn add(&mut self, other: &Resources) {
         self.milli_cpu += other.milli_cpu;
         self.memory += other.memory;
         self.ephemeral_storage += other.ephemeral_storage;
@@ -114,7 +114,7 @@ impl Resources {
 
     /// The non-zero amounts as a resource list of quantity texts (`{"cpu": "3500m",
     /// "memory": "4294967296"}`): what [`Resources::from_list`] reads back.
-    pub fn to_list(&self) -> BTreeMap<String, String> {
+    pub(crate) fn to_list(&self) -> BTreeMap<String, String> {
         self.iter()
             .map(|(name, v)| {
                 let text = if name == CPU {

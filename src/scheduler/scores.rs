@@ -21,7 +21,7 @@ fn is_scalar(resource: &str) -> bool {
 /// `calculateResourceAllocatableRequest`: (allocatable, requested with the pod), or `None` when
 /// the resource does not take part for this node. `use_requested` reads requests as written;
 /// otherwise cpu and memory use the non-zero defaults.
-pub fn allocatable_and_requested(
+pub(crate) fn allocatable_and_requested(
     node: &ModelNode,
     pod: &PodRequests,
     resource: &str,
@@ -48,7 +48,7 @@ pub fn allocatable_and_requested(
 }
 
 /// `(capacity - requested) * 100 / capacity`, 0 once over capacity.
-pub fn least_requested_score(requested: i64, capacity: i64) -> i64 {
+pub(crate) fn least_requested_score(requested: i64, capacity: i64) -> i64 {
     if capacity == 0 || requested > capacity {
         return 0;
     }
@@ -56,7 +56,7 @@ pub fn least_requested_score(requested: i64, capacity: i64) -> i64 {
 }
 
 /// `requested * 100 / capacity`, capped at 100.
-pub fn most_requested_score(requested: i64, capacity: i64) -> i64 {
+pub(crate) fn most_requested_score(requested: i64, capacity: i64) -> i64 {
     if capacity == 0 {
         return 0;
     }
@@ -190,7 +190,7 @@ pub fn preferred_terms_score(terms: &[PreferredSchedulingTerm], node: &ModelNode
 
 /// TaintToleration raw score: PreferNoSchedule taints the pod does not tolerate (lower is
 /// better; normalized reversed).
-pub fn intolerable_prefer_no_schedule(tolerations: &[Toleration], taints: &[Taint]) -> i64 {
+pub(crate) fn intolerable_prefer_no_schedule(tolerations: &[Toleration], taints: &[Taint]) -> i64 {
     let relevant: Vec<Toleration> = tolerations
         .iter()
         .filter(|t| {

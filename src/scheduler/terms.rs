@@ -16,7 +16,7 @@ pub struct Taint {
 
 impl Taint {
     /// NoSchedule and NoExecute filter; PreferNoSchedule only scores.
-    pub fn filters(&self) -> bool {
+    pub(crate) fn filters(&self) -> bool {
         self.effect == "NoSchedule" || self.effect == "NoExecute"
     }
 }
@@ -65,7 +65,7 @@ pub(crate) fn set_requirement(
 }
 
 /// One `matchExpressions` requirement holds (a malformed one never does).
-pub fn requirement_matches(
+pub(crate) fn requirement_matches(
     req: &NodeSelectorRequirement,
     labels: &BTreeMap<String, String>,
 ) -> bool {
@@ -90,7 +90,7 @@ fn field_requirement(req: &NodeSelectorRequirement, node_name: &str) -> Option<b
     }
 }
 
-pub fn is_empty_term(term: &NodeSelectorTerm) -> bool {
+pub(crate) fn is_empty_term(term: &NodeSelectorTerm) -> bool {
     term.match_expressions
         .as_deref()
         .unwrap_or_default()
@@ -100,7 +100,7 @@ pub fn is_empty_term(term: &NodeSelectorTerm) -> bool {
 
 /// All requirements of a term hold (ANDed); an empty term matches nothing (it selects nothing
 /// in a required selector and is skipped among preferred terms).
-pub fn term_matches(
+pub(crate) fn term_matches(
     term: &NodeSelectorTerm,
     node_name: &str,
     labels: &BTreeMap<String, String>,
@@ -122,7 +122,7 @@ pub fn term_matches(
 }
 
 /// Required terms are ORed; an empty list constrains nothing.
-pub fn any_term_matches(
+pub(crate) fn any_term_matches(
     terms: &[NodeSelectorTerm],
     node_name: &str,
     labels: &BTreeMap<String, String>,
@@ -131,7 +131,7 @@ pub fn any_term_matches(
 }
 
 /// Whether any toleration tolerates the taint (v1 `Toleration.ToleratesTaint`).
-pub fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
+pub(crate) fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
     tolerations.iter().any(|t| {
         let effect_ok = t
             .effect

@@ -6,54 +6,23 @@
 //! that a Service, ReplicaSet, StatefulSet or ReplicationController selects).
 
 use std::collections::BTreeMap;
-use std::sync::LazyLock;
 
 use crate::hashing::HashMap;
 
 use k8s_openapi::api::core::v1::TopologySpreadConstraint;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use super::cycle::{Code, PodFacts, required_node_affinity_matches};
 use super::node::ModelNode;
+use super::pod::{PodFacts, required_node_affinity_matches};
 use super::pods::{
     AlikeMemo, ClusterPods, ExistingPod, Labels, selector_matches, selects_everything,
 };
 use super::scores::MAX_NODE_SCORE;
+use super::spread_defaults::{HOSTNAME_KEY, SCHEDULE_ANYWAY, SpreadDefaults};
+use super::status::Code;
 use super::terms::tolerated;
 
-pub const HOSTNAME_KEY: &str = "kubernetes.io/hostname";
-pub const ZONE_KEY: &str = "topology.kubernetes.io/zone";
 const DO_NOT_SCHEDULE: &str = "DoNotSchedule";
-const SCHEDULE_ANYWAY: &str = "ScheduleAnyway";
-
-/// The plugin's `defaultingType` and `defaultConstraints`.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub enum SpreadDefaults {
-    /// `System`: hostname maxSkew 3 and zone maxSkew 5, both ScheduleAnyway.
-    #[default]
-    System,
-    /// `List` with these constraints (none: no defaults at all).
-    List(Vec<TopologySpreadConstraint>),
-}
-
-static SYSTEM_DEFAULTS: LazyLock<Vec<TopologySpreadConstraint>> = LazyLock::new(|| {
-    let soft = |key: &str, max_skew| TopologySpreadConstraint {
-        topology_key: key.to_string(),
-        max_skew,
-        when_unsatisfiable: SCHEDULE_ANYWAY.to_string(),
-        ..TopologySpreadConstraint::default()
-    };
-    vec![soft(HOSTNAME_KEY, 3), soft(ZONE_KEY, 5)]
-});
-
-impl SpreadDefaults {
-    fn constraints(&self) -> &[TopologySpreadConstraint] {
-        match self {
-            SpreadDefaults::System => &SYSTEM_DEFAULTS,
-            SpreadDefaults::List(list) => list,
-        }
-    }
-}
 
 /// Why the filter rejects a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -339,7 +308,7 @@ impl<'a> SpreadFilter<'a> {
 
 /// PodTopologySpread scores `pod` at all: it has `ScheduleAnyway` constraints of its own, or
 /// the cluster's defaults apply to it ([`spread_scores`] is `None` otherwise).
-pub fn has_spread_score(pod: &PodFacts<'_>, cluster: &ClusterPods<'_>) -> bool {
+pub(crate) fn has_spread_score(pod: &PodFacts<'_>, cluster: &ClusterPods<'_>) -> bool {
     !constraints(pod, cluster.spread_defaults, SCHEDULE_ANYWAY).is_empty()
 }
 

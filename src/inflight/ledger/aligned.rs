@@ -22,7 +22,7 @@ pub(super) struct Alignment {
 /// How far a reader has followed the group changes (pods gained and lost by each group, bound
 /// and pending) of one ledger aligned with one view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct GroupMark {
+pub(crate) struct GroupMark {
     view_id: u64,
     bound: LogPosition,
     pending: LogPosition,
@@ -31,7 +31,7 @@ pub struct GroupMark {
 
 /// How far a reader has followed the changes of one ledger aligned with one view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ChangeMark {
+pub(crate) struct ChangeMark {
     view_id: u64,
     ledger: LogPosition,
     occupancy: LogPosition,
@@ -41,7 +41,7 @@ impl Ledger {
     /// Pods charged and not yet bound, with their labels, group by group: each group with its
     /// pods counted at the position (in the aligned view) where they most likely land, which is
     /// where the plugins that count pods will find them.
-    pub fn pending_by_group(
+    pub(crate) fn pending_by_group(
         &self,
     ) -> impl Iterator<Item = (&Arc<PodGroup>, impl Iterator<Item = (usize, u32)> + '_)> {
         let positions = &self.aligned.by_ledger_number;
@@ -57,7 +57,7 @@ impl Ledger {
     }
 
     /// The position in the aligned view of the node the occupancy numbers `number`.
-    pub fn position_of_occupancy_number(&self, number: u32) -> Option<usize> {
+    pub(crate) fn position_of_occupancy_number(&self, number: u32) -> Option<usize> {
         in_view(&self.aligned.by_occupancy_number, number)
     }
 
@@ -89,7 +89,7 @@ impl Ledger {
     }
 
     /// Where the group change logs are now, for [`Self::group_changes_since`].
-    pub fn group_mark(&self) -> GroupMark {
+    pub(crate) fn group_mark(&self) -> GroupMark {
         GroupMark {
             view_id: self.aligned.view_id,
             bound: self.groups.changes().position(),
@@ -101,7 +101,7 @@ impl Ledger {
     /// The pods each group gained and lost since `mark`, at positions in the aligned view:
     /// (group, position, pods). `None` when that cannot be told: `mark` is from another view,
     /// ledger or namespace list, or further back than the logs remember.
-    pub fn group_changes_since(
+    pub(crate) fn group_changes_since(
         &self,
         mark: GroupMark,
     ) -> Option<impl Iterator<Item = (Arc<PodGroup>, usize, i64)> + '_> {
@@ -125,7 +125,7 @@ impl Ledger {
     }
 
     /// Where the change logs are now, for [`Self::changed_positions`].
-    pub fn change_mark(&self) -> ChangeMark {
+    pub(crate) fn change_mark(&self) -> ChangeMark {
         ChangeMark {
             view_id: self.aligned.view_id,
             ledger: self.changes.position(),
@@ -136,7 +136,7 @@ impl Ledger {
     /// Positions in the aligned view of the nodes whose in-flight load or bound requests
     /// changed since `mark` (maybe repeated); `None` when that cannot be told: `mark` is from
     /// another view or ledger, or further back than the logs remember.
-    pub fn changed_positions(&self, mark: ChangeMark) -> Option<Vec<usize>> {
+    pub(crate) fn changed_positions(&self, mark: ChangeMark) -> Option<Vec<usize>> {
         if mark.view_id != self.aligned.view_id || !self.is_aligned(mark.view_id) {
             return None;
         }
@@ -160,7 +160,7 @@ impl Ledger {
     }
 
     /// [`Self::extra`] of the node at `position` in the aligned view.
-    pub fn extra_at(&self, position: usize) -> Option<NodeExtra> {
+    pub(crate) fn extra_at(&self, position: usize) -> Option<NodeExtra> {
         let (number, _) = *self.aligned.numbers.get(position)?;
         Some(self.per_node[number as usize]).filter(|x| !x.is_negligible())
     }

@@ -20,7 +20,7 @@ impl HeardMix {
 
     /// Decisions the other replicas (`others` of them) make per decision of this one: an even
     /// split until reports say otherwise (one report of each kind as the prior).
-    pub fn others_per_own(&self, others: usize) -> f64 {
+    pub(crate) fn others_per_own(&self, others: usize) -> f64 {
         (self.others + others as f64) / (self.own + 1.0)
     }
 }

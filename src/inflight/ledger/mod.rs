@@ -24,84 +24,16 @@ use crate::scheduler::PodRequests;
 use std::sync::Arc;
 
 mod aligned;
+mod decided;
 mod heard;
+mod node_extra;
 mod pending_tally;
 
 use aligned::Alignment;
-pub use aligned::{ChangeMark, GroupMark};
+pub(crate) use aligned::{ChangeMark, GroupMark};
 pub use heard::HeardMix;
+pub use node_extra::{NodeExtra, PodLoad};
 use pending_tally::PendingTally;
-
-/// Estimated load one pod adds to a node.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct PodLoad {
-    pub cpu_cores: f64,
-    pub network_bytes_per_second: f64,
-}
-
-/// The expected in-flight load and requests on one node.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct NodeExtra {
-    pub cpu_cores: f64,
-    pub network_bytes_per_second: f64,
-    /// Expected requests of steered pods not yet bound (probability-weighted).
-    pub milli_cpu: f64,
-    pub memory: f64,
-    pub non_zero_milli_cpu: f64,
-    pub non_zero_memory: f64,
-    pub pods: f64,
-    /// Variance of the count of steered pods not yet bound that land here: how far the pods
-    /// arriving before the next one may stray from `pods`.
-    pub pods_variance: f64,
-    /// Variance of the in-flight CPU (cores²) and network (bytes²/s²) that landing
-    /// probabilities below 1 leave: where sampling makes the landing uncertain.
-    pub cpu_variance: f64,
-    pub network_variance: f64,
-}
-
-impl NodeExtra {
-    /// Adds (`sign` 1) or removes (`sign` -1) `entry`'s share `p` of landing here.
-    fn add(&mut self, entry: &Entry, p: f64, sign: f64) {
-        let share = sign * p;
-        self.cpu_cores += entry.load.cpu_cores * share;
-        self.network_bytes_per_second += entry.load.network_bytes_per_second * share;
-        let spread = sign * p * (1.0 - p);
-        self.cpu_variance += spread * entry.load.cpu_cores.powi(2);
-        self.network_variance += spread * entry.load.network_bytes_per_second.powi(2);
-        if !entry.bound {
-            let r = &entry.requests;
-            self.milli_cpu += r.requested.milli_cpu as f64 * share;
-            self.memory += r.requested.memory as f64 * share;
-            self.non_zero_milli_cpu += r.non_zero_milli_cpu as f64 * share;
-            self.non_zero_memory += r.non_zero_memory as f64 * share;
-            self.pods += share;
-            self.pods_variance += spread;
-        }
-    }
-
-    fn is_negligible(&self) -> bool {
-        self.cpu_cores.abs() < 1e-9
-            && self.network_bytes_per_second.abs() < 1e-3
-            && self.pods.abs() < 1e-9
-    }
-
-    pub fn load(&self) -> PodLoad {
-        PodLoad {
-            cpu_cores: self.cpu_cores,
-            network_bytes_per_second: self.network_bytes_per_second,
-        }
-    }
-
-    /// The expected load plus `z` standard deviations: what the node may well carry when
-    /// landings are uncertain. Equal to [`NodeExtra::load`] when every landing is certain.
-    pub fn cautious_load(&self, z: f64) -> PodLoad {
-        PodLoad {
-            cpu_cores: self.cpu_cores + z * self.cpu_variance.max(0.0).sqrt(),
-            network_bytes_per_second: self.network_bytes_per_second
-                + z * self.network_variance.max(0.0).sqrt(),
-        }
-    }
-}
 
 /// One node a pod may land on (its number, see `Ledger::node_names`) and the probability.
 /// Packed to 12 bytes (no padding after the number): tens of thousands of entries may be in
@@ -209,7 +141,7 @@ pub struct Ledger {
 
 impl Ledger {
     /// A ledger holding at most `max_entries` pods (at least one).
-    pub fn with_max_entries(self, max_entries: usize) -> Self {
+    pub(crate) fn with_max_entries(self, max_entries: usize) -> Self {
         Ledger {
             max_entries: max_entries.max(1),
             ..self
@@ -218,7 +150,7 @@ impl Ledger {
 
     /// A ledger whose entries predict at most `max_landings` (pod, node) landings in all; one
     /// entry more is always held, whatever its width.
-    pub fn with_max_landings(self, max_landings: usize) -> Self {
+    pub(crate) fn with_max_landings(self, max_landings: usize) -> Self {
         Ledger {
             max_landings: max_landings.max(1),
             ..self
@@ -345,50 +277,6 @@ impl Ledger {
         true
     }
 
-    /// Marks `id` as decided by this replica, with the heat its landing nodes had then.
-    pub fn remember_decision(&mut self, id: &str, heats: Vec<(String, f32)>) {
-        let Some(entry) = self.entries.get_mut(id) else {
-            return;
-        };
-        let names = &self.node_names;
-        // `heats` usually lists the landing nodes in `shares` order: look there first.
-        let heat_of = |at: usize, node: &str| {
-            heats
-                .get(at)
-                .filter(|(h, _)| h == node)
-                .or_else(|| heats.iter().find(|(h, _)| h == node))
-                .map_or(f32::NAN, |(_, heat)| *heat)
-        };
-        if !entry.unheard {
-            entry.unheard = true;
-            self.unheard += 1;
-        }
-        entry.decided_here = Some(
-            entry
-                .shares
-                .iter()
-                .enumerate()
-                .map(|(at, s)| heat_of(at, &names[s.parts().0 as usize]))
-                .collect(),
-        );
-    }
-
-    /// Once per pod this replica decided: the heats remembered at decision time, by node.
-    /// `None` for pods another replica decided, or whose landing was counted already.
-    pub fn take_decision(&mut self, id: &str) -> Option<Box<[(String, f32)]>> {
-        let entry = self.entries.get_mut(id)?;
-        let heats = entry.decided_here.take()?;
-        Some(
-            entry
-                .shares
-                .iter()
-                .zip(heats.iter())
-                .filter(|(_, heat)| !heat.is_nan())
-                .map(|(s, heat)| (self.node_names[s.parts().0 as usize].to_string(), *heat))
-                .collect(),
-        )
-    }
-
     /// The labels and terms of the pending pod `id`, interned with the bound pods' groups.
     pub fn set_group(&mut self, id: &str, group: PodGroup) {
         // A burst's pods share one template: its pending pods share one copy (the bound pods'
@@ -416,7 +304,7 @@ impl Ledger {
 
     /// The pod watch lists every pod again (at start, and when a watch cannot resume, e.g. 410
     /// Gone after a compaction).
-    pub fn begin_relist(&mut self) {
+    pub(crate) fn begin_relist(&mut self) {
         self.relists = self.relists.wrapping_add(1);
         self.occupancy.begin_relist();
     }
@@ -426,7 +314,7 @@ impl Ledger {
     /// pods the watch had reported before and this list did not mention (deleted while the
     /// watch was away). A charge the watch never reported stays: its pod may be younger than
     /// the list.
-    pub fn end_relist(&mut self) {
+    pub(crate) fn end_relist(&mut self) {
         let groups = &mut self.groups;
         self.occupancy
             .end_relist_with(|node, group| groups.release(node, group));
@@ -439,36 +327,6 @@ impl Ledger {
         for id in gone {
             self.forget(&id);
         }
-    }
-
-    /// The pod watch reported the pod `id` (created or bound).
-    pub fn heard(&mut self, id: &str) {
-        if let Some(entry) = self.entries.get_mut(id) {
-            entry.listed = self.relists;
-        }
-        if let Some(entry) = self.entries.get_mut(id)
-            && entry.unheard
-        {
-            entry.unheard = false;
-            self.unheard -= 1;
-            self.heard.add(true);
-        }
-    }
-
-    /// The pod watch reported a pod another replica decided, for the first time.
-    pub fn heard_from_another(&mut self) {
-        self.heard.add(false);
-    }
-
-    /// Whose decisions the pod watch reported lately.
-    pub fn heard_mix(&self) -> HeardMix {
-        self.heard
-    }
-
-    /// Pods this replica decided that the pod watch has not reported yet: how far behind the
-    /// watch runs, in this replica's own pods.
-    pub fn unheard(&self) -> usize {
-        self.unheard
     }
 
     /// The pod is gone (deleted, or failed before running).
@@ -513,7 +371,7 @@ impl Ledger {
     }
 
     /// Entries dropped before their time to stay within the entry limit, so far.
-    pub fn evicted(&self) -> u64 {
+    pub(crate) fn evicted(&self) -> u64 {
         self.evicted
     }
 
@@ -525,13 +383,13 @@ impl Ledger {
 
     /// Numbers the nodes of the view `view_id` (named in view order) for [`Self::extra_at`] and
     /// Every namespace's labels, from the namespace watch.
-    pub fn namespace_labels(
+    pub(crate) fn namespace_labels(
         &self,
     ) -> &std::collections::BTreeMap<String, crate::scheduler::pods::Labels> {
         &self.namespace_labels
     }
 
-    pub fn set_namespace_labels(
+    pub(crate) fn set_namespace_labels(
         &mut self,
         labels: std::collections::BTreeMap<String, crate::scheduler::pods::Labels>,
     ) {
@@ -554,7 +412,7 @@ impl Ledger {
         })
     }
 
-    pub fn contains(&self, id: &str) -> bool {
+    pub(crate) fn contains(&self, id: &str) -> bool {
         self.entries.contains_key(id)
     }
 

@@ -1,0 +1,131 @@
+//! The ledger's pod groups the plugins read for a pod, and InterPodAffinity's score fed them.
+
+use std::sync::Arc;
+
+use crate::inflight::ledger::Ledger;
+use crate::inflight::pod_groups::PodGroup;
+use crate::scheduler::PodFacts;
+use crate::scheduler::domains::Domains;
+use crate::scheduler::pod_affinity::AffinityScore;
+use crate::scheduler::pods::DEFAULT_HARD_POD_AFFINITY_WEIGHT;
+use crate::view::ClusterView;
+
+/// The pod's terms may select pods of other namespaces.
+fn looks_beyond_namespace(facts: &PodFacts<'_>) -> bool {
+    let terms = facts
+        .required_affinity()
+        .iter()
+        .chain(facts.required_anti_affinity());
+    let weighted = facts
+        .preferred_affinity()
+        .iter()
+        .chain(facts.preferred_anti_affinity())
+        .map(|w| &w.pod_affinity_term);
+    terms.chain(weighted).any(|t| {
+        t.namespace_selector.is_some() || t.namespaces.as_ref().is_some_and(|n| !n.is_empty())
+    })
+}
+
+/// Each group of pods the plugins may read for this pod, with its pods by position in the
+/// view the ledger is aligned with: those of its namespace, and those whose terms reach out to
+/// other pods.
+fn for_each_group_around<'l>(
+    facts: &PodFacts<'_>,
+    ledger: &'l Ledger,
+    visit: impl FnMut(&'l Arc<PodGroup>, &mut dyn Iterator<Item = (usize, u32)>),
+) {
+    for_each_group(ledger, reads_group(facts), visit);
+}
+
+/// Whether the plugins may read the pods of a group for this pod: those of its namespace, and
+/// those whose terms reach out to other pods (all, when its own terms look beyond its
+/// namespace).
+pub(super) fn reads_group<'f>(facts: &'f PodFacts<'_>) -> impl Fn(&PodGroup) -> bool + 'f {
+    let everywhere = looks_beyond_namespace(facts);
+    move |group: &PodGroup| {
+        everywhere || &*group.namespace == facts.namespace || group.terms.is_some()
+    }
+}
+
+/// Each group `keep` selects, with its pods by position in the view the ledger is aligned
+/// with: bound groups (the pod watch) first, then pending ones (steered, counted where they
+/// most likely land), each group's pods side by side.
+pub(super) fn for_each_group<'l>(
+    ledger: &'l Ledger,
+    keep: impl Fn(&PodGroup) -> bool,
+    mut visit: impl FnMut(&'l Arc<PodGroup>, &mut dyn Iterator<Item = (usize, u32)>),
+) {
+    for_each_bound_group(ledger, &keep, &mut visit);
+    for_each_pending_group(ledger, &keep, &mut visit);
+}
+
+/// [`for_each_group`]'s bound groups (the pod watch).
+pub(super) fn for_each_bound_group<'l>(
+    ledger: &'l Ledger,
+    keep: &impl Fn(&PodGroup) -> bool,
+    visit: &mut impl FnMut(&'l Arc<PodGroup>, &mut dyn Iterator<Item = (usize, u32)>),
+) {
+    for (group, on_node) in ledger.groups.groups() {
+        if keep(group) {
+            let mut placed = on_node.iter().filter_map(|&(number, count)| {
+                Some((ledger.position_of_occupancy_number(number)?, count))
+            });
+            visit(group, &mut placed);
+        }
+    }
+}
+
+/// [`for_each_group`]'s pending groups (steered, counted where they most likely land).
+pub(super) fn for_each_pending_group<'l>(
+    ledger: &'l Ledger,
+    keep: &impl Fn(&PodGroup) -> bool,
+    visit: &mut impl FnMut(&'l Arc<PodGroup>, &mut dyn Iterator<Item = (usize, u32)>),
+) {
+    for (group, mut placed) in ledger.pending_by_group() {
+        if keep(group) {
+            visit(group, &mut placed);
+        }
+    }
+}
+
+/// Counts `mirrored` pods like this one in `score` (`sign` 1), or takes them out again (-1).
+pub(super) fn add_mirrored(
+    score: &mut AffinityScore<'_, '_>,
+    facts: &PodFacts<'_>,
+    mirrored: &[(usize, u32)],
+    sign: i64,
+) {
+    if mirrored.is_empty() {
+        return;
+    }
+    let alike = PodGroup::of_facts(facts);
+    let pods = mirrored
+        .iter()
+        .map(|&(position, pods)| (position, sign * i64::from(pods)));
+    score.add_pods(alike.kind(), pods);
+}
+
+/// InterPodAffinity's score for this pod fed every group of `ledger` it reads.
+pub(super) fn around_affinity_score<'p, 'd>(
+    facts: &'d PodFacts<'p>,
+    ledger: &'d Ledger,
+    domains: &'d dyn Fn(&str) -> Domains,
+) -> AffinityScore<'p, 'd> {
+    let mut score = AffinityScore::new(
+        facts,
+        ledger.namespace_labels(),
+        DEFAULT_HARD_POD_AFFINITY_WEIGHT,
+        domains,
+    );
+    for_each_group_around(facts, ledger, |group, placed| {
+        score.add(group.kind(), placed);
+    });
+    score
+}
+
+/// The domains of topology key `key` over the view's nodes, numbered once per view.
+pub(super) fn view_domains(view: &ClusterView, key: &str) -> Domains {
+    Domains::from(view.memo.get_or_compute(format!("domains/{key}"), || {
+        Domains::numbered(view.model_nodes(), key)
+    }))
+}

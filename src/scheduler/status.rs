@@ -1,0 +1,9 @@
+//! A filter's verdict on a node, as upstream's status codes.
+
+/// A filter's verdict on a node, as upstream's status codes: whether removing pods (preemption)
+/// could make the node fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    Unschedulable,
+    UnschedulableAndUnresolvable,
+}
