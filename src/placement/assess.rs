@@ -1,13 +1,11 @@
 //! `review --explain`'s rows: every node of the view, with why a decision chose it or not.
 
 use super::constraints::{Ineligible, eligible_nodes};
-use super::context::DecisionCtx;
+use super::context::{DecisionCtx, PodDemand};
 use super::decision::Decision;
 use super::partition::partition_for;
 use super::replica::Replica;
-use super::standing::{
-    PodDemand, PodHeat, Standing, effective_load, fits_with, load_with, standing,
-};
+use super::standing::{PodHeat, Standing, effective_load, fits_with, load_with, standing};
 use crate::config::PlacementConfig;
 use crate::view::NodeView;
 use crate::view::heat::{Load, heat, is_hot};
@@ -89,7 +87,7 @@ pub fn assess_all(
             });
             let ranked = match eligibility
                 .ok()
-                .map(|()| standing(index, view, inflight, pod, policy, partition.as_ref()))
+                .map(|()| standing(ctx, index, partition.as_ref()))
             {
                 Some(Standing::Cool(heat) | Standing::Hot { pod: heat, .. }) => Some(heat),
                 _ => None,

@@ -1,11 +1,14 @@
-//! What one decision reads, gathered once per review: the pod, the cluster as this replica
-//! sees it, what it has steered and not yet seen land, and the two configurations.
+//! What one decision reads, gathered once per review: the pod (its demand), the cluster as
+//! this replica sees it, what it has steered and not yet seen land (read per node through
+//! `InFlight`), and the two configurations.
 
-use super::standing::{InFlight, PodDemand};
+use super::constraints::PodConstraints;
 use crate::config::PlacementConfig;
 use crate::config::scheduler::SchedulerConfig;
-use crate::inflight::ledger::Ledger;
-use crate::view::ClusterView;
+use crate::inflight::ledger::{Ledger, NodeExtra, PodLoad};
+use crate::inflight::occupancy::NodeRequests;
+use crate::scheduler::cycle::PodFacts;
+use crate::view::{ClusterView, NodeView};
 
 /// The inputs of one decision, passed whole to each of its steps.
 #[derive(Clone, Copy)]
@@ -35,6 +38,53 @@ impl<'a> DecisionCtx<'a> {
             policy,
             scheduler,
             inflight: InFlight::new(ledger, view),
+        }
+    }
+}
+
+/// The pod as placement sees it: its filters, its requests, its real load.
+#[derive(Debug, Default)]
+pub struct PodDemand<'a> {
+    pub constraints: PodConstraints<'a>,
+    /// Requests and the scheduler-facing parts of the spec.
+    pub facts: PodFacts<'a>,
+    /// Estimated real load it adds to its node.
+    pub load: PodLoad,
+    /// Where `load` came from.
+    pub source: super::LoadSource,
+}
+
+/// The ledger's counts for each node of one view: by position when the ledger is aligned with
+/// the view (see [`Ledger::align`]), else by name. Both give the same numbers.
+#[derive(Clone, Copy)]
+pub(super) struct InFlight<'a> {
+    ledger: Option<&'a Ledger>,
+    pub aligned: bool,
+}
+
+impl<'a> InFlight<'a> {
+    pub fn new(ledger: Option<&'a Ledger>, view: &ClusterView) -> Self {
+        InFlight {
+            ledger,
+            aligned: ledger.is_some_and(|l| l.is_aligned(view.id)),
+        }
+    }
+
+    pub fn extra(&self, position: usize, node: &NodeView) -> Option<NodeExtra> {
+        let ledger = self.ledger?;
+        if self.aligned {
+            ledger.extra_at(position)
+        } else {
+            ledger.extra(&node.name)
+        }
+    }
+
+    pub fn bound(&self, position: usize, node: &NodeView) -> Option<&'a NodeRequests> {
+        let ledger = self.ledger?;
+        if self.aligned {
+            ledger.bound_at(position)
+        } else {
+            ledger.occupancy.node(&node.name)
         }
     }
 }

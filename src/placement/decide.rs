@@ -237,7 +237,7 @@ pub fn decide_indexed(
             // The index is held while it catches up and is read, not while the answer is built.
             let picked = {
                 let mut index = RankIndexes::lock(&slot);
-                let index = RankIndex::up_to_date(&mut index, view, ledger, pod, policy, &replica);
+                let index = RankIndex::up_to_date(&mut index, ctx, ledger, &replica);
                 // The job's own bounds hold while some cool node is within them.
                 let ranking = match bounded.as_deref() {
                     Some(bounded) if index.ranking(Some(bounded)).best().is_some() => {

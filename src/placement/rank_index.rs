@@ -14,8 +14,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::hashing::HashMap;
 
 use super::affinity_sums::AffinitySumsCache;
+use super::context::{DecisionCtx, PodDemand};
 use super::replica::{Partition, Replica};
-use super::standing::{Candidate, InFlight, PodDemand, PodHeat, Standing, standing, tie_breakers};
+use super::standing::{Candidate, PodHeat, Standing, standing, tie_breakers};
 use crate::config::{HeatWeights, HotThresholds, PlacementConfig};
 use crate::inflight::ledger::{ChangeMark, Ledger};
 use crate::scheduler::resources::PodRequests;
@@ -228,15 +229,13 @@ pub struct RankIndex {
 
 impl RankIndex {
     /// The index in `slot`, built or brought up to date with `ledger` (aligned with `view`).
-    pub fn up_to_date<'s>(
+    pub(crate) fn up_to_date<'s>(
         slot: &'s mut Option<RankIndex>,
-        view: &ClusterView,
+        ctx: &DecisionCtx<'_>,
         ledger: &Ledger,
-        pod: &PodDemand<'_>,
-        policy: &PlacementConfig,
         replica: &Replica,
     ) -> &'s mut RankIndex {
-        let inflight = InFlight::new(Some(ledger), view);
+        let view = ctx.view;
         let current = slot.take().filter(|index| index.view_id == view.id);
         let caught_up = current.and_then(|mut index| {
             let mut changed = ledger.changed_positions(index.mark)?;
@@ -247,22 +246,16 @@ impl RankIndex {
             changed.sort_unstable();
             changed.dedup();
             for position in changed {
-                index.reassess(position, view, inflight, pod, policy);
+                index.reassess(ctx, position);
             }
             index.mark = ledger.change_mark();
             Some(index)
         });
-        slot.insert(caught_up.unwrap_or_else(|| Self::build(view, ledger, pod, policy, replica)))
+        slot.insert(caught_up.unwrap_or_else(|| Self::build(ctx, ledger, replica)))
     }
 
-    fn build(
-        view: &ClusterView,
-        ledger: &Ledger,
-        pod: &PodDemand<'_>,
-        policy: &PlacementConfig,
-        replica: &Replica,
-    ) -> RankIndex {
-        let inflight = InFlight::new(Some(ledger), view);
+    fn build(ctx: &DecisionCtx<'_>, ledger: &Ledger, replica: &Replica) -> RankIndex {
+        let DecisionCtx { pod, view, .. } = *ctx;
         let mut index = RankIndex {
             view_id: view.id,
             mark: ledger.change_mark(),
@@ -277,45 +270,19 @@ impl RankIndex {
         };
         for &position in super::constraints::eligible_nodes(&pod.constraints, view).iter() {
             let position = position as usize;
-            let now = index.standing_of(position, view, inflight, pod, policy);
+            let now = standing(ctx, position, index.partition.as_ref());
             index.insert(position, now);
             index.standings[position] = Some(now);
         }
         index
     }
 
-    /// How the node at `position` stands now, for this replica.
-    fn standing_of(
-        &self,
-        position: usize,
-        view: &ClusterView,
-        inflight: InFlight<'_>,
-        pod: &PodDemand<'_>,
-        policy: &PlacementConfig,
-    ) -> Standing {
-        standing(
-            position,
-            view,
-            inflight,
-            pod,
-            policy,
-            self.partition.as_ref(),
-        )
-    }
-
     /// Moves the node at `position` (if eligible) to where it stands now.
-    fn reassess(
-        &mut self,
-        position: usize,
-        view: &ClusterView,
-        inflight: InFlight<'_>,
-        pod: &PodDemand<'_>,
-        policy: &PlacementConfig,
-    ) {
+    fn reassess(&mut self, ctx: &DecisionCtx<'_>, position: usize) {
         let Some(Some(before)) = self.standings.get(position).copied() else {
             return;
         };
-        let now = self.standing_of(position, view, inflight, pod, policy);
+        let now = standing(ctx, position, self.partition.as_ref());
         if now == before {
             return;
         }

@@ -4,29 +4,17 @@
 
 use std::hash::BuildHasher;
 
-use super::constraints::PodConstraints;
+use super::context::{DecisionCtx, PodDemand};
 use super::landing::Coverage;
 use super::replica::Partition;
 use crate::config::PlacementConfig;
-use crate::inflight::ledger::{Ledger, NodeExtra, PodLoad};
+use crate::inflight::ledger::{Ledger, NodeExtra};
 use crate::inflight::occupancy::NodeRequests;
 use crate::scheduler::ModelNode;
 use crate::scheduler::cycle::PodFacts;
 use crate::scheduler::node::fits_in;
 use crate::view::heat::{Load, heat, is_hot};
 use crate::view::{ClusterView, NodeView};
-
-/// The pod as placement sees it: its filters, its requests, its real load.
-#[derive(Debug, Default)]
-pub struct PodDemand<'a> {
-    pub constraints: PodConstraints<'a>,
-    /// Requests and the scheduler-facing parts of the spec.
-    pub facts: PodFacts<'a>,
-    /// Estimated real load it adds to its node.
-    pub load: PodLoad,
-    /// Where `load` came from.
-    pub source: super::LoadSource,
-}
 
 /// A node's load with the in-flight pods counted on it (their expected load).
 pub fn effective_load(node: &NodeView, ledger: Option<&Ledger>) -> Load {
@@ -198,41 +186,6 @@ fn normal_upper_tail(z: f64) -> f64 {
     density * poly
 }
 
-/// The ledger's counts for each node of one view: by position when the ledger is aligned with
-/// the view (see [`Ledger::align`]), else by name. Both give the same numbers.
-#[derive(Clone, Copy)]
-pub(super) struct InFlight<'a> {
-    ledger: Option<&'a Ledger>,
-    pub aligned: bool,
-}
-
-impl<'a> InFlight<'a> {
-    pub fn new(ledger: Option<&'a Ledger>, view: &ClusterView) -> Self {
-        InFlight {
-            ledger,
-            aligned: ledger.is_some_and(|l| l.is_aligned(view.id)),
-        }
-    }
-
-    pub fn extra(&self, position: usize, node: &NodeView) -> Option<NodeExtra> {
-        let ledger = self.ledger?;
-        if self.aligned {
-            ledger.extra_at(position)
-        } else {
-            ledger.extra(&node.name)
-        }
-    }
-
-    pub fn bound(&self, position: usize, node: &NodeView) -> Option<&'a NodeRequests> {
-        let ledger = self.ledger?;
-        if self.aligned {
-            ledger.bound_at(position)
-        } else {
-            ledger.occupancy.node(&node.name)
-        }
-    }
-}
-
 /// A dimension the pod loads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dimension {
@@ -399,13 +352,17 @@ pub(super) enum Standing {
 /// `partition`: this replica's nodes and how it weighs the others' (see `replica`); `None`
 /// when it decides alone.
 pub(super) fn standing(
+    ctx: &DecisionCtx<'_>,
     index: usize,
-    view: &ClusterView,
-    inflight: InFlight<'_>,
-    pod: &PodDemand<'_>,
-    policy: &PlacementConfig,
     partition: Option<&Partition>,
 ) -> Standing {
+    let DecisionCtx {
+        pod,
+        view,
+        policy,
+        inflight,
+        ..
+    } = *ctx;
     let node = &view.nodes[index];
     let extra = inflight.extra(index, node);
     if !fits_with(node, inflight.bound(index, node), extra, &pod.facts) {

@@ -7,9 +7,10 @@
 //! templates observe mode is meant for carry neither.
 
 use super::constraints::eligible_nodes;
+use super::context::{InFlight, PodDemand};
 use super::decide::{nodes_to_score, tier_size_for_sample};
 use super::landing::{Named, Window, landing_odds, landing_shares, order_positions};
-use super::standing::{InFlight, PodDemand, fits_with, model_node_with};
+use super::standing::{fits_with, model_node_with};
 use crate::config::scheduler::SchedulerConfig;
 use crate::inflight::ledger::Ledger;
 use crate::scheduler::cycle::resource_score;

@@ -2,12 +2,10 @@
 //! index (`rank_index`) keeps the same answer up to date across decisions; this walk is what
 //! it is held to, and what pods whose eligible nodes change with every decision use.
 
-use super::context::DecisionCtx;
+use super::context::{DecisionCtx, InFlight, PodDemand};
 use super::landing::Coverage;
 use super::replica::Partition;
-use super::standing::{
-    Candidate, InFlight, PodDemand, Ranking, Standing, cover_in_order, fits_with, standing,
-};
+use super::standing::{Candidate, Ranking, Standing, cover_in_order, fits_with, standing};
 use crate::view::ClusterView;
 
 /// Every eligible node assessed once.
@@ -27,10 +25,10 @@ impl<'v> Walk<'v> {
         partition: Option<&Partition>,
     ) -> Self {
         let DecisionCtx {
-            pod,
+            pod: _,
             view,
-            policy,
-            inflight,
+            policy: _,
+            inflight: _,
             ..
         } = *ctx;
         let mut walk = Walk {
@@ -46,7 +44,7 @@ impl<'v> Walk<'v> {
                 heat,
                 tie: ties[index],
             };
-            match standing(index, view, inflight, pod, policy, partition) {
+            match standing(ctx, index, partition) {
                 Standing::Full => continue,
                 Standing::Hot { heat, pod } => {
                     walk.hot.push((heat, index));
