@@ -336,7 +336,9 @@ fn required_pod_affinity_with_no_match_anywhere_is_unresolvable_everywhere() {
 /// TaskManager kept apart from its job's others keeps off those nodes too.
 #[test]
 fn mirrored_pods_count_in_the_affinity_score() {
-    use placement_webhook::placement::pod_level::{Around, around_affinity_scores, restrict};
+    use placement_webhook::placement::pod_level::{
+        Around, Surroundings, around_affinity_scores, restrict,
+    };
     let view = view();
     let ledger = aligned_ledger(&view);
     let tm = taskmanager(
@@ -360,11 +362,14 @@ fn mirrored_pods_count_in_the_affinity_score() {
         assert_eq!(*score, if k == a1 { 0 } else { 100 }, "node {k}");
     }
     let eligible: Vec<u32> = (0..6).collect();
+    let at = Surroundings {
+        facts: &d.facts,
+        view: &view,
+        ledger: &ledger,
+    };
     let allowed = restrict(
+        at,
         &eligible,
-        &d.facts,
-        &view,
-        &ledger,
         Around::Read {
             mirrored: &[(a1, 1)],
         },
@@ -452,7 +457,9 @@ fn another_replicas_nodes_count_their_owners_pod_in_the_affinity_score() {
 /// (taken as mirrored), one topology key and two.
 #[test]
 fn kept_nodes_match_the_normalised_scores() {
-    use placement_webhook::placement::pod_level::{Around, around_affinity_scores, restrict};
+    use placement_webhook::placement::pod_level::{
+        Around, Surroundings, around_affinity_scores, restrict,
+    };
     use placement_webhook::scheduler::cycle::INTER_POD_AFFINITY_WEIGHT;
     let view = view();
     let ledger = aligned_ledger(&view);
@@ -500,11 +507,14 @@ fn kept_nodes_match_the_normalised_scores() {
                                 .collect()
                         }
                     };
+                let at = Surroundings {
+                    facts: &d.facts,
+                    view: &view,
+                    ledger: &ledger,
+                };
                 let kept = restrict(
+                    at,
                     &eligible,
-                    &d.facts,
-                    &view,
-                    &ledger,
                     Around::Read {
                         mirrored: &mirrored,
                     },

@@ -18,7 +18,7 @@ use super::context::DecisionCtx;
 use super::decision::{Decision, RankedNode, TierChoice};
 use super::landing::{Coverage, Window, order_positions};
 use super::partition::partition_for;
-use super::pod_level::Around;
+use super::pod_level::{Around, Surroundings};
 use super::predict::predict_landing;
 use super::rank_index::{RankIndex, RankIndexes};
 use super::replica::Replica;
@@ -61,10 +61,12 @@ pub fn decide(ctx: &DecisionCtx<'_>, replica: impl Into<Replica>) -> Decision {
     let partition = partition_for(ctx, &replica, &node_eligible);
     let restriction = ledger.and_then(|ledger| {
         super::pod_level::restrict(
+            Surroundings {
+                facts: &pod.facts,
+                view,
+                ledger,
+            },
             &node_eligible,
-            &pod.facts,
-            view,
-            ledger,
             Around::Read {
                 mirrored: partition.as_ref().map_or(&[][..], |p| &p.mirrored),
             },
@@ -205,10 +207,12 @@ pub fn decide_indexed(
             let node_eligible = eligible_nodes(&pod.constraints, view);
             let partition = partition_for(ctx, &replica, &node_eligible);
             let restricted = super::pod_level::restrict(
+                Surroundings {
+                    facts: &pod.facts,
+                    view,
+                    ledger,
+                },
                 &node_eligible,
-                &pod.facts,
-                view,
-                ledger,
                 Around::Kept {
                     sums: indexes.affinity_sums(),
                     mirrored: partition.as_ref().map_or(&[][..], |p| &p.mirrored),

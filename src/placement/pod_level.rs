@@ -225,17 +225,29 @@ pub struct Restriction {
     pub kept: Arc<[u32]>,
 }
 
+/// A pod among the pods the ledger places around it, in a view the ledger is aligned with:
+/// what the filters and scores that count pods read.
+#[derive(Clone, Copy)]
+pub struct Surroundings<'a> {
+    pub facts: &'a PodFacts<'a>,
+    pub view: &'a ClusterView,
+    pub ledger: &'a Ledger,
+}
+
 /// `eligible` (view positions) less the nodes the filters that count other pods reject, and
 /// less the nodes the scores of those plugins put too far behind the best (see
 /// [`best_scored`]); `None` when the pod has no such filter or score.
 pub fn restrict(
+    at: Surroundings<'_>,
     eligible: &[u32],
-    facts: &PodFacts<'_>,
-    view: &ClusterView,
-    ledger: &Ledger,
     around: Around<'_>,
     affinity_gap: i64,
 ) -> Option<Restriction> {
+    let Surroundings {
+        facts,
+        view,
+        ledger,
+    } = at;
     let filtered = applies(facts, ledger);
     let scored = scores_apply(facts);
     if !filtered && !scored {
@@ -258,7 +270,7 @@ pub fn restrict(
         eligible.into()
     };
     let kept = if scored {
-        best_scored(&passing, facts, view, ledger, &pods, around, affinity_gap).into()
+        best_scored(at, &passing, &pods, around, affinity_gap).into()
     } else {
         passing.clone()
     };
@@ -272,14 +284,17 @@ pub fn restrict(
 /// unnamed or lower-tier node that these plugins favour, and the landing would be mispredicted.
 /// `pods`: the pods around, for PodTopologySpread's score.
 pub fn best_scored(
+    at: Surroundings<'_>,
     allowed: &[u32],
-    facts: &PodFacts<'_>,
-    view: &ClusterView,
-    ledger: &Ledger,
     pods: &[ExistingPod],
     around: Around<'_>,
     affinity_gap: i64,
 ) -> Vec<u32> {
+    let Surroundings {
+        facts,
+        view,
+        ledger,
+    } = at;
     let nodes = view.model_nodes();
     let margin = (affinity_gap / 2).max(1);
     let cluster = ClusterPods::new(pods, ledger.namespace_labels());
