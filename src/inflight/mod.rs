@@ -4,6 +4,7 @@
 //! read by placement.
 
 pub(crate) mod changes;
+mod interner;
 pub mod ledger;
 pub mod note;
 pub mod occupancy;

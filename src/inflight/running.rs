@@ -9,7 +9,6 @@
 //! (`orders-taskmanager-1-` of `orders-taskmanager-1-17`). A pod costs 28 bytes, the end of
 //! its name and an 8-byte index slot.
 
-use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
@@ -18,6 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::hashing::HashMap;
 use k8s_openapi::api::core::v1::Pod;
 
+use super::interner::Interner;
 use crate::jobs::{self, COMPONENT_LABEL, JobKey, TASKMANAGER};
 use crate::snapshot::LoadSnapshot;
 
@@ -55,87 +55,6 @@ impl JobShape {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
-    }
-}
-
-/// Values many pods share, each kept once under a number while some pod holds it; a number is
-/// reused once no pod does.
-#[derive(Debug)]
-struct Interner<T: ?Sized> {
-    /// The value and how many pods hold it, by number; `None` for a free number.
-    slots: Vec<(Option<Arc<T>>, u32)>,
-    free: Vec<u32>,
-    ids: HashMap<Arc<T>, u32>,
-}
-
-// Derived `Clone` would ask `T: Clone`, which `str` is not; the values are shared.
-impl<T: ?Sized> Clone for Interner<T> {
-    fn clone(&self) -> Self {
-        Interner {
-            slots: self.slots.clone(),
-            free: self.free.clone(),
-            ids: self.ids.clone(),
-        }
-    }
-}
-
-impl<T: ?Sized> Default for Interner<T> {
-    fn default() -> Self {
-        Interner {
-            slots: Vec::new(),
-            free: Vec::new(),
-            ids: HashMap::default(),
-        }
-    }
-}
-
-impl<T: ?Sized + Hash + Eq> Interner<T> {
-    /// The number of `value` (made by `make` on first sight), held once more; and whether it
-    /// was just numbered.
-    fn hold<Q>(&mut self, value: &Q, make: impl FnOnce() -> Arc<T>) -> (u32, bool)
-    where
-        Arc<T>: Borrow<Q>,
-        Q: ?Sized + Hash + Eq,
-    {
-        if let Some(&id) = self.ids.get(value) {
-            if let Some(slot) = self.slots.get_mut(id as usize) {
-                slot.1 += 1;
-            }
-            return (id, false);
-        }
-        let shared = make();
-        let id = match self.free.pop() {
-            Some(id) => id,
-            None => {
-                self.slots.push((None, 0));
-                u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX)
-            }
-        };
-        if let Some(slot) = self.slots.get_mut(id as usize) {
-            *slot = (Some(shared.clone()), 1);
-        }
-        self.ids.insert(shared, id);
-        (id, true)
-    }
-
-    /// One pod less holds number `id`; whether none does any more.
-    fn release(&mut self, id: u32) -> bool {
-        let Some(slot) = self.slots.get_mut(id as usize) else {
-            return false;
-        };
-        slot.1 = slot.1.saturating_sub(1);
-        if slot.1 == 0
-            && let Some(value) = slot.0.take()
-        {
-            self.ids.remove(&value);
-            self.free.push(id);
-            return true;
-        }
-        false
-    }
-
-    fn get(&self, id: u32) -> Option<&T> {
-        self.slots.get(id as usize)?.0.as_deref()
     }
 }
 
@@ -499,10 +418,9 @@ impl RunningPods {
         // Each job's key once, not once per pod.
         let keys: Vec<Option<JobKey>> = self
             .jobs
-            .slots
-            .iter()
-            .map(|(shape, _)| {
-                let shape = shape.as_ref()?;
+            .by_number()
+            .map(|shape| {
+                let shape = shape?;
                 JobKey::of(&shape.namespace, &shape.labels(), shape.owner.as_deref())
             })
             .collect();
@@ -897,7 +815,7 @@ mod tests {
             }
             proptest::prop_assert!(running.is_empty());
             proptest::prop_assert!(running.index.is_empty() && running.collided.is_empty());
-            proptest::prop_assert!(running.jobs.ids.is_empty() && running.nodes.ids.is_empty());
+            proptest::prop_assert!(running.jobs.is_empty() && running.nodes.is_empty());
         }
     }
 }
