@@ -11,3 +11,4 @@ pub mod occupancy;
 pub mod pod_groups;
 pub(crate) mod running;
 pub mod shared;
+mod since;

@@ -12,12 +12,13 @@
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use crate::hashing::HashMap;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::interner::Interner;
+use super::since::Since;
 use crate::jobs::{self, COMPONENT_LABEL, JobKey, TASKMANAGER};
 use crate::snapshot::LoadSnapshot;
 
@@ -55,63 +56,6 @@ impl JobShape {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
-    }
-}
-
-/// A start time in 12 bytes with 4-byte alignment (`Option<SystemTime>` takes 16 and 8):
-/// whole seconds since the epoch (two's complement, low half first) and nanoseconds; none
-/// with nanoseconds past a second.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Since {
-    secs: [u32; 2],
-    nanos: u32,
-}
-
-impl Since {
-    const NONE: Since = Since {
-        secs: [0, 0],
-        nanos: u32::MAX,
-    };
-
-    fn of(time: Option<SystemTime>) -> Self {
-        let Some(time) = time else {
-            return Since::NONE;
-        };
-        let (secs, nanos) = match time.duration_since(UNIX_EPOCH) {
-            Ok(after) => match i64::try_from(after.as_secs()) {
-                Ok(secs) => (secs, after.subsec_nanos()),
-                Err(_) => return Since::NONE,
-            },
-            Err(before) => {
-                let before = before.duration();
-                let Ok(secs) = i64::try_from(before.as_secs()) else {
-                    return Since::NONE;
-                };
-                match before.subsec_nanos() {
-                    0 => (-secs, 0),
-                    n => (-secs - 1, 1_000_000_000 - n),
-                }
-            }
-        };
-        let bits = secs as u64;
-        Since {
-            secs: [bits as u32, (bits >> 32) as u32],
-            nanos,
-        }
-    }
-
-    fn get(self) -> Option<SystemTime> {
-        if self.nanos >= 1_000_000_000 {
-            return None;
-        }
-        let secs = ((u64::from(self.secs[1]) << 32) | u64::from(self.secs[0])) as i64;
-        let nanos = Duration::from_nanos(u64::from(self.nanos));
-        match u64::try_from(secs) {
-            Ok(after) => UNIX_EPOCH.checked_add(Duration::from_secs(after) + nanos),
-            Err(_) => UNIX_EPOCH
-                .checked_sub(Duration::from_secs(secs.unsigned_abs()))?
-                .checked_add(nanos),
-        }
     }
 }
 
@@ -496,6 +440,7 @@ fn started(pod: &Pod) -> Option<SystemTime> {
 mod tests {
     use super::*;
     use crate::snapshot::PodReading;
+    use std::time::UNIX_EPOCH;
 
     fn pod(name: &str, labels: serde_json::Value, phase: &str, started: &str) -> Pod {
         serde_json::from_value(serde_json::json!({
