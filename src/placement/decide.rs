@@ -30,6 +30,10 @@ use crate::config::{NodeMatch, PlacementConfig};
 use crate::scheduler::num_feasible_nodes_to_find;
 use crate::view::{ClusterView, NodeView};
 
+/// The most nodes a fallback tier grows by for the pods of its kind not bound yet: keeps the
+/// patch a few kilobytes when a burst of thousands is pending.
+const MAX_TAKEN_AHEAD: usize = 200;
+
 /// How many tier-1 nodes make it `miss`-unlikely that none is in a sample of `fraction`.
 pub fn tier_size_for_sample(fraction: f64, miss: f64, at_least: usize) -> usize {
     if fraction >= 1.0 || fraction <= 0.0 {
@@ -304,13 +308,23 @@ fn pick(
     // is chosen from this many by the coverage of the runs.
     let tier_size =
         |configured: usize| tier_size_for_sample(sample_fraction, policy.sample_miss, configured);
+    // A pod whose scores count its own kind (preferred pod (anti-)affinity, a `ScheduleAnyway`
+    // spread) finds the nodes those scores favour taken by the pods of its kind decided before
+    // it and not bound yet, whatever their predicted landing said: the fallback tiers hold that
+    // many more.
+    let taken_ahead = match ctx.ledger {
+        Some(ledger) if super::pod_level::scores_apply(&pod.facts) => {
+            super::groups_around::pending_read(&pod.facts, ledger).min(MAX_TAKEN_AHEAD)
+        }
+        _ => 0,
+    };
     let configured_first = policy.tiers.first().map_or(1, |t| t.nodes);
     let pool = tier_size(configured_first);
     let later_sizes: Vec<usize> = policy
         .tiers
         .iter()
         .skip(1)
-        .map(|t| tier_size(t.nodes))
+        .map(|t| tier_size(t.nodes) + taken_ahead)
         .collect();
     let used = pool + later_sizes.iter().sum::<usize>();
 
