@@ -15,7 +15,7 @@ use placement_webhook::config::PlacementConfig;
 use placement_webhook::config::prometheus::NodeMapping;
 use placement_webhook::config::scheduler::SchedulerConfig;
 use placement_webhook::metrics_source::readings::{Readings, build_snapshot, parse_vector};
-use placement_webhook::placement::{PodDemand, decide};
+use placement_webhook::placement::{DecisionCtx, PodDemand, decide};
 use placement_webhook::view::ClusterView;
 
 fuzz_target!(|data: &[u8]| {
@@ -72,12 +72,10 @@ fuzz_target!(|data: &[u8]| {
 
     let policy = PlacementConfig::default();
     let view = ClusterView::build(&snapshot, None, &policy);
+    let demand = PodDemand::default();
+    let scheduler = SchedulerConfig::default();
     let decision = decide(
-        &PodDemand::default(),
-        &view,
-        None,
-        &policy,
-        &SchedulerConfig::default(),
+        &DecisionCtx::new(&demand, &view, None, &policy, &scheduler),
         0,
     );
     for tier in &decision.tiers {
