@@ -56,10 +56,7 @@ pub fn decide(ctx: &DecisionCtx<'_>, replica: impl Into<Replica>) -> Decision {
         scheduler,
         inflight,
     } = *ctx;
-    let replica = Replica {
-        unsampled: scores_every_node(view, scheduler),
-        ..replica.into()
-    };
+    let replica = deciding(ctx, replica);
     let ties = tie_breakers(view, replica.salt);
     let node_eligible = eligible_nodes(&pod.constraints, view);
     let partition = partition_for(ctx, &replica, &node_eligible);
@@ -157,6 +154,14 @@ pub(super) fn nodes_to_score(view: &ClusterView, scheduler: &SchedulerConfig) ->
     ) as usize
 }
 
+/// `replica` as it decides in `ctx`: told whether the scheduler samples there.
+fn deciding(ctx: &DecisionCtx<'_>, replica: impl Into<Replica>) -> Replica {
+    Replica {
+        unsampled: scores_every_node(ctx.view, ctx.scheduler),
+        ..replica.into()
+    }
+}
+
 /// The scheduler scores every feasible node of `view`, whatever passes its filters.
 fn scores_every_node(view: &ClusterView, scheduler: &SchedulerConfig) -> bool {
     nodes_to_score(view, scheduler) >= view.nodes.len() + view.nodes_without_metrics
@@ -189,10 +194,7 @@ pub fn decide_indexed(
         scheduler,
         inflight,
     } = *ctx;
-    let replica = Replica {
-        unsampled: scores_every_node(view, scheduler),
-        ..replica.into()
-    };
+    let replica = deciding(ctx, replica);
     match (ledger, inflight.aligned) {
         // Which nodes such a pod may take changes with every pod bound or steered: the
         // per-shape index does not follow that; the walk does.
