@@ -184,6 +184,20 @@ pub struct Outcome {
     pub landings: [usize; 3],
 }
 
+impl Outcome {
+    /// Where `method` put the pods, with nothing counted about samples or landings.
+    pub fn placed(method: Method, landed: Vec<Option<usize>>) -> Outcome {
+        Outcome {
+            method,
+            landed,
+            preferred_outside_sample: 0,
+            with_preferences: 0,
+            predicted_landing_held: 0,
+            landings: [0; 3],
+        }
+    }
+}
+
 /// Runs the burst with `method`. `seed` drives the scheduler's tie-breaking and the replicas'
 /// salts, so a run is repeatable.
 pub fn run(
@@ -270,14 +284,7 @@ fn place_in_order(
             Some(node)
         })
         .collect();
-    Outcome {
-        method,
-        landed,
-        preferred_outside_sample: 0,
-        with_preferences: 0,
-        predicted_landing_held: 0,
-        landings: [0; 3],
-    }
+    Outcome::placed(method, landed)
 }
 
 /// Water-filling over every feasible node, or, with `sampler`, over the sample it scores.
@@ -332,18 +339,12 @@ fn ideal(
             Some(best)
         })
         .collect();
-    Outcome {
-        method: if sampler.is_some() {
-            Method::IdealInSample
-        } else {
-            Method::Ideal
-        },
-        landed,
-        preferred_outside_sample: 0,
-        with_preferences: 0,
-        predicted_landing_held: 0,
-        landings: [0; 3],
-    }
+    let method = if sampler.is_some() {
+        Method::IdealInSample
+    } else {
+        Method::Ideal
+    };
+    Outcome::placed(method, landed)
 }
 
 /// Requests of the burst pod, for callers that size scenarios.

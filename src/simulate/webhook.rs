@@ -155,14 +155,7 @@ pub(super) fn webhook(
     let mut scheduler = cluster.scheduler(&config, seed);
     let mut patched: Vec<Option<Value>> = vec![None; burst.count];
     let mut landed: Vec<Option<usize>> = vec![None; burst.count];
-    let mut outcome = Outcome {
-        method: Method::Webhook(timing),
-        landed: Vec::new(),
-        preferred_outside_sample: 0,
-        with_preferences: 0,
-        predicted_landing_held: 0,
-        landings: [0; 3],
-    };
+    let mut outcome = Outcome::placed(Method::Webhook(timing), Vec::new());
     let mut predicted: Vec<Vec<String>> = vec![Vec::new(); burst.count];
     for (_, event) in events {
         match event {
