@@ -309,12 +309,8 @@ fn print_strays(
 
 fn outcome(method: Method, landed: Vec<Option<usize>>, landings: [usize; 3]) -> Outcome {
     Outcome {
-        method,
-        landed,
-        preferred_outside_sample: 0,
-        with_preferences: 0,
-        predicted_landing_held: 0,
         landings,
+        ..Outcome::placed(method, landed)
     }
 }
 
@@ -354,6 +350,29 @@ struct Scenario {
     template: Template,
 }
 
+/// One TaskManager per node first (preferred anti-affinity, weight 100, which ties the
+/// webhook's own weight), on a busy cluster under default sampling.
+const APART_ON_TWO_THOUSAND: Scenario = Scenario {
+    name: "2,000 busy nodes, apart",
+    nodes: 2000,
+    pods: 600,
+    seed: 2001,
+    load: HEAVY,
+    late: 60,
+    template: Template::Apart,
+};
+
+/// The job's TaskManagers spread evenly over the zones (DoNotSchedule), busy cluster.
+const ZONE_SPREAD_ON_TWO_THOUSAND: Scenario = Scenario {
+    name: "2,000 busy nodes, zone spread",
+    nodes: 2000,
+    pods: 600,
+    seed: 2002,
+    load: HEAVY,
+    late: 60,
+    template: Template::ZoneSpread,
+};
+
 /// One scenario end to end; prints its table.
 async fn run(scenario: Scenario) -> Option<Run> {
     let Scenario {
@@ -390,15 +409,7 @@ async fn run(scenario: Scenario) -> Option<Run> {
         .collect();
 
     let config = Config::default();
-    let late_joiners: Vec<usize> = (n - late..n).collect();
-    let model = simulate::Cluster::new(snapshot, &config).with_late_joiners(&late_joiners);
-    let burst = Burst {
-        pod: taskmanager("tm", template),
-        count,
-        cpu_cores: 2.0,
-        network_bytes_per_second: 0.0,
-        configured_network: None,
-    };
+    let (model, burst) = model_of(&scenario, snapshot, &config);
 
     if late > 0 {
         let pods: Vec<Value> = nodes[n - late..].iter().map(running_pod).collect();
@@ -607,53 +618,35 @@ async fn five_thousand_busy_nodes_default_sampling_late_joiners() {
     check_far_below_no_webhook("5,000 busy nodes", &run);
 }
 
-/// The job's template asks for one TaskManager per node first (preferred anti-affinity, weight
-/// 100, which ties the webhook's own weight), on a busy cluster under default sampling.
+/// [`APART_ON_TWO_THOUSAND`] on the real scheduler.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_busy_nodes_template_apart() {
     let _serial = serial().await;
-    let scenario = Scenario {
-        name: "2,000 busy nodes, apart",
-        nodes: 2000,
-        pods: 600,
-        seed: 2001,
-        load: HEAVY,
-        late: 60,
-        template: Template::Apart,
-    };
-    let Some(run) = run(scenario).await else {
+    let Some(run) = run(APART_ON_TWO_THOUSAND).await else {
         return;
     };
     assert!(run.real_webhook.onto_busy < run.real_none.onto_busy);
 }
 
-/// The job's TaskManagers spread evenly over the zones (DoNotSchedule), busy cluster.
+/// [`ZONE_SPREAD_ON_TWO_THOUSAND`] on the real scheduler.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_busy_nodes_template_zone_spread() {
     let _serial = serial().await;
-    let scenario = Scenario {
-        name: "2,000 busy nodes, zone spread",
-        nodes: 2000,
-        pods: 600,
-        seed: 2002,
-        load: HEAVY,
-        late: 60,
-        template: Template::ZoneSpread,
-    };
-    let Some(run) = run(scenario).await else {
+    let Some(run) = run(ZONE_SPREAD_ON_TWO_THOUSAND).await else {
         return;
     };
     assert!(run.real_webhook.onto_busy < run.real_none.onto_busy);
 }
 
-/// The model's rows for a scenario, no cluster needed: ideal, ideal inside each sample, and the
-/// webhook (2 replicas) on the model scheduler.
-fn model_rows(scenario: &Scenario) -> (Figures, Figures, Figures) {
+/// The model's cluster for `scenario` (late joiners last) and its burst of 2-core TaskManagers.
+fn model_of(
+    scenario: &Scenario,
+    snapshot: LoadSnapshot,
+    config: &Config,
+) -> (simulate::Cluster, Burst) {
     let n = scenario.nodes;
-    let nodes = generate(n, scenario.seed, scenario.load);
-    let config = Config::default();
     let late_joiners: Vec<usize> = (n - scenario.late..n).collect();
-    let model = simulate::Cluster::new(snapshot(&nodes), &config).with_late_joiners(&late_joiners);
+    let model = simulate::Cluster::new(snapshot, config).with_late_joiners(&late_joiners);
     let burst = Burst {
         pod: taskmanager("tm", scenario.template),
         count: scenario.pods,
@@ -661,6 +654,15 @@ fn model_rows(scenario: &Scenario) -> (Figures, Figures, Figures) {
         network_bytes_per_second: 0.0,
         configured_network: None,
     };
+    (model, burst)
+}
+
+/// The model's rows for a scenario, no cluster needed: ideal, ideal inside each sample, and the
+/// webhook (2 replicas) on the model scheduler.
+fn model_rows(scenario: &Scenario) -> (Figures, Figures, Figures) {
+    let nodes = generate(scenario.nodes, scenario.seed, scenario.load);
+    let config = Config::default();
+    let (model, burst) = model_of(scenario, snapshot(&nodes), &config);
     let row = |method| {
         let outcome = simulate::run(&model, &config, &burst, method, scenario.seed);
         figures(&model, &burst, &outcome, BUSY)
@@ -679,16 +681,7 @@ fn model_rows(scenario: &Scenario) -> (Figures, Figures, Figures) {
 /// to whichever job-free node the request scores favoured (0.894 against ideal's 0.562).
 #[test]
 fn model_apart_on_two_thousand_busy_nodes_is_within_one_taskmanager() {
-    let scenario = Scenario {
-        name: "2,000 busy nodes, apart",
-        nodes: 2000,
-        pods: 600,
-        seed: 2001,
-        load: HEAVY,
-        late: 60,
-        template: Template::Apart,
-    };
-    check_model_within_one_taskmanager(&scenario);
+    check_model_within_one_taskmanager(&APART_ON_TWO_THOUSAND);
 }
 
 /// A zone spread's fallback nodes are sized for the sample: with three per zone, a pod whose
@@ -696,16 +689,7 @@ fn model_apart_on_two_thousand_busy_nodes_is_within_one_taskmanager() {
 /// favoured (0.704 against ideal's 0.408 on this cluster, one node taking 12 pods).
 #[test]
 fn model_zone_spread_on_two_thousand_busy_nodes_is_within_one_taskmanager() {
-    let scenario = Scenario {
-        name: "2,000 busy nodes, zone spread",
-        nodes: 2000,
-        pods: 600,
-        seed: 2002,
-        load: HEAVY,
-        late: 60,
-        template: Template::ZoneSpread,
-    };
-    check_model_within_one_taskmanager(&scenario);
+    check_model_within_one_taskmanager(&ZONE_SPREAD_ON_TWO_THOUSAND);
 }
 
 fn check_model_within_one_taskmanager(scenario: &Scenario) {
