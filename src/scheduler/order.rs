@@ -1,7 +1,8 @@
 //! The order the scheduler cache lists nodes in (`pkg/scheduler/backend/cache/node_tree.go`,
 //! `nodeTree.list()`): zones in the order their first node was added, round-robin across zones,
 //! nodes in insertion order within a zone. The zone key is region + zone (`GetZoneKey` in
-//! `k8s.io/component-helpers/node/topology`). A scheduler that started after the nodes existed
+//! `k8s.io/component-helpers/node/topology`), where the deprecated
+//! `failure-domain.beta.kubernetes.io` labels win over the GA ones when a node has both. A scheduler that started after the nodes existed
 //! inserted them in its informer's first list, the apiserver's order (by name); nodes that
 //! joined later are appended to their zone. The sample of one pod is a contiguous run of this
 //! order from a rotating start (`schedule_one.go`).
@@ -14,11 +15,12 @@ const REGION_BETA: &str = "failure-domain.beta.kubernetes.io/region";
 const ZONE_BETA: &str = "failure-domain.beta.kubernetes.io/zone";
 
 /// A node's zone key as the scheduler cache forms it: empty when the node has neither label.
+/// Upstream reads the beta label first and the GA one only when the beta one is absent.
 pub(crate) fn zone_key(labels: &BTreeMap<String, String>) -> String {
     let get = |ga: &str, beta: &str| {
         labels
-            .get(ga)
-            .or_else(|| labels.get(beta))
+            .get(beta)
+            .or_else(|| labels.get(ga))
             .map_or("", String::as_str)
     };
     let (region, zone) = (get(REGION, REGION_BETA), get(ZONE, ZONE_BETA));
@@ -97,7 +99,7 @@ mod tests {
     }
 
     #[test]
-    fn zone_key_uses_region_and_zone_with_beta_fallback() {
+    fn zone_key_uses_region_and_zone_the_beta_labels_first() {
         let labels = |pairs: &[(&str, &str)]| {
             pairs
                 .iter()
@@ -110,5 +112,20 @@ mod tests {
             "eu:\x00:eu-1"
         );
         assert_eq!(zone_key(&labels(&[(ZONE_BETA, "z")])), ":\x00:z");
+        // A node relabelled to the GA keys that kept its old beta ones is keyed by the beta
+        // ones (`GetZoneKey` reads `failure-domain.beta.kubernetes.io/*` first).
+        assert_eq!(
+            zone_key(&labels(&[
+                (REGION, "eu"),
+                (ZONE, "eu-1"),
+                (REGION_BETA, "old"),
+                (ZONE_BETA, "old-1")
+            ])),
+            "old:\x00:old-1"
+        );
+        assert_eq!(
+            zone_key(&labels(&[(ZONE, "eu-1"), (REGION_BETA, "old")])),
+            "old:\x00:eu-1"
+        );
     }
 }
