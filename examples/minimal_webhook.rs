@@ -44,7 +44,7 @@ async fn main() -> anyhow::Result<()> {
     };
     // rustls is built with ring only; say so once instead of letting it guess.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let tls = RustlsConfig::from_pem_file(cert, key).await?;
+    let tls = RustlsConfig::from_config(http11_only(&cert, &key)?);
     let app = Router::new().route(
         "/mutate",
         post(move |body: Bytes| {
@@ -56,6 +56,26 @@ async fn main() -> anyhow::Result<()> {
         .serve(app.into_make_service())
         .await?;
     Ok(())
+}
+
+/// The serving pair, offering HTTP/1.1 only (ALPN): the apiserver calls a webhook registered
+/// by Service over HTTP/1.1 (`NextProtos` in k8s.io/apiserver `pkg/util/webhook/client.go`,
+/// kubernetes#75791) and offers HTTP/2 only to a URL at a loopback address. The benches
+/// register both webhooks by such a URL; offering HTTP/2 here would give this baseline alone one
+/// multiplexed connection, which no Service-registered webhook gets.
+fn http11_only(cert: &str, key: &str) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain = CertificateDer::pem_file_iter(cert)
+        .with_context(|| format!("reading {cert}"))?
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("parsing {cert}"))?;
+    let key = PrivateKeyDer::from_pem_file(key).with_context(|| format!("reading {key}"))?;
+    let mut config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
 }
 
 /// A recorded answer of the webhook, given back to every review as the webhook writes it: the
