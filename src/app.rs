@@ -174,7 +174,7 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
         (Some(which), true) if options.use_cluster => {
             info!(lease = %which, scheduler = %config.scheduler_name,
                 "pods are routed to the scheduler only while its lease is renewed");
-            Some((which.clone(), Arc::new(SchedulerLease::default())))
+            Some((which.clone(), Arc::new(SchedulerLease::of(which))))
         }
         (None, true) => {
             warn!(scheduler = %config.scheduler_name,
@@ -191,6 +191,7 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
             Watched {
                 membership: membership.clone(),
                 lease: lease.clone(),
+                default_lease: config.default_scheduler_lease.clone(),
             },
             readiness.clone(),
             metrics.clone(),
@@ -270,6 +271,8 @@ impl Membership {
 struct Watched {
     membership: Option<Arc<Membership>>,
     lease: Option<(LeaseRef, Arc<SchedulerLease>)>,
+    /// The default scheduler's leader Lease: when its node list was taken.
+    default_lease: Option<LeaseRef>,
 }
 
 fn spawn_cluster_watches(
@@ -288,13 +291,31 @@ fn spawn_cluster_watches(
         info!("kube API reachable: watching nodes, pods and namespaces");
         readiness.set_cluster_access();
         let heat_store = store.clone();
-        let Watched { membership, lease } = watched;
+        let Watched {
+            membership,
+            lease,
+            default_lease,
+        } = watched;
         let lease = {
             let (client, stopped) = (client.clone(), stopped.clone());
             async move {
                 if let Some((which, state)) = lease {
-                    crate::inventory::lease::watch_lease(client, which, state, wait_for(stopped))
+                    crate::inventory::lease::follow_routed(client, which, state, wait_for(stopped))
                         .await;
+                }
+            }
+        };
+        let default_lease = {
+            let (client, stopped, store) = (client.clone(), stopped.clone(), store.clone());
+            async move {
+                if let Some(which) = default_lease {
+                    crate::inventory::lease::follow_default(
+                        client,
+                        which,
+                        wait_for(stopped),
+                        move |since| store.publish_scheduler_since(since),
+                    )
+                    .await;
                 }
             }
         };
@@ -315,6 +336,7 @@ fn spawn_cluster_watches(
         tokio::join!(
             replicas,
             lease,
+            default_lease,
             crate::inventory::nodes::watch_nodes(
                 client.clone(),
                 store,

@@ -22,6 +22,12 @@ pub struct NodeFacts {
     /// Everything allocatable, in the scheduler's units.
     pub allocatable: crate::scheduler::Resources,
     pub internal_ip: Option<String>,
+    /// `metadata.creationTimestamp` (whole seconds).
+    pub created: Option<std::time::SystemTime>,
+    /// The order the node watch first delivered the node in: its first list in name order,
+    /// then watch events in the apiserver's order, which is the order the scheduler's own
+    /// informer delivers them in. Orders nodes created within the same second.
+    pub arrival: u64,
 }
 
 /// Every node the kube API reported, by name.

@@ -55,6 +55,12 @@ pub enum KubeSchedulerConfigError {
         profile: String,
         problem: String,
     },
+    #[error("{path}: leaderElection.retryPeriod {value:?} is not a duration: {error}")]
+    RetryPeriod {
+        path: String,
+        value: String,
+        error: humantime::DurationError,
+    },
 }
 
 /// Reads `path` and returns the model of its profile named `scheduler_name`.
@@ -93,6 +99,16 @@ pub fn leader_lease(
     if election.leader_elect == Some(false) {
         return Ok(None);
     }
+    let renewed_every = match election.retry_period.as_deref() {
+        None => DEFAULT_RETRY_PERIOD,
+        Some(text) => humantime::parse_duration(text).map_err(|error| {
+            KubeSchedulerConfigError::RetryPeriod {
+                path: origin.to_string(),
+                value: text.to_string(),
+                error,
+            }
+        })?,
+    };
     Ok(Some(LeaseRef {
         namespace: election
             .resource_namespace
@@ -100,6 +116,7 @@ pub fn leader_lease(
         name: election
             .resource_name
             .unwrap_or_else(|| "kube-scheduler".into()),
+        renewed_every: Some(renewed_every),
     }))
 }
 
@@ -336,7 +353,12 @@ struct LeaderElection {
     leader_elect: Option<bool>,
     resource_name: Option<String>,
     resource_namespace: Option<String>,
+    /// A Go duration ("2s").
+    retry_period: Option<String>,
 }
+
+/// Upstream's `leaderElection.retryPeriod`: how often a leader renews its Lease.
+const DEFAULT_RETRY_PERIOD: std::time::Duration = std::time::Duration::from_secs(2);
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -441,8 +463,8 @@ mod tests {
         let lease = |body: &str| leader_lease(&format!("{HEADER}{body}"), "test").expect("parses");
         let named = |namespace: &str, name: &str| {
             Some(LeaseRef {
-                namespace: namespace.into(),
-                name: name.into(),
+                renewed_every: Some(std::time::Duration::from_secs(2)),
+                ..LeaseRef::named(namespace, name)
             })
         };
         assert_eq!(lease(""), named("kube-system", "kube-scheduler"));
@@ -451,6 +473,21 @@ mod tests {
             named("ns", "s")
         );
         assert_eq!(lease("leaderElection: {leaderElect: false}"), None);
+        assert_eq!(
+            lease("leaderElection: {retryPeriod: 500ms}").and_then(|l| l.renewed_every),
+            Some(std::time::Duration::from_millis(500))
+        );
+        assert_eq!(
+            lease("leaderElection: {retryPeriod: 1m30s}").and_then(|l| l.renewed_every),
+            Some(std::time::Duration::from_secs(90))
+        );
+        assert!(
+            leader_lease(
+                &format!("{HEADER}leaderElection: {{retryPeriod: soon}}"),
+                "f"
+            )
+            .is_err()
+        );
         let shipped = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/deploy/scheduler-profile/scheduler-config.yaml"

@@ -28,6 +28,26 @@ pub use scheduler::SchedulerConfig;
 pub struct LeaseRef {
     pub namespace: String,
     pub name: String,
+    /// How often its holder renews it (`leaderElection.retryPeriod`, upstream 2 s). Three
+    /// periods without a renewal and it counts as lapsed, when that comes before its
+    /// `leaseDurationSeconds` run out. Unset: only `leaseDurationSeconds` counts.
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub renewed_every: Option<Duration>,
+}
+
+impl LeaseRef {
+    /// The Lease `namespace/name`, lapsing only at its `leaseDurationSeconds`.
+    pub fn named(namespace: &str, name: &str) -> Self {
+        LeaseRef {
+            namespace: namespace.into(),
+            name: name.into(),
+            renewed_every: None,
+        }
+    }
 }
 
 impl std::fmt::Display for LeaseRef {
@@ -70,6 +90,10 @@ pub struct Config {
     /// affinity for the default scheduler. Read from `scheduler_config_file`'s `leaderElection`
     /// when not given; with neither, pods are always routed.
     pub scheduler_lease: Option<LeaseRef>,
+    /// The default scheduler's leader Lease. When its leader took it tells which nodes that
+    /// scheduler listed at its start (its node order: name order) and which joined later
+    /// (appended in the order they joined). `null`: every node in name order.
+    pub default_scheduler_lease: Option<LeaseRef>,
     /// The webhook's own Service: the pods behind its ready endpoints are the live replicas,
     /// which share the nodes out among themselves (this pod is `POD_NAME` in `POD_NAMESPACE`).
     pub service: String,
@@ -96,6 +120,7 @@ impl Default for Config {
             scheduler_config_file: None,
             scheduler: SchedulerConfig::default(),
             scheduler_lease: None,
+            default_scheduler_lease: Some(LeaseRef::named("kube-system", "kube-scheduler")),
             service: "placement-webhook".into(),
             forward: ForwardConfig::default(),
         }

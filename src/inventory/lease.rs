@@ -1,6 +1,9 @@
-//! The leader Lease of the scheduler that `spec.schedulerName` routes pods to (read-only, that
-//! one Lease): pods are sent to it only while its leader keeps renewing the Lease, so a stopped
-//! or crashed second scheduler never leaves pods Pending with nobody to bind them.
+//! Leader Leases of schedulers, read-only, one Lease each:
+//! - the scheduler that `spec.schedulerName` routes pods to: pods are sent to it only while
+//!   its leader keeps renewing the Lease, so a stopped or crashed second scheduler never
+//!   leaves pods Pending with nobody to bind them;
+//! - the default scheduler's: when its leader took the Lease tells which nodes it listed at
+//!   its start (in name order) and which joined later (appended in the order they joined).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -29,17 +32,36 @@ struct Renewal {
 #[derive(Debug, Default)]
 pub struct SchedulerLease {
     last: ArcSwapOption<Renewal>,
+    /// Lapsed after this long without a renewal, when sooner than the Lease's duration.
+    lapses_after: Option<Duration>,
 }
 
+/// Renewals a leader may miss before its Lease counts as lapsed: client-go's leader renews
+/// every `retryPeriod`, and gives up after `renewDeadline` (upstream 10 s of 2 s periods).
+const MISSED_RENEWALS: u32 = 3;
+
 impl SchedulerLease {
-    /// Whether the Lease's holder renewed it less than its `leaseDurationSeconds` before `now`,
+    /// Liveness of `lease`: lapsed once [`MISSED_RENEWALS`] of its renewals are missing (when
+    /// it says how often it is renewed) or its duration has run out.
+    pub fn of(lease: &LeaseRef) -> Self {
+        SchedulerLease {
+            last: ArcSwapOption::empty(),
+            lapses_after: lease.renewed_every.map(|every| every * MISSED_RENEWALS),
+        }
+    }
+
+    /// Whether the Lease's holder renewed it less than its `leaseDurationSeconds` (or missed
+    /// renewals, see [`SchedulerLease::of`]) before `now`,
     /// timed on this replica's clock from when the renewal was seen (as client-go's leader
     /// election times other candidates, so clock skew between machines does not count). An
     /// unknown Lease (not listed yet, missing, without a holder) is not alive.
     pub fn alive(&self, now: SystemTime) -> bool {
         self.last.load().as_deref().is_some_and(|r| {
+            let lapses_after = self
+                .lapses_after
+                .map_or(r.valid_for, |after| after.min(r.valid_for));
             now.duration_since(r.seen)
-                .map_or(true, |age| age <= r.valid_for)
+                .map_or(true, |age| age <= lapses_after)
         })
     }
 
@@ -69,14 +91,61 @@ impl SchedulerLease {
     }
 }
 
-/// Watches the one Lease `which` and keeps `state` up to date until `shutdown`. Errors are
-/// retried with backoff; meanwhile the last renewal stands, and ages out by itself.
-#[tracing::instrument(name = "lease_watch", skip_all, fields(lease = %which))]
-pub async fn watch_lease(
+/// When the Lease's current holder took it (`acquireTime`); `None` without a holder.
+pub fn acquired(lease: Option<&Lease>) -> Option<SystemTime> {
+    let spec = lease?.spec.as_ref()?;
+    spec.holder_identity.as_ref().filter(|h| !h.is_empty())?;
+    spec.acquire_time.as_ref().map(|t| SystemTime::from(t.0))
+}
+
+/// Keeps the routed scheduler's `state` up to date from its Lease until `shutdown`; the
+/// last renewal stands while the watch is down, and ages out by itself.
+pub async fn follow_routed(
     client: Client,
     which: LeaseRef,
     state: Arc<SchedulerLease>,
     shutdown: impl Future<Output = ()> + Send,
+) {
+    let mut was_alive = None;
+    watch_lease(client, which, shutdown, move |lease| {
+        state.update(lease, SystemTime::now());
+        let alive = state.alive(SystemTime::now());
+        if was_alive != Some(alive) {
+            info!(alive, "scheduler lease");
+            was_alive = Some(alive);
+        }
+    })
+    .await;
+}
+
+/// Hands when the default scheduler's leader took its Lease (see [`acquired`]) to `publish`
+/// whenever it changes, until `shutdown`.
+pub async fn follow_default(
+    client: Client,
+    which: LeaseRef,
+    shutdown: impl Future<Output = ()> + Send,
+    mut publish: impl FnMut(Option<SystemTime>) + Send,
+) {
+    let mut last = None;
+    watch_lease(client, which, shutdown, move |lease| {
+        let since = acquired(lease);
+        if last != Some(since) {
+            info!(since = ?since, "default scheduler's leader");
+            publish(since);
+            last = Some(since);
+        }
+    })
+    .await;
+}
+
+/// Watches the one Lease `which` and hands it (`None`: gone) to `on_change` after every event,
+/// until `shutdown`. Errors are retried with backoff.
+#[tracing::instrument(name = "lease_watch", skip_all, fields(lease = %which))]
+async fn watch_lease(
+    client: Client,
+    which: LeaseRef,
+    shutdown: impl Future<Output = ()> + Send,
+    mut on_change: impl FnMut(Option<&Lease>) + Send,
 ) {
     let api = Api::<Lease>::namespaced(client, &which.namespace);
     let config = watcher::Config::default().fields(&format!("metadata.name={}", which.name));
@@ -87,7 +156,6 @@ pub async fn watch_lease(
     let mut events = std::pin::pin!(events);
     let mut shutdown = std::pin::pin!(shutdown);
     let mut health = WatchHealth::default();
-    let mut was_alive = None;
     loop {
         tokio::select! {
             () = &mut shutdown => {
@@ -98,12 +166,7 @@ pub async fn watch_lease(
                 Some(Ok(_)) => {
                     health.ok("lease");
                     let lease = reader.state().into_iter().next();
-                    state.update(lease.as_deref(), SystemTime::now());
-                    let alive = state.alive(SystemTime::now());
-                    if was_alive != Some(alive) {
-                        info!(alive, "scheduler lease");
-                        was_alive = Some(alive);
-                    }
+                    on_change(lease.as_deref());
                 }
                 Some(Err(error)) => health.failed("lease", &error),
                 None => return,
@@ -158,5 +221,27 @@ mod tests {
         state.update(Some(&lease(Some("s-1"), now, 15)), now);
         state.update(None, now);
         assert!(!state.alive(now), "deleted");
+    }
+
+    /// A Lease renewed every 2 s lapses after three missed renewals, long before its 15 s run
+    /// out; one renewed less often than its duration still lapses at its duration.
+    #[test]
+    fn a_lease_that_says_how_often_it_is_renewed_lapses_after_missed_renewals() {
+        let now = SystemTime::now();
+        let secs = Duration::from_secs;
+        let state = SchedulerLease::of(&LeaseRef {
+            renewed_every: Some(secs(2)),
+            ..LeaseRef::named("ns", "s")
+        });
+        state.update(Some(&lease(Some("s-1"), now, 15)), now);
+        assert!(state.alive(now + secs(6)));
+        assert!(!state.alive(now + secs(7)), "three renewals missed");
+        let slow = SchedulerLease::of(&LeaseRef {
+            renewed_every: Some(secs(10)),
+            ..LeaseRef::named("ns", "s")
+        });
+        slow.update(Some(&lease(Some("s-1"), now, 15)), now);
+        assert!(slow.alive(now + secs(15)));
+        assert!(!slow.alive(now + secs(16)), "its duration ran out first");
     }
 }

@@ -60,6 +60,11 @@ pub fn node_facts(node: &Node) -> (String, NodeFacts) {
         .iter()
         .find(|a| a.type_ == "InternalIP")
         .map(|a| a.address.clone());
+    let created = node
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| std::time::SystemTime::from(t.0));
     (
         name,
         NodeFacts {
@@ -70,6 +75,8 @@ pub fn node_facts(node: &Node) -> (String, NodeFacts) {
             allocatable_cpu_cores,
             allocatable,
             internal_ip,
+            created,
+            arrival: 0,
         },
     )
 }
@@ -78,6 +85,52 @@ pub fn node_facts(node: &Node) -> (String, NodeFacts) {
 pub fn inventory_from(nodes: &[Arc<Node>]) -> Inventory {
     Inventory {
         nodes: nodes.iter().map(|n| node_facts(n)).collect(),
+    }
+}
+
+/// The order nodes arrived in, by uid: what [`NodeFacts::arrival`] holds.
+#[derive(Debug, Default)]
+struct Arrivals {
+    next: u64,
+    by_uid: crate::hashing::HashMap<String, u64>,
+}
+
+impl Arrivals {
+    /// A node listed or watched: numbered the first time its uid is seen (a relist keeps the
+    /// numbers of the nodes it lists again).
+    fn saw(&mut self, node: &Node) {
+        if let Some(uid) = &node.metadata.uid
+            && !self.by_uid.contains_key(uid)
+        {
+            self.by_uid.insert(uid.clone(), self.next);
+            self.next += 1;
+        }
+    }
+
+    fn gone(&mut self, node: &Node) {
+        if let Some(uid) = &node.metadata.uid {
+            self.by_uid.remove(uid);
+        }
+    }
+
+    /// Forgets nodes no longer listed (deleted while the watch was re-listing).
+    fn keep_only(&mut self, nodes: &[Arc<Node>]) {
+        if self.by_uid.len() > nodes.len() {
+            let listed: std::collections::HashSet<&str> = nodes
+                .iter()
+                .filter_map(|n| n.metadata.uid.as_deref())
+                .collect();
+            self.by_uid.retain(|uid, _| listed.contains(uid.as_str()));
+        }
+    }
+
+    fn of(&self, node: &Node) -> u64 {
+        node.metadata
+            .uid
+            .as_ref()
+            .and_then(|uid| self.by_uid.get(uid))
+            .copied()
+            .unwrap_or(u64::MAX)
     }
 }
 
@@ -149,6 +202,7 @@ struct Publisher {
     dirty: bool,
     last_publish: Option<Instant>,
     last: Option<Inventory>,
+    arrivals: Arrivals,
 }
 
 impl Publisher {
@@ -156,12 +210,20 @@ impl Publisher {
     fn note(&mut self, event: &Event<Node>) {
         match event {
             // The reflector swaps its buffer in only at InitDone: the store is untouched before.
-            Event::Init | Event::InitApply(_) => {}
+            Event::Init => {}
+            Event::InitApply(node) => self.arrivals.saw(node),
             Event::InitDone => {
                 self.ready = true;
                 self.dirty = true;
             }
-            Event::Apply(_) | Event::Delete(_) => self.dirty = true,
+            Event::Apply(node) => {
+                self.arrivals.saw(node);
+                self.dirty = true;
+            }
+            Event::Delete(node) => {
+                self.arrivals.gone(node);
+                self.dirty = true;
+            }
         }
     }
 
@@ -179,7 +241,19 @@ impl Publisher {
     fn publish(&mut self, reader: &Store<Node>, store: &ViewStore) {
         self.dirty = false;
         self.last_publish = Some(Instant::now());
-        let inventory = inventory_from(&reader.state());
+        let nodes = reader.state();
+        self.arrivals.keep_only(&nodes);
+        let mut inventory = inventory_from(&nodes);
+        for node in &nodes {
+            if let Some(facts) = node
+                .metadata
+                .name
+                .as_ref()
+                .and_then(|name| inventory.nodes.get_mut(name))
+            {
+                facts.arrival = self.arrivals.of(node);
+            }
+        }
         if self.last.as_ref() == Some(&inventory) {
             return;
         }
@@ -306,5 +380,47 @@ mod tests {
                 .map(String::as_str),
             Some("worker-1")
         );
+    }
+
+    /// Nodes are numbered in the order the watch delivered them first: the list's order, then
+    /// watch events; a relist keeps the numbers, a node created again under the same name gets
+    /// a new one.
+    #[test]
+    fn arrival_is_the_order_nodes_were_first_delivered_in() {
+        let node = |name: &str, uid: &str| -> Arc<Node> {
+            Arc::new(
+                serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": name, "uid": uid}
+                }))
+                .unwrap(),
+            )
+        };
+        let (a, b, c) = (node("a", "1"), node("b", "2"), node("c", "3"));
+        let mut p = Publisher::default();
+        p.note(&Event::Init);
+        p.note(&Event::InitApply((*b).clone()));
+        p.note(&Event::InitApply((*a).clone()));
+        p.note(&Event::InitDone);
+        p.note(&Event::Apply((*c).clone()));
+        assert_eq!(
+            [&a, &b, &c].map(|n| p.arrivals.of(n)),
+            [1, 0, 2],
+            "list order, then watch order"
+        );
+        p.note(&Event::Init);
+        p.note(&Event::InitApply((*c).clone()));
+        p.note(&Event::InitApply((*a).clone()));
+        p.note(&Event::InitDone);
+        p.arrivals.keep_only(&[a.clone(), c.clone()]);
+        assert_eq!(
+            [&a, &c].map(|n| p.arrivals.of(n)),
+            [1, 2],
+            "kept by a relist"
+        );
+        assert_eq!(p.arrivals.of(&b), u64::MAX, "gone while relisting");
+        p.note(&Event::Delete((*a).clone()));
+        let again = node("a", "4");
+        p.note(&Event::Apply((*again).clone()));
+        assert_eq!(p.arrivals.of(&again), 3, "created again: joins last");
     }
 }

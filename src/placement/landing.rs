@@ -46,19 +46,48 @@ impl Window {
     }
 }
 
-/// Each node of `view` (by position) at its place in the scheduler's order: zones round-robin,
-/// names in order within a zone. Once per view.
+/// Each node of `view` (by position) at its place in the scheduler's order: zones round-robin;
+/// within a zone, the nodes the scheduler listed when it started in name order, then those
+/// that joined later in the order they joined. Once per view.
 pub fn order_positions(view: &ClusterView) -> Arc<[u32]> {
     view.memo.get_or_compute("order/positions".into(), || {
         let names: Vec<&str> = view.nodes.iter().map(|n| n.name.as_str()).collect();
         let zones: Vec<String> = view.nodes.iter().map(|n| zone_key(&n.labels)).collect();
-        let order = scheduler_order(&names, &zones, &[]);
+        let order = scheduler_order(&names, &zones, &joined_later(view));
         let mut positions = vec![0u32; view.nodes.len()];
         for (position, &index) in order.iter().enumerate() {
             positions[index] = u32::try_from(position).unwrap_or(u32::MAX);
         }
         positions
     })
+}
+
+/// Indexes of the nodes created after the default scheduler took its node list, in the order
+/// they joined: by creation second, then by the order the node watch delivered them (the
+/// apiserver's order, which the scheduler's informer sees too). A node created within the
+/// second the list was taken counts as listed: creation times are whole seconds.
+fn joined_later(view: &ClusterView) -> Vec<usize> {
+    let Some(since) = view.scheduler_since else {
+        return Vec::new();
+    };
+    let listed_second = whole_seconds(since);
+    let mut late: Vec<usize> = (0..view.nodes.len())
+        .filter(|&i| {
+            view.nodes[i]
+                .created
+                .is_some_and(|c| whole_seconds(c) > listed_second)
+        })
+        .collect();
+    late.sort_by_key(|&i| {
+        let n = &view.nodes[i];
+        (n.created.map(whole_seconds), n.arrival, n.name.as_str())
+    });
+    late
+}
+
+fn whole_seconds(t: std::time::SystemTime) -> u64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Which starts have a chosen node in their run, as the chosen positions in order.
@@ -569,5 +598,62 @@ mod tests {
         assert_eq!(Window::new(5000, 500, 5000).len, 500);
         assert_eq!(Window::new(5000, 500, 2500).len, 1000);
         assert!(Window::new(80, 100, 80).whole());
+    }
+
+    /// Nodes listed when the scheduler started are in name order; those created later follow
+    /// in the order they joined (creation second, then the watch's order); without the time
+    /// the scheduler's leader took its Lease, every node is in name order.
+    #[test]
+    fn nodes_created_after_the_scheduler_listed_follow_in_the_order_they_joined() {
+        use crate::facts::{Inventory, NodeFacts};
+        use std::time::{Duration, UNIX_EPOCH};
+        let at = |secs: u64| Some(UNIX_EPOCH + Duration::from_secs(secs));
+        // One zone: the order is the zone's list. (name, created, arrival)
+        let nodes = [
+            ("d", at(100), 0),
+            ("b", at(100), 1),
+            ("a", at(205), 5),
+            ("c", at(203), 3),
+            ("e", at(203), 2),
+            ("f", at(200), 4),
+        ];
+        let snapshot: crate::snapshot::LoadSnapshot = serde_json::from_value(serde_json::json!({
+            "nodes": nodes.iter().map(|(name, _, _)| serde_json::json!({"name": name, "cpu": 0.5}))
+                .collect::<Vec<_>>(),
+        }))
+        .expect("snapshot");
+        let inventory = Inventory {
+            nodes: nodes
+                .iter()
+                .map(|&(name, created, arrival)| {
+                    let facts = NodeFacts {
+                        ready: true,
+                        created,
+                        arrival,
+                        ..NodeFacts::default()
+                    };
+                    (name.to_string(), facts)
+                })
+                .collect(),
+        };
+        let order = |since: Option<std::time::SystemTime>| {
+            let view = ClusterView::build(&snapshot, Some(&inventory), &Default::default())
+                .with_scheduler_since(since);
+            let positions = order_positions(&view);
+            let mut names: Vec<(u32, String)> = view
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (positions[i], n.name.clone()))
+                .collect();
+            names.sort_unstable();
+            names.into_iter().map(|(_, n)| n).collect::<Vec<_>>()
+        };
+        assert_eq!(order(None), ["a", "b", "c", "d", "e", "f"]);
+        // Taken at 200.4 s: f (created in that second) counts as listed.
+        let since = UNIX_EPOCH + Duration::from_millis(200_400);
+        assert_eq!(order(Some(since)), ["b", "d", "f", "e", "c", "a"]);
+        // Before every node: all joined later, by creation second then arrival.
+        assert_eq!(order(at(50)), ["d", "b", "f", "e", "c", "a"]);
     }
 }

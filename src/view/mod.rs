@@ -45,6 +45,10 @@ pub struct NodeView {
     pub allocatable_known: bool,
     /// Requests on the node known without the pod watch (the snapshot file's `requested`).
     pub base_requested: NodeRequests,
+    /// When the node was created and the order the node watch delivered it in (see
+    /// [`crate::facts::NodeFacts`]); `None` and 0 without an inventory.
+    pub created: Option<SystemTime>,
+    pub arrival: u64,
 }
 
 /// All nodes with readings, sorted coolest first by `base_heat`. Built once and then only
@@ -69,6 +73,10 @@ pub struct ClusterView {
     /// `nodes` as the scheduler model reads them, built on first use (pods whose filters count
     /// other pods).
     model_nodes: std::sync::OnceLock<Vec<ModelNode>>,
+    /// When the default scheduler's node list was taken (its leader's Lease, see
+    /// `inventory::lease`): nodes created later were appended to their zone in the order they
+    /// joined; those before it were listed in name order. `None`: every node in name order.
+    pub scheduler_since: Option<SystemTime>,
 }
 
 /// One running pod of a job, as measured.
@@ -172,6 +180,8 @@ impl ClusterView {
                     } else {
                         base_requested
                     },
+                    created: facts.and_then(|f| f.created),
+                    arrival: facts.map_or(0, |f| f.arrival),
                 })
             })
             .collect();
@@ -206,6 +216,16 @@ impl ClusterView {
             jobs: jobs_of(snapshot),
             memo: memo::NodeListMemo::default(),
             model_nodes: std::sync::OnceLock::new(),
+            scheduler_since: None,
+        }
+    }
+
+    /// The view, with the time the default scheduler listed its nodes (see
+    /// [`ClusterView::scheduler_since`]).
+    pub fn with_scheduler_since(self, since: Option<SystemTime>) -> Self {
+        ClusterView {
+            scheduler_since: since,
+            ..self
         }
     }
 
@@ -246,6 +266,7 @@ pub struct ViewStore {
 struct Sources {
     snapshot: Option<Arc<LoadSnapshot>>,
     inventory: Option<Arc<Inventory>>,
+    scheduler_since: Option<SystemTime>,
 }
 
 impl ViewStore {
@@ -287,9 +308,19 @@ impl ViewStore {
         self.sources.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// When the default scheduler's leader took its node list (its Lease's `acquireTime`).
+    pub fn publish_scheduler_since(&self, since: Option<SystemTime>) {
+        let mut sources = self.lock();
+        if sources.scheduler_since != since {
+            sources.scheduler_since = since;
+            self.rebuild(&sources);
+        }
+    }
+
     fn rebuild(&self, sources: &Sources) {
         if let Some(snapshot) = &sources.snapshot {
-            let view = ClusterView::build(snapshot, sources.inventory.as_deref(), &self.policy);
+            let view = ClusterView::build(snapshot, sources.inventory.as_deref(), &self.policy)
+                .with_scheduler_since(sources.scheduler_since);
             self.view.store(Some(Arc::new(view)));
         }
     }

@@ -130,6 +130,11 @@ async fn the_webhook_needs_no_more_than_the_shipped_rbac() {
         ("list", "pods", FLINK),
         ("watch", "namespaces", "default"),
         ("watch", "endpointslices.discovery.k8s.io", NAMESPACE),
+        (
+            "watch",
+            "leases.coordination.k8s.io/kube-scheduler",
+            "kube-system",
+        ),
     ] {
         assert!(can(verb, resource, namespace), "cannot {verb} {resource}");
     }
@@ -139,6 +144,16 @@ async fn the_webhook_needs_no_more_than_the_shipped_rbac() {
         ("get", "secrets", NAMESPACE),
         ("list", "endpointslices.discovery.k8s.io", FLINK),
         ("create", "events", NAMESPACE),
+        (
+            "get",
+            "leases.coordination.k8s.io/kube-controller-manager",
+            "kube-system",
+        ),
+        (
+            "update",
+            "leases.coordination.k8s.io/kube-scheduler",
+            "kube-system",
+        ),
     ] {
         assert!(
             !can(verb, resource, namespace),

@@ -17,5 +17,6 @@ mod fixture;
 mod helm;
 mod install;
 mod replicas;
+mod sample_window;
 mod scheduler_profile;
 mod watches;

@@ -87,8 +87,9 @@ async fn pods_go_to_the_second_scheduler_only_while_its_lease_is_renewed() {
     // The second scheduler binds what was routed to it.
     cluster.bound(FLINK, &names).await;
 
-    // Stopped: pods go on being routed until the Lease lapses (leaseDuration, 15 s by default),
-    // then go to the default scheduler.
+    // Stopped: pods go on being routed until the Lease lapses (three missed renewals of the
+    // overlay's 2 s retryPeriod, before its 15 s leaseDuration), then go to the default
+    // scheduler.
     second.stop();
     let stopped = Instant::now();
     let mut stranded = Vec::new();
@@ -112,6 +113,13 @@ async fn pods_go_to_the_second_scheduler_only_while_its_lease_is_renewed() {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     let window = stopped.elapsed();
+    // One pod a second: about six in the 6 s the missed renewals take, fourteen had the Lease's
+    // duration counted.
+    assert!(
+        stranded.len() < 10,
+        "{} pods routed to the stopped scheduler in {window:.0?}",
+        stranded.len()
+    );
     // Every pod created after the Lease lapsed binds, through the default scheduler.
     cluster.bound(FLINK, &after).await;
     let fallbacks = cluster.metric_sum(FALLBACKS, &[]).await;

@@ -221,21 +221,41 @@ impl ControlPlane {
     }
 
     /// Starts kube-scheduler with `config` (a KubeSchedulerConfiguration's body without
-    /// `clientConnection`; empty: the defaults) as the cluster admin, leader election off.
+    /// `clientConnection`; empty: the defaults, leader election on as in a real cluster, so its
+    /// leader Lease `kube-system/kube-scheduler` exists) as the cluster admin.
     pub fn start_scheduler(&mut self, config: &str) {
+        self.start_scheduler_logging(config, 1);
+    }
+
+    /// [`Self::start_scheduler`] at log level `verbosity` (10: every node's scores, per pod).
+    pub fn start_scheduler_logging(&mut self, config: &str, verbosity: u8) {
         let body = if config.trim().is_empty() {
-            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
-             leaderElection:\n  leaderElect: false\n"
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
         } else {
             config
         };
-        let scheduler = self.spawn_scheduler("kube-scheduler", body, &self.admin_kubeconfig());
+        let scheduler = self.spawn_scheduler_logging(
+            "kube-scheduler",
+            body,
+            &self.admin_kubeconfig(),
+            verbosity,
+        );
         self.scheduler = Some(scheduler);
     }
 
     /// Starts another kube-scheduler named `name` with `config` (a KubeSchedulerConfiguration
     /// without `clientConnection`), connecting with `kubeconfig`; stopped when dropped.
     pub fn spawn_scheduler(&self, name: &str, config: &str, kubeconfig: &Path) -> Process {
+        self.spawn_scheduler_logging(name, config, kubeconfig, 1)
+    }
+
+    fn spawn_scheduler_logging(
+        &self,
+        name: &str,
+        config: &str,
+        kubeconfig: &Path,
+        verbosity: u8,
+    ) -> Process {
         let body = format!(
             "{}\nclientConnection:\n  kubeconfig: {}\n",
             config.trim_end(),
@@ -250,7 +270,7 @@ impl ControlPlane {
                 format!("--config={}", path.display()),
                 format!("--secure-port={}", free_port()),
                 "--bind-address=127.0.0.1".into(),
-                "--v=1".into(),
+                format!("--v={verbosity}"),
             ],
             &[],
             self.dir.path().join(format!("{name}.log")),
