@@ -2,10 +2,13 @@
 //! `nodeTree.list()`): zones in the order their first node was added, round-robin across zones,
 //! nodes in insertion order within a zone. The zone key is region + zone (`GetZoneKey` in
 //! `k8s.io/component-helpers/node/topology`), where the deprecated
-//! `failure-domain.beta.kubernetes.io` labels win over the GA ones when a node has both. A scheduler that started after the nodes existed
-//! inserted them in its informer's first list, the apiserver's order (by name); nodes that
-//! joined later are appended to their zone. The sample of one pod is a contiguous run of this
-//! order from a rotating start (`schedule_one.go`).
+//! `failure-domain.beta.kubernetes.io` labels win over the GA ones when a node has both. Nodes
+//! that joined after the scheduler started are appended to their zone in the order they
+//! joined. Those it listed at its start came in its informer's first list, whose order no one
+//! outside can know since v1.35 (a streamed list is handed on in a map's order; see
+//! `tests/real_cluster/sample_window.rs`): they are taken in name order, the order of a plain
+//! LIST. The sample of one pod is a contiguous run of this order from a rotating start
+//! (`schedule_one.go`).
 
 use std::collections::BTreeMap;
 
