@@ -216,19 +216,38 @@ fn check_rbac(docs: &[Value]) {
     let text = role.to_string();
     assert!(!text.contains("\"*\""), "wildcard in {text}");
     assert!(!text.contains("secrets"), "secrets in {text}");
-    // In its own namespace: read the EndpointSlices of its Service (the live replicas), nothing more.
-    let replicas = one(docs, "Role");
-    assert_eq!(replicas["metadata"]["namespace"], NAMESPACE);
-    assert_eq!(
-        replicas["rules"],
-        json!([{"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
-                "verbs": ["get", "list", "watch"]}])
-    );
-    let replicas_binding = one(docs, "RoleBinding");
-    assert_eq!(
-        replicas_binding["roleRef"]["name"],
-        replicas["metadata"]["name"]
-    );
+    // In its own namespace: read the EndpointSlices of its Service (the live replicas), nothing
+    // more; in kube-system: read the default scheduler's leader lease, nothing more.
+    let in_namespace = |kind: &str, namespace: &str| -> &Value {
+        let found: Vec<&Value> = all(docs, kind)
+            .into_iter()
+            .filter(|d| d["metadata"]["namespace"] == namespace)
+            .collect();
+        assert_eq!(found.len(), 1, "expected one {kind} in {namespace}");
+        found[0]
+    };
+    for (namespace, rules) in [
+        (
+            NAMESPACE,
+            json!([{"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+                    "verbs": ["get", "list", "watch"]}]),
+        ),
+        (
+            "kube-system",
+            json!([{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                    "resourceNames": ["kube-scheduler"], "verbs": ["get", "list", "watch"]}]),
+        ),
+    ] {
+        let role = in_namespace("Role", namespace);
+        assert_eq!(role["rules"], rules, "the Role in {namespace}");
+        let binding = in_namespace("RoleBinding", namespace);
+        assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
+        assert_eq!(
+            binding["subjects"],
+            json!([{"kind": "ServiceAccount", "name": "placement-webhook", "namespace": NAMESPACE}])
+        );
+    }
+    assert_eq!(all(docs, "Role").len(), 2, "no other Role");
 
     let binding = one(docs, "ClusterRoleBinding");
     assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
@@ -431,7 +450,10 @@ fn check_base(docs: &[Value]) {
             "ClusterRoleBinding",
             "MutatingWebhookConfiguration",
         ];
-        if !cluster_scoped.contains(&kind) {
+        // The one exception: read access to the default scheduler's lease, in kube-system.
+        let scheduler_lease = doc["metadata"]["name"] == "placement-webhook-scheduler-order"
+            && doc["metadata"]["namespace"] == "kube-system";
+        if !cluster_scoped.contains(&kind) && !scheduler_lease {
             assert_eq!(doc["metadata"]["namespace"], NAMESPACE, "{kind}");
         }
         assert_ne!(kind, "Secret", "no Secret (and so no key) is shipped");
