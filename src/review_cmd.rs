@@ -309,7 +309,7 @@ fn rows_table(rows: &[NodeAssessment]) -> String {
             "-".to_string()
         };
         let (rank, by) = match r.ranked {
-            Some(h) => (format!("{:.3}", h.rank), h.by.as_str()),
+            Some(h) => (format!("{:.3}", h.rank), h.by.short()),
             None => ("-".to_string(), "-"),
         };
         let _ = writeln!(
@@ -371,7 +371,7 @@ fn why_not_chosen(
             format!(
                 "ranks {:.3} behind tier 1, on {}",
                 heat.rank - first_rank,
-                heat.by.as_str()
+                heat.by.short()
             )
         } else {
             "no tier 1".to_string()

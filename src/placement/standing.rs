@@ -13,6 +13,7 @@ use crate::inflight::occupancy::NodeRequests;
 use crate::scheduler::ModelNode;
 use crate::scheduler::cycle::PodFacts;
 use crate::scheduler::node::fits_in;
+use crate::view::heat::Dimension;
 use crate::view::heat::{Load, heat, is_hot};
 use crate::view::{ClusterView, NodeView};
 
@@ -186,24 +187,6 @@ fn normal_upper_tail(z: f64) -> f64 {
     density * poly
 }
 
-/// A dimension the pod loads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dimension {
-    Cpu,
-    Nic,
-    Memory,
-}
-
-impl Dimension {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Dimension::Cpu => "cpu",
-            Dimension::Nic => "nic",
-            Dimension::Memory => "mem",
-        }
-    }
-}
-
 /// What the pod would leave behind on a node, in the dimensions it loads.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PodHeat {
@@ -273,7 +256,7 @@ pub fn pod_heat(
     if with_network {
         if net > after.bottleneck {
             after.bottleneck = net;
-            after.by = Dimension::Nic;
+            after.by = Dimension::Network;
         }
         after.sum += net;
         after.nic_over = node.scale.network_is_capacity && net >= policy.hot.network;

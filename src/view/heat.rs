@@ -53,20 +53,31 @@ pub fn is_hot(load: &Load, scale: &NodeScale, hot: &HotThresholds) -> bool {
             && scale.network_fraction(load.network_bytes_per_second) >= hot.network)
 }
 
-/// A load dimension that can make a node hot.
+/// A load dimension: one that can make a node hot, or that bounds what a pod leaves behind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Dimension {
     Cpu,
+    /// The NIC's bandwidth.
     Network,
     Memory,
 }
 
 impl Dimension {
+    /// As reports name it (`hotspots`).
     pub fn as_str(self) -> &'static str {
         match self {
             Dimension::Cpu => "cpu",
             Dimension::Network => "network",
             Dimension::Memory => "memory",
+        }
+    }
+
+    /// As the compact columns of `review --explain` name it.
+    pub fn short(self) -> &'static str {
+        match self {
+            Dimension::Cpu => "cpu",
+            Dimension::Network => "nic",
+            Dimension::Memory => "mem",
         }
     }
 }
