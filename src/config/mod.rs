@@ -367,7 +367,7 @@ pub enum NodeMatch {
 }
 
 /// The label every kubelet sets, one value per node.
-pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+pub const HOSTNAME_LABEL: &str = crate::scheduler::well_known::HOSTNAME;
 
 /// By the hostname label: a tier is one term, not one per node, so a steered pod carries a
 /// few KB of affinity at 5,000 nodes instead of about 15 KB.

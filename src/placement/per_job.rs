@@ -10,7 +10,7 @@ use crate::scheduler::PodFacts;
 use crate::view::ClusterView;
 
 /// The zone label the zone bound reads.
-pub const ZONE_KEY: &str = "topology.kubernetes.io/zone";
+pub(crate) use crate::scheduler::well_known::ZONE as ZONE_KEY;
 
 /// The pod is a job's TaskManager, which the job's own bounds count.
 pub fn is_job_taskmanager(facts: &PodFacts<'_>) -> bool {

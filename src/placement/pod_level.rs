@@ -349,7 +349,7 @@ pub fn spread_domains(facts: &PodFacts<'_>, view: &ClusterView) -> Vec<(String, 
         .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
     {
         let key = &constraint.topology_key;
-        if key == "kubernetes.io/hostname" {
+        if key == crate::scheduler::well_known::HOSTNAME {
             // One node per domain: covering every domain would name every node.
             continue;
         }

@@ -155,7 +155,7 @@ mod tests {
     use super::*;
     use crate::scheduler::Resources;
 
-    const ZONE: &str = "topology.kubernetes.io/zone";
+    use crate::scheduler::well_known::ZONE;
 
     fn nodes() -> Vec<ModelNode> {
         ["a", "b", "c", "a", "b", "c"]

@@ -12,10 +12,7 @@
 
 use std::collections::BTreeMap;
 
-const REGION: &str = "topology.kubernetes.io/region";
-const ZONE: &str = "topology.kubernetes.io/zone";
-const REGION_BETA: &str = "failure-domain.beta.kubernetes.io/region";
-const ZONE_BETA: &str = "failure-domain.beta.kubernetes.io/zone";
+use super::well_known::{REGION, REGION_BETA, ZONE, ZONE_BETA};
 
 /// A node's zone key as the scheduler cache forms it: empty when the node has neither label.
 /// Upstream reads the beta label first and the GA one only when the beta one is absent.

@@ -4,8 +4,7 @@ use std::sync::LazyLock;
 
 use k8s_openapi::api::core::v1::TopologySpreadConstraint;
 
-pub(crate) const HOSTNAME_KEY: &str = "kubernetes.io/hostname";
-pub(crate) const ZONE_KEY: &str = "topology.kubernetes.io/zone";
+pub(crate) use super::well_known::{HOSTNAME as HOSTNAME_KEY, ZONE as ZONE_KEY};
 pub(super) const SCHEDULE_ANYWAY: &str = "ScheduleAnyway";
 
 /// The plugin's `defaultingType` and `defaultConstraints`.
