@@ -29,10 +29,9 @@
 //! `countPodsMatchSelector` has it.
 //!
 //! Against a real v1.36.3 kube-scheduler (`tests/real_cluster/differential.rs`, random clusters
-//! and pods) the model agrees on every bind and every unschedulable pod, with one known
-//! difference: v1.36 scores BalancedAllocation by the change in balance the pod brings
-//! (`balancedResourceScorer`, kubernetes#135573; [`scores::balanced_score_change`]), the model
-//! by the balance with the pod as v1.35 does, which can move a close choice to another node.
+//! and pods, its default profile scoring every feasible node) the model with v1.36's
+//! BalancedAllocation formula agrees on every bind and every unschedulable pod (500 of 500);
+//! with v1.35's it placed 20 of those 500 pods otherwise.
 
 pub(crate) mod cores;
 pub mod cycle;
