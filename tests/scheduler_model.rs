@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{NodeAffinity, Pod, PreferredSchedulingTerm};
 use placement_webhook::config::scheduler::{
-    ResourceWeight, SchedulerConfig, ScoringStrategy, ScoringStrategyType,
+    BalancedAllocationFormula, ResourceWeight, SchedulerConfig, ScoringStrategy,
+    ScoringStrategyType,
 };
 use placement_webhook::scheduler::cycle::PodFacts;
 use placement_webhook::scheduler::resources::{CPU, DEFAULT_MEMORY_REQUEST, MEMORY, pod_requests};
@@ -264,7 +265,8 @@ fn balanced_vector(input: &Value, key: &str) -> Outcome {
             }
             let scores: Vec<i64> = nodes
                 .iter()
-                .map(|n| balanced_allocation(&pod, n, &names))
+                // These vectors are v1.35's (before kubernetes#135573).
+                .map(|n| balanced_allocation(&pod, n, &names, BalancedAllocationFormula::WithPod))
                 .collect();
             Ok(by_name(&nodes, &scores))
         }

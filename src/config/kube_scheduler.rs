@@ -6,6 +6,9 @@
 //! profile), the score weights of NodeAffinity, NodeResourcesFit, NodeResourcesBalancedAllocation
 //! and TaintToleration, and the args of the two resource plugins. A real file carries much more
 //! (leader election, client connection, other plugins and their args): all of it is ignored.
+//! Which NodeResourcesBalancedAllocation formula the scheduler uses depends on its release, not
+//! on the file: [`SchedulerConfig::balanced_allocation_formula`] stays the default here, and the
+//! webhook config's `scheduler:` section sets it.
 
 use std::path::Path;
 

@@ -718,6 +718,11 @@ mod tests {
         let c = config_at("").expect("valid");
         assert_eq!(c.scheduler.percentage_of_nodes_to_score, 30);
         assert_eq!(c.scheduler.weights.node_affinity, 2);
+        // The file does not say which release reads it: the default formula.
+        assert_eq!(
+            c.scheduler.balanced_allocation_formula,
+            scheduler::BalancedAllocationFormula::ChangeInBalance
+        );
 
         // schedulerName mode: the profile pods are routed to.
         let c = config_at("mode: schedulerName\nscheduler_name: exact\n").expect("valid");
@@ -727,7 +732,8 @@ mod tests {
         // An explicit `scheduler:` section overrides the file key by key.
         let c = config_at(
             "mode: both\nscheduler_name: exact\n\
-             scheduler: {weights: {taint_toleration: 1}, balanced_resources: [cpu]}\n",
+             scheduler: {weights: {taint_toleration: 1}, balanced_resources: [cpu],\n\
+               balanced_allocation_formula: with_pod}\n",
         )
         .expect("valid");
         assert_eq!(
@@ -737,6 +743,11 @@ mod tests {
         assert_eq!(c.scheduler.weights.node_affinity, 4, "from the file");
         assert_eq!(c.scheduler.weights.taint_toleration, 1, "overridden");
         assert_eq!(c.scheduler.balanced_resources, ["cpu"], "overridden");
+        assert_eq!(
+            c.scheduler.balanced_allocation_formula,
+            scheduler::BalancedAllocationFormula::WithPod,
+            "kept from the webhook's config"
+        );
 
         let msg = config_at("mode: schedulerName\n")
             .expect_err("no placement-scheduler profile")

@@ -1,6 +1,7 @@
 //! How the cluster's kube-scheduler is configured, as far as the model needs it: a cluster
 //! with a custom KubeSchedulerConfiguration describes itself here, so the webhook predicts
-//! the scheduler it really has. Defaults are the upstream default profile (v1.33–v1.35).
+//! the scheduler it really has. Defaults are the upstream default profile (v1.33–v1.36), with
+//! v1.36's NodeResourcesBalancedAllocation formula ([`BalancedAllocationFormula`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -14,6 +15,22 @@ pub struct SchedulerConfig {
     pub scoring_strategy: ScoringStrategy,
     /// Resources NodeResourcesBalancedAllocation compares.
     pub balanced_resources: Vec<String>,
+    /// How NodeResourcesBalancedAllocation scores: set by the scheduler's release, not by its
+    /// KubeSchedulerConfiguration.
+    pub balanced_allocation_formula: BalancedAllocationFormula,
+}
+
+/// NodeResourcesBalancedAllocation's formula, which depends on the kube-scheduler release.
+/// S is `trunc((1 − std) × 100)` over the resources' request fractions (each capped at 1).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BalancedAllocationFormula {
+    /// v1.36 and later (kubernetes#135573): the change in balance the pod brings,
+    /// `50 + (50 + S_with_pod − S_without_pod) / 2` in integers.
+    #[default]
+    ChangeInBalance,
+    /// Up to v1.35: the balance with the pod, `S_with_pod`.
+    WithPod,
 }
 
 impl Default for SchedulerConfig {
@@ -23,6 +40,7 @@ impl Default for SchedulerConfig {
             weights: PluginWeights::default(),
             scoring_strategy: ScoringStrategy::default(),
             balanced_resources: vec!["cpu".into(), "memory".into()],
+            balanced_allocation_formula: BalancedAllocationFormula::default(),
         }
     }
 }

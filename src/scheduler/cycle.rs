@@ -148,13 +148,22 @@ pub(crate) fn resource_score(
     config: &SchedulerConfig,
 ) -> i64 {
     let w = &config.weights;
-    let balanced = if balanced_allocation_skips(&pod.requests, &config.balanced_resources) {
-        0
-    } else {
-        balanced_allocation(&pod.requests, node, &config.balanced_resources)
-    };
     w.node_resources_fit * resources_fit_score(&pod.requests, node, &config.scoring_strategy)
-        + w.balanced_allocation * balanced
+        + w.balanced_allocation * balanced_score(pod, node, config)
+}
+
+/// NodeResourcesBalancedAllocation, unweighted, by the configured formula: 0 when PreScore
+/// skips the pod.
+fn balanced_score(pod: &PodFacts<'_>, node: &ModelNode, config: &SchedulerConfig) -> i64 {
+    if balanced_allocation_skips(&pod.requests, &config.balanced_resources) {
+        return 0;
+    }
+    balanced_allocation(
+        &pod.requests,
+        node,
+        &config.balanced_resources,
+        config.balanced_allocation_formula,
+    )
 }
 
 /// Scores `candidates` (indexes into `nodes`) as the profile does for the plugins modelled,
@@ -207,17 +216,12 @@ pub fn score_with(
         .zip(spread.into_iter().zip(inter_pod))
         .map(|((&i, (affinity, taint)), (spread, inter_pod))| {
             let node = &nodes[i];
-            let balanced = if balanced_allocation_skips(&pod.requests, &config.balanced_resources) {
-                0
-            } else {
-                balanced_allocation(&pod.requests, node, &config.balanced_resources)
-            };
             NodeScore {
                 node: i,
                 node_affinity: w.node_affinity * affinity,
                 resources_fit: w.node_resources_fit
                     * resources_fit_score(&pod.requests, node, &config.scoring_strategy),
-                balanced_allocation: w.balanced_allocation * balanced,
+                balanced_allocation: w.balanced_allocation * balanced_score(pod, node, config),
                 taint_toleration: w.taint_toleration * taint,
                 pod_topology_spread: spread,
                 inter_pod_affinity: inter_pod,
@@ -352,5 +356,56 @@ impl Scheduler {
             }
         };
         Cycle { node, sample }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::scheduler::BalancedAllocationFormula;
+    use crate::scheduler::resources::{CPU, MEMORY};
+
+    /// Both ways of scoring a node, the cycle's and the resource score placement ranks by,
+    /// follow the configured BalancedAllocation formula.
+    #[test]
+    fn balanced_allocation_is_scored_by_the_configured_formula() {
+        // Upstream's "requested resources at node capacity", node2: cpu 3000 -> 6000/6000,
+        // memory 5000/10000 either way: 75 with the pod (v1.35), 62 as a change (v1.36).
+        let mut node = ModelNode::default();
+        *node.allocatable.slot(CPU) = 6000;
+        *node.allocatable.slot(MEMORY) = 10000;
+        *node.requested.slot(CPU) = 3000;
+        *node.requested.slot(MEMORY) = 5000;
+        let mut pod = PodFacts::default();
+        *pod.requests.requested.slot(CPU) = 3000;
+        let nodes = [node];
+        let fit_only = |formula| SchedulerConfig {
+            weights: crate::config::scheduler::PluginWeights {
+                balanced_allocation: 0,
+                ..Default::default()
+            },
+            balanced_allocation_formula: formula,
+            ..SchedulerConfig::default()
+        };
+        for (formula, balanced) in [
+            (BalancedAllocationFormula::WithPod, 75),
+            (BalancedAllocationFormula::ChangeInBalance, 62),
+        ] {
+            let config = SchedulerConfig {
+                balanced_allocation_formula: formula,
+                ..SchedulerConfig::default()
+            };
+            let scored = score(&pod, &nodes, &[0], &config);
+            assert_eq!(scored[0].balanced_allocation, balanced, "{formula:?}");
+            assert_eq!(
+                resource_score(&pod, &nodes[0], &config),
+                resource_score(&pod, &nodes[0], &fit_only(formula)) + balanced,
+                "{formula:?}"
+            );
+        }
+        assert_eq!(
+            SchedulerConfig::default().balanced_allocation_formula,
+            BalancedAllocationFormula::ChangeInBalance
+        );
     }
 }

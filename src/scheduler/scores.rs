@@ -7,7 +7,9 @@ use k8s_openapi::api::core::v1::{PreferredSchedulingTerm, Toleration};
 use super::node::ModelNode;
 use super::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, PodRequests};
 use super::terms::{Taint, is_empty_term, term_matches, tolerated};
-use crate::config::scheduler::{ScoringStrategy, ScoringStrategyType, UtilizationShapePoint};
+use crate::config::scheduler::{
+    BalancedAllocationFormula, ScoringStrategy, ScoringStrategyType, UtilizationShapePoint,
+};
 
 pub const MAX_NODE_SCORE: i64 = 100;
 /// RequestedToCapacityRatio shape scores are 0..10, scaled to 0..100.
@@ -27,6 +29,19 @@ pub(crate) fn allocatable_and_requested(
     resource: &str,
     use_requested: bool,
 ) -> Option<(i64, i64)> {
+    allocatable_existing_and_pod(node, pod, resource, use_requested)
+        .map(|(allocatable, existing, pod_request)| (allocatable, existing + pod_request))
+}
+
+/// As [`allocatable_and_requested`], with the node's requests before the pod and the pod's
+/// apart: (allocatable, existing, pod), as `calculateNodeAllocatableRequest` fills
+/// `allocatable`, `allocated` and `requested − allocated`.
+pub(crate) fn allocatable_existing_and_pod(
+    node: &ModelNode,
+    pod: &PodRequests,
+    resource: &str,
+    use_requested: bool,
+) -> Option<(i64, i64, i64)> {
     let pod_request = match resource {
         CPU if !use_requested => pod.non_zero_milli_cpu,
         MEMORY if !use_requested => pod.non_zero_memory,
@@ -44,7 +59,7 @@ pub(crate) fn allocatable_and_requested(
         MEMORY if !use_requested => node.non_zero_memory,
         _ => node.requested.get(resource),
     };
-    Some((allocatable, existing + pod_request))
+    Some((allocatable, existing, pod_request))
 }
 
 /// `(capacity - requested) * 100 / capacity`, 0 once over capacity.
@@ -152,7 +167,13 @@ fn balanced_of_pairs(pairs: impl Iterator<Item = (i64, i64)> + Clone) -> i64 {
 pub fn balanced_score_change(with_pod: &[i64], without_pod: &[i64], allocatable: &[i64]) -> i64 {
     let with = balanced_resource_scorer(with_pod, allocatable);
     let without = balanced_resource_scorer(without_pod, allocatable);
-    MAX_NODE_SCORE / 2 + (MAX_NODE_SCORE / 2 + with - without) / 2
+    change_in_balance(with, without)
+}
+
+/// `balancedResourceScorer` (v1.36) from the two v1.35 scores: 50..100, 75 when the pod leaves
+/// the balance as it was. Integer division truncates toward zero, as Go's does.
+fn change_in_balance(with_pod: i64, without_pod: i64) -> i64 {
+    MAX_NODE_SCORE / 2 + (MAX_NODE_SCORE / 2 + with_pod - without_pod) / 2
 }
 
 /// PreScore: a pod requesting none of `resources` is skipped (kubernetes#129138).
@@ -160,22 +181,40 @@ pub fn balanced_allocation_skips(pod: &PodRequests, resources: &[String]) -> boo
     resources.iter().all(|r| pod.requested.get(r) == 0)
 }
 
-/// BalancedAllocation score of `node` for the pod, on requests as written.
-pub fn balanced_allocation(pod: &PodRequests, node: &ModelNode, resources: &[String]) -> i64 {
-    // Each resource's figures are looked up once: the pairs are read twice below.
-    let mut pairs = [(0, 0); 4];
+/// BalancedAllocation score of `node` for the pod, on requests as written, by `formula`.
+pub fn balanced_allocation(
+    pod: &PodRequests,
+    node: &ModelNode,
+    resources: &[String],
+    formula: BalancedAllocationFormula,
+) -> i64 {
+    // Each resource's figures are looked up once: they are read twice (four times for the
+    // change in balance) below. (with the pod, without, allocatable); (0, 0, 0) for a
+    // resource that does not take part, which the scorer skips as upstream does.
     let looked_up = |resource: &String| {
-        let (a, r) = allocatable_and_requested(node, pod, resource, true).unwrap_or((0, 0));
-        (r, a)
+        allocatable_existing_and_pod(node, pod, resource, true)
+            .map_or((0, 0, 0), |(a, existing, p)| (existing + p, existing, a))
     };
-    if resources.len() <= pairs.len() {
-        for (pair, resource) in pairs.iter_mut().zip(resources) {
-            *pair = looked_up(resource);
+    let score = |figures: &[(i64, i64, i64)]| {
+        let with = balanced_of_pairs(figures.iter().map(|&(with, _, a)| (with, a)));
+        match formula {
+            BalancedAllocationFormula::WithPod => with,
+            BalancedAllocationFormula::ChangeInBalance => {
+                let without =
+                    balanced_of_pairs(figures.iter().map(|&(_, without, a)| (without, a)));
+                change_in_balance(with, without)
+            }
         }
-        return balanced_of_pairs(pairs[..resources.len()].iter().copied());
+    };
+    let mut figures = [(0, 0, 0); 4];
+    if resources.len() <= figures.len() {
+        for (slot, resource) in figures.iter_mut().zip(resources) {
+            *slot = looked_up(resource);
+        }
+        return score(&figures[..resources.len()]);
     }
-    let pairs: Vec<(i64, i64)> = resources.iter().map(looked_up).collect();
-    balanced_of_pairs(pairs.iter().copied())
+    let figures: Vec<(i64, i64, i64)> = resources.iter().map(looked_up).collect();
+    score(&figures)
 }
 
 /// Sum of the weights of the preferred terms the node matches; weight-0 and empty terms count 0.
@@ -229,9 +268,11 @@ pub fn default_normalize_score(max_priority: i64, reverse: bool, scores: &mut [i
 #[cfg(test)]
 mod tests {
     use super::*;
+    use BalancedAllocationFormula::{ChangeInBalance, WithPod};
 
     /// Up to four resources are scored from a buffer on the stack, more from a vector: both
-    /// give what the figures collected first and scored as upstream does give.
+    /// give, by either formula, what the figures collected first and scored as upstream does
+    /// give.
     #[test]
     fn balanced_allocation_matches_the_collected_figures_for_any_number_of_resources() {
         let names = [
@@ -259,24 +300,233 @@ mod tests {
                 .chain(["example.com/absent".to_string()])
                 .take(count)
                 .collect();
-            let (requested, allocatable): (Vec<i64>, Vec<i64>) = resources
-                .iter()
-                .map(|r| {
-                    let (a, q) = allocatable_and_requested(&node, &pod, r, true).unwrap_or((0, 0));
-                    (q, a)
-                })
-                .unzip();
-            let expected = balanced_resource_scorer(&requested, &allocatable);
+            let (mut with, mut without, mut allocatable) = (Vec::new(), Vec::new(), Vec::new());
+            for r in &resources {
+                let (a, existing, p) =
+                    allocatable_existing_and_pod(&node, &pod, r, true).unwrap_or((0, 0, 0));
+                with.push(existing + p);
+                without.push(existing);
+                allocatable.push(a);
+            }
             assert_eq!(
-                balanced_allocation(&pod, &node, &resources),
-                expected,
-                "{count} resources"
+                balanced_allocation(&pod, &node, &resources, WithPod),
+                balanced_resource_scorer(&with, &allocatable),
+                "{count} resources, with the pod"
+            );
+            assert_eq!(
+                balanced_allocation(&pod, &node, &resources, ChangeInBalance),
+                balanced_score_change(&with, &without, &allocatable),
+                "{count} resources, change in balance"
             );
         }
         // The figures differ enough that the score is not the same for every count.
+        let cpu_memory = [CPU.to_string(), MEMORY.to_string()];
         assert_ne!(
-            balanced_allocation(&pod, &node, &[CPU.to_string(), MEMORY.to_string()]),
+            balanced_allocation(&pod, &node, &cpu_memory, WithPod),
             MAX_NODE_SCORE
         );
+    }
+
+    /// One node of an upstream case: allocatable and the existing pods' requests as written
+    /// (cpu in millicores), by resource.
+    fn node(allocatable: &[(&str, i64)], existing: &[(&str, i64)]) -> ModelNode {
+        let mut node = ModelNode::default();
+        for &(name, amount) in allocatable {
+            *node.allocatable.slot(name) = amount;
+        }
+        for &(name, amount) in existing {
+            *node.requested.slot(name) = amount;
+        }
+        node
+    }
+
+    fn pod(requests: &[(&str, i64)]) -> PodRequests {
+        let mut pod = PodRequests::default();
+        for &(name, amount) in requests {
+            *pod.requested.slot(name) = amount;
+        }
+        pod
+    }
+
+    fn names(resources: &[&str]) -> Vec<String> {
+        resources.iter().map(|r| r.to_string()).collect()
+    }
+
+    const GPU: &str = "nvidia.com/gpu";
+
+    /// `TestNodeResourcesBalancedAllocation` of k8s.io/kubernetes v1.36.3
+    /// (`pkg/scheduler/framework/plugins/noderesources/balanced_allocation_test.go`): its
+    /// cases' pods, nodes and existing pods, summed per node, and its expected scores. Each
+    /// case's comment there gives v1.35's scores without and with the pod (`Score: 73 (85 ->
+    /// 82)`); those are the `WithPod` figures.
+    #[test]
+    fn balanced_allocation_gives_upstream_v1_36_scores() {
+        let cpu_memory = names(&[CPU, MEMORY]);
+        let with_gpu = names(&[CPU, MEMORY, GPU]);
+        // Containers (1000m, 2000) and (2000m, 3000).
+        let cpu_and_memory = pod(&[(CPU, 3000), (MEMORY, 5000)]);
+        // (case, pod, resources, node, v1.36's score, v1.35's score)
+        let cases = [
+            (
+                "nothing scheduled, resources requested, differently sized nodes: node1",
+                cpu_and_memory.clone(),
+                &cpu_memory,
+                node(&[(CPU, 4000), (MEMORY, 10000)], &[]),
+                68,
+                87,
+            ),
+            (
+                "nothing scheduled, resources requested, differently sized nodes: node2",
+                cpu_and_memory.clone(),
+                &cpu_memory,
+                node(&[(CPU, 6000), (MEMORY, 10000)], &[]),
+                75,
+                100,
+            ),
+            (
+                "resources requested, pods scheduled with resources: node1",
+                cpu_and_memory.clone(),
+                &cpu_memory,
+                node(&[(CPU, 10000), (MEMORY, 20000)], &[(CPU, 3000)]),
+                73,
+                82,
+            ),
+            (
+                "resources requested, pods scheduled with resources: node2",
+                cpu_and_memory.clone(),
+                &cpu_memory,
+                node(
+                    &[(CPU, 10000), (MEMORY, 20000)],
+                    &[(CPU, 3000), (MEMORY, 5000)],
+                ),
+                74,
+                95,
+            ),
+            (
+                "resources requested, pods scheduled with resources, differently sized nodes: node2",
+                cpu_and_memory.clone(),
+                &cpu_memory,
+                node(
+                    &[(CPU, 10000), (MEMORY, 50000)],
+                    &[(CPU, 3000), (MEMORY, 5000)],
+                ),
+                70,
+                80,
+            ),
+            (
+                "nodes to reach min/max score: node1",
+                pod(&[(MEMORY, 5000)]),
+                &cpu_memory,
+                node(&[(CPU, 3000), (MEMORY, 5000)], &[(CPU, 3000)]),
+                100,
+                100,
+            ),
+            (
+                "nodes to reach min/max score: node2",
+                pod(&[(MEMORY, 5000)]),
+                &cpu_memory,
+                node(&[(CPU, 3000), (MEMORY, 5000)], &[]),
+                50,
+                50,
+            ),
+            (
+                "requested resources at node capacity: node1",
+                pod(&[(CPU, 3000)]),
+                &cpu_memory,
+                node(&[(CPU, 6000), (MEMORY, 10000)], &[(CPU, 3000)]),
+                62,
+                50,
+            ),
+            (
+                "requested resources at node capacity: node2",
+                pod(&[(CPU, 3000)]),
+                &cpu_memory,
+                node(
+                    &[(CPU, 6000), (MEMORY, 10000)],
+                    &[(CPU, 3000), (MEMORY, 5000)],
+                ),
+                62,
+                75,
+            ),
+            (
+                "scalar resource is included if pod requests it (3 resources): node1",
+                pod(&[(GPU, 1)]),
+                &with_gpu,
+                node(
+                    &[(CPU, 3500), (MEMORY, 40000), (GPU, 8)],
+                    &[(CPU, 3000), (MEMORY, 5000), (GPU, 3)],
+                ),
+                75,
+                70,
+            ),
+            (
+                "scalar resource is included if pod requests it (3 resources): node2",
+                pod(&[(GPU, 1)]),
+                &with_gpu,
+                node(
+                    &[(CPU, 3500), (MEMORY, 40000), (GPU, 8)],
+                    &[(CPU, 3000), (MEMORY, 5000)],
+                ),
+                76,
+                65,
+            ),
+            (
+                "scalar resource is not included if pod doesn't request it: node1 (has it)",
+                cpu_and_memory.clone(),
+                &with_gpu,
+                node(&[(CPU, 3500), (MEMORY, 40000), (GPU, 8)], &[]),
+                56,
+                63,
+            ),
+            (
+                "scalar resource is not included if pod doesn't request it: node2 (lacks it)",
+                cpu_and_memory.clone(),
+                &with_gpu,
+                node(&[(CPU, 3500), (MEMORY, 40000)], &[]),
+                56,
+                63,
+            ),
+            // Upstream's node1 of this case has the resource through DRA, which the model does
+            // not read; its node2 lacks it, as a node without the extended resource does.
+            (
+                "include DRA resource: node2, lacking the resource the pod requests",
+                pod(&[("extended.resource.dra.io/something", 1)]),
+                &names(&[CPU, MEMORY, "extended.resource.dra.io/something"]),
+                node(
+                    &[(CPU, 3500), (MEMORY, 40000)],
+                    &[(CPU, 3000), (MEMORY, 5000)],
+                ),
+                75,
+                63,
+            ),
+        ];
+        for (name, pod, resources, node, change_in_balance, with_pod) in &cases {
+            assert_eq!(
+                balanced_allocation(pod, node, resources, ChangeInBalance),
+                *change_in_balance,
+                "{name}"
+            );
+            assert_eq!(
+                balanced_allocation(pod, node, resources, WithPod),
+                *with_pod,
+                "{name}, v1.35"
+            );
+        }
+    }
+
+    /// The formula decides which node the plugin prefers: in upstream's 3-resource case,
+    /// node1 balances better with the pod (v1.35 prefers it) while the pod improves node2's
+    /// balance more (v1.36 prefers node2).
+    #[test]
+    fn the_formula_choice_turns_the_preference() {
+        let resources = names(&[CPU, MEMORY, GPU]);
+        let pod = pod(&[(GPU, 1)]);
+        let allocatable = [(CPU, 3500), (MEMORY, 40000), (GPU, 8)];
+        let node1 = node(&allocatable, &[(CPU, 3000), (MEMORY, 5000), (GPU, 3)]);
+        let node2 = node(&allocatable, &[(CPU, 3000), (MEMORY, 5000)]);
+        let score =
+            |node: &ModelNode, formula| balanced_allocation(&pod, node, &resources, formula);
+        assert!(score(&node1, WithPod) > score(&node2, WithPod));
+        assert!(score(&node1, ChangeInBalance) < score(&node2, ChangeInBalance));
     }
 }

@@ -17,11 +17,12 @@
 //! Pods are one informer: what was created before a pod is in the scheduler's cache when the
 //! pod is scheduled.
 //!
-//! The real scheduler runs with `percentageOfNodesToScore: 100` (every feasible node is
-//! scored, as in the model) and without NodeResourcesBalancedAllocation (see
-//! [`SCHEDULER_CONFIG`]). Nodes report no images, so ImageLocality scores every node 0; no pod
-//! has a priority, so preemption finds no victim; no Service or ReplicaSet selects the pods,
-//! so PodTopologySpread's default constraints do not apply.
+//! The real scheduler runs its default profile with `percentageOfNodesToScore: 100` (every
+//! feasible node is scored, as in the model; see [`SCHEDULER_CONFIG`]), and the model scores
+//! NodeResourcesBalancedAllocation by v1.36's formula ([`model_config`]). Nodes report no
+//! images, so ImageLocality scores every node 0; no pod has a priority, so preemption finds no
+//! victim; no Service or ReplicaSet selects the pods, so PodTopologySpread's default constraints
+//! do not apply.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -33,7 +34,7 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
-use placement_webhook::config::scheduler::{PluginWeights, SchedulerConfig};
+use placement_webhook::config::scheduler::{BalancedAllocationFormula, SchedulerConfig};
 use placement_webhook::inventory::nodes::node_facts;
 use placement_webhook::scheduler::cycle::{NodeScore, filter_with, score_with};
 use placement_webhook::scheduler::pods::Labels;
@@ -48,35 +49,24 @@ const SEED: u64 = 0x0046_D1FF_5EED;
 const CLUSTERS: usize = 100;
 const PODS_PER_CLUSTER: usize = 5;
 
-/// v1.36 scores NodeResourcesBalancedAllocation by the change in balance the pod brings
-/// (`balancedResourceScorer` in `pkg/scheduler/framework/plugins/noderesources/
-/// balanced_allocation.go`, kubernetes#135573: `50 + (50 + with − without) / 2`); the model
-/// scores the balance with the pod only, as v1.35 did (`scores::balanced_allocation`), and the
-/// closed-loop tables are computed with that. With the plugin on in both, 12 of the first 300
-/// pods of this seed were bound to a node the model scored below its best, and each of those
-/// nodes was among the best once the model's BalancedAllocation was replaced by the v1.36
-/// formula (`scores::balanced_score_change`). The plugin is off here and in the model's
-/// profile ([`model_config`]), so that difference is not what the cases compare.
+/// The real scheduler's profile: the default one (NodeResourcesBalancedAllocation included,
+/// which v1.36 scores by the change in balance the pod brings, kubernetes#135573), scoring
+/// every feasible node.
 const SCHEDULER_CONFIG: &str = "apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 leaderElection:
   leaderElect: false
 percentageOfNodesToScore: 100
-profiles:
-- schedulerName: default-scheduler
-  plugins:
-    score:
-      disabled:
-      - name: NodeResourcesBalancedAllocation
 ";
 
+/// The model of [`SCHEDULER_CONFIG`] as run by the pinned v1.36 scheduler: the default profile,
+/// every feasible node scored, BalancedAllocation by v1.36's formula. With v1.35's
+/// (`BalancedAllocationFormula::WithPod`) 20 of the 500 pods of this seed bind to a node the
+/// model scores below its best.
 fn model_config() -> SchedulerConfig {
     SchedulerConfig {
         percentage_of_nodes_to_score: 100,
-        weights: PluginWeights {
-            balanced_allocation: 0,
-            ..PluginWeights::default()
-        },
+        balanced_allocation_formula: BalancedAllocationFormula::ChangeInBalance,
         ..SchedulerConfig::default()
     }
 }
