@@ -139,8 +139,17 @@ async fn stop(tx: oneshot::Sender<()>, task: tokio::task::JoinHandle<()>) {
 fn listed_inventory() -> Inventory {
     let nodes: Vec<Node> =
         serde_json::from_value(fixture("nodes-list.json")["items"].clone()).unwrap();
+    // The watch numbers the nodes in the order its first list delivered them.
     Inventory {
-        nodes: nodes.iter().map(node_facts).collect(),
+        nodes: nodes
+            .iter()
+            .enumerate()
+            .map(|(arrival, node)| {
+                let (name, facts) = node_facts(node);
+                let arrival = arrival as u64;
+                (name, NodeFacts { arrival, ..facts })
+            })
+            .collect(),
     }
 }
 
