@@ -112,7 +112,7 @@ impl Occupancy {
 
     /// As [`Self::set`], with the pod's group number, read back by [`Self::grouped`] and told
     /// when [`Self::end_relist_with`] drops the pod.
-    pub fn set_grouped(
+    pub(crate) fn set_grouped(
         &mut self,
         uid: &str,
         node: Option<&str>,
@@ -155,10 +155,17 @@ impl Occupancy {
     }
 
     /// Whether pod `uid` is counted on `node`.
-    pub fn is_on(&self, uid: &str, node: &str) -> bool {
+    #[cfg(test)]
+    fn is_on(&self, uid: &str, node: &str) -> bool {
         self.pods
             .get(&pod_key(uid))
             .is_some_and(|p| self.node_ids.get(node) == Some(&p.node))
+    }
+
+    /// The list is complete: drops the pods it did not mention.
+    #[cfg(test)]
+    fn end_relist(&mut self) {
+        self.end_relist_with(|_, _| {});
     }
 
     pub fn node(&self, name: &str) -> Option<&NodeRequests> {
@@ -191,14 +198,9 @@ impl Occupancy {
         self.generation = self.generation.wrapping_add(1);
     }
 
-    /// The list is complete: drops the pods it did not mention (deleted while unwatched).
-    pub fn end_relist(&mut self) {
-        self.end_relist_with(|_, _| {});
-    }
-
     /// As [`Self::end_relist`], telling `dropped` the node number and group number of each
     /// pod dropped.
-    pub fn end_relist_with(&mut self, mut dropped: impl FnMut(u32, u32)) {
+    pub(crate) fn end_relist_with(&mut self, mut dropped: impl FnMut(u32, u32)) {
         let generation = self.generation;
         let (nodes, shapes, changes) = (&mut self.nodes, &self.shapes, &mut self.changes);
         self.pods.retain(|_, p| {

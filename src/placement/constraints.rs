@@ -148,7 +148,7 @@ impl PodConstraints<'_> {
 
 /// Positions in `view` of the nodes `constraints` allow, in view order. Worked out once per
 /// view for each distinct set of filters: the pods of a burst share a few.
-pub fn eligible_nodes(constraints: &PodConstraints<'_>, view: &ClusterView) -> Arc<[u32]> {
+pub(crate) fn eligible_nodes(constraints: &PodConstraints<'_>, view: &ClusterView) -> Arc<[u32]> {
     let compute = || {
         (0..view.nodes.len())
             .filter(|&i| constraints.check(&view.nodes[i]).is_ok())

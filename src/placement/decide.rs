@@ -35,7 +35,7 @@ use crate::view::{ClusterView, NodeView};
 const MAX_TAKEN_AHEAD: usize = 200;
 
 /// How many tier-1 nodes make it `miss`-unlikely that none is in a sample of `fraction`.
-pub fn tier_size_for_sample(fraction: f64, miss: f64, at_least: usize) -> usize {
+pub(crate) fn tier_size_for_sample(fraction: f64, miss: f64, at_least: usize) -> usize {
     if fraction >= 1.0 || fraction <= 0.0 {
         return at_least;
     }

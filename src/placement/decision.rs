@@ -54,10 +54,6 @@ impl Decision {
         self.tiers.first().map_or(&[], |t| t.nodes.as_slice())
     }
 
-    pub fn prefers_anything(&self) -> bool {
-        !self.tiers.is_empty() || !self.avoid.is_empty()
-    }
-
     /// Preferred terms in the shape the apiserver validates (weights 1..100, one value per
     /// `matchFields` requirement).
     pub fn preferred_terms(&self, node_match: &NodeMatch) -> Vec<PreferredSchedulingTerm> {

@@ -92,7 +92,7 @@ fn whole_seconds(t: std::time::SystemTime) -> u64 {
 
 /// Which starts have a chosen node in their run, as the chosen positions in order.
 #[derive(Debug, Clone)]
-pub struct Coverage {
+pub(crate) struct Coverage {
     window: Window,
     chosen: Vec<usize>,
     /// Stretches between consecutive chosen nodes longer than a run: kept as nodes are added,
@@ -223,7 +223,7 @@ impl Named {
 /// that may have filled passes the pod, for the odds it has, to the next best inside the run.
 /// Odds sum to the share of runs that hold any of them (1 when the coverage is complete and
 /// some node of every run surely has room).
-pub fn landing_odds(window: Window, tier: &[Named]) -> Vec<f64> {
+pub(crate) fn landing_odds(window: Window, tier: &[Named]) -> Vec<f64> {
     let mut odds = vec![0.0; tier.len()];
     if tier.is_empty() || window.n == 0 {
         return odds;
@@ -353,7 +353,7 @@ fn tie_shares(open: &[f64]) -> Vec<f64> {
 /// they hold at most 1% of the total (they only lengthen the annotation), the rest scaled to
 /// sum to one. Empty when no node has odds. Odds spread thin over many nodes are kept: dropping
 /// each share under 1% would drop every one of a hundred equal shares.
-pub fn landing_shares(
+pub(crate) fn landing_shares(
     view: &ClusterView,
     nodes: impl IntoIterator<Item = usize>,
     odds: Vec<f64>,

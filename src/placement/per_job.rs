@@ -13,7 +13,7 @@ use crate::view::ClusterView;
 pub(crate) use crate::scheduler::well_known::ZONE as ZONE_KEY;
 
 /// The pod is a job's TaskManager, which the job's own bounds count.
-pub fn is_job_taskmanager(facts: &PodFacts<'_>) -> bool {
+pub(crate) fn is_job_taskmanager(facts: &PodFacts<'_>) -> bool {
     app_of(facts.labels()).is_some()
 }
 
@@ -37,7 +37,7 @@ fn pods_per_node(facts: &PodFacts<'_>, app: &str, view: &ClusterView, ledger: &L
 /// `max_per_node` of the job's pods, none in a zone that would hold more than `max_per_zone`
 /// of them with this pod. A bound that would leave no node is not applied. `None` when no
 /// bound applies (off, not a TaskManager, the ledger not aligned) or none excludes a node.
-pub fn within_bounds(
+pub(crate) fn within_bounds(
     allowed: &[u32],
     facts: &PodFacts<'_>,
     view: &ClusterView,

@@ -47,7 +47,7 @@ pub fn applies(facts: &PodFacts<'_>, ledger: &Ledger) -> bool {
 
 /// The pod has terms the scheduler scores by the pods around it: a `ScheduleAnyway` spread
 /// constraint, or preferred pod affinity or anti-affinity.
-pub fn scores_apply(facts: &PodFacts<'_>) -> bool {
+pub(crate) fn scores_apply(facts: &PodFacts<'_>) -> bool {
     spread_scored(facts)
         || !facts.preferred_affinity().is_empty()
         || !facts.preferred_anti_affinity().is_empty()
@@ -86,7 +86,11 @@ fn anti_affinity_selects(
 /// is aligned with), one entry per group and node counting its pods there: a burst's
 /// thousands of pods of one template are matched against the pod's terms once per node, not
 /// once per pod.
-pub fn pods_around(facts: &PodFacts<'_>, view: &ClusterView, ledger: &Ledger) -> Vec<ExistingPod> {
+pub(crate) fn pods_around(
+    facts: &PodFacts<'_>,
+    view: &ClusterView,
+    ledger: &Ledger,
+) -> Vec<ExistingPod> {
     let mut pods = Vec::new();
     if !ledger.is_aligned(view.id) {
         return pods;
@@ -168,7 +172,7 @@ pub enum Around<'a> {
 }
 
 /// The filters of one pod against the pods around it, ready to check each node.
-pub struct AroundFilters<'a> {
+pub(crate) struct AroundFilters<'a> {
     nodes: &'a [crate::scheduler::ModelNode],
     filters: PodFilters<'a>,
 }
@@ -283,7 +287,7 @@ pub fn restrict(
 /// next. A node further behind would be named in vain: the scheduler would prefer an
 /// unnamed or lower-tier node that these plugins favour, and the landing would be mispredicted.
 /// `pods`: the pods around, for PodTopologySpread's score.
-pub fn best_scored(
+pub(crate) fn best_scored(
     at: Surroundings<'_>,
     allowed: &[u32],
     pods: &[ExistingPod],
@@ -341,7 +345,10 @@ pub fn best_scored(
 /// The domains (topology values) of the pod's `DoNotSchedule` spread constraints, for each
 /// node position: a burst's later pods may find the first tier's domain closed by pods this
 /// replica has not heard of yet (another replica's), so every open domain keeps a named node.
-pub fn spread_domains(facts: &PodFacts<'_>, view: &ClusterView) -> Vec<(String, Vec<usize>)> {
+pub(crate) fn spread_domains(
+    facts: &PodFacts<'_>,
+    view: &ClusterView,
+) -> Vec<(String, Vec<usize>)> {
     let mut out = Vec::new();
     for constraint in facts
         .spread_constraints

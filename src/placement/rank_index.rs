@@ -28,10 +28,10 @@ pub use ranking::Restricted;
 
 /// Pod shapes indexed per view; others are decided by walking every node. A burst is a few
 /// shapes (one per Flink job), and each index holds a few hundred kilobytes at 5,000 nodes.
-pub const MAX_SHAPES: usize = 16;
+pub(crate) const MAX_SHAPES: usize = 16;
 
 /// One shape's index, built on first use.
-pub type Slot = Arc<Mutex<Option<RankIndex>>>;
+pub(crate) type Slot = Arc<Mutex<Option<RankIndex>>>;
 
 /// The indexes of the current view, by pod shape.
 #[derive(Debug, Default)]
@@ -48,13 +48,13 @@ struct Shapes {
 }
 
 impl RankIndexes {
-    pub fn affinity_sums(&self) -> &AffinitySumsCache {
+    pub(crate) fn affinity_sums(&self) -> &AffinitySumsCache {
         &self.affinity_sums
     }
 
     /// The index slot for `pod`'s shape in `view`; `None` when the shape cannot be keyed or
     /// [`MAX_SHAPES`] are indexed already. A new view drops the indexes of the last.
-    pub fn slot(
+    pub(crate) fn slot(
         &self,
         view: &ClusterView,
         pod: &PodDemand<'_>,

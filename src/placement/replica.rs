@@ -47,7 +47,7 @@ impl ReplicaSet {
     /// `decider`, the replica the others forward their reviews to: it decides every review it
     /// can be reached for, as a single replica does. The others keep their share for the
     /// reviews they decide themselves when it does not answer.
-    pub fn for_own_decisions(
+    pub(crate) fn for_own_decisions(
         me: &str,
         members: impl IntoIterator<Item = String>,
         decider: Option<&str>,
@@ -56,10 +56,6 @@ impl ReplicaSet {
             return None;
         }
         Self::new(me, members)
-    }
-
-    pub fn me(&self) -> &str {
-        &self.me
     }
 
     pub fn members(&self) -> &[String] {
@@ -76,7 +72,7 @@ impl ReplicaSet {
     }
 
     /// For each node of `view` (by position): 1 when this replica owns it. Once per view.
-    pub fn owned(&self, view: &ClusterView) -> Arc<[u32]> {
+    pub(crate) fn owned(&self, view: &ClusterView) -> Arc<[u32]> {
         view.memo
             .get_or_compute(format!("owned/{:x}", self.key), || {
                 view.nodes
@@ -158,7 +154,7 @@ pub(super) struct Partition {
 impl Partition {
     /// The node at `position` is another replica's and weighed as such: ranked as if its
     /// owner had just put a pod there too (not while the others are idle).
-    pub fn weighs_as_foreign(&self, position: usize) -> bool {
+    pub(crate) fn weighs_as_foreign(&self, position: usize) -> bool {
         self.owned.get(position) == Some(&0) && !self.others_idle
     }
 
@@ -207,7 +203,7 @@ impl Replica {
     /// its own instead of keeping off half the cluster for pods nobody is placing; until the
     /// watch reports the others' first few decisions, a burst that moves to them can meet
     /// this replica on their nodes.
-    pub fn others_idle(&self) -> bool {
+    pub(crate) fn others_idle(&self) -> bool {
         let Some(set) = &self.set else {
             return false;
         };

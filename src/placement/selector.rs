@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use crate::config::{LabelRequirement, SelectorOperator, Targets};
 
 /// Does a pod with these labels match the configured target selector?
-pub fn targets_match(targets: &Targets, labels: &BTreeMap<String, String>) -> bool {
+pub(crate) fn targets_match(targets: &Targets, labels: &BTreeMap<String, String>) -> bool {
     targets
         .match_labels
         .iter()
@@ -19,7 +19,7 @@ pub fn targets_match(targets: &Targets, labels: &BTreeMap<String, String>) -> bo
 
 /// Why a pod with these labels is not a target: the first requirement of `targets` they miss,
 /// e.g. ``no `component=taskmanager` label``. `None` when they match.
-pub fn targets_miss(targets: &Targets, labels: &BTreeMap<String, String>) -> Option<String> {
+pub(crate) fn targets_miss(targets: &Targets, labels: &BTreeMap<String, String>) -> Option<String> {
     let listed = |values: &[String]| values.join(", ");
     for (k, v) in &targets.match_labels {
         match labels.get(k) {

@@ -18,7 +18,7 @@ use crate::view::heat::{Load, heat, is_hot};
 use crate::view::{ClusterView, NodeView};
 
 /// A node's load with the in-flight pods counted on it (their expected load).
-pub fn effective_load(node: &NodeView, ledger: Option<&Ledger>) -> Load {
+pub(crate) fn effective_load(node: &NodeView, ledger: Option<&Ledger>) -> Load {
     load_with(node, ledger.and_then(|l| l.extra(&node.name)), 0.0)
 }
 
@@ -221,7 +221,7 @@ const NIC_TIE_STEP: f64 = 0.25;
 /// The utilisation the pod leaves behind in the dimensions it loads, bottleneck first. With
 /// `share` 0: the same dimensions without the pod. Its rank is read halfway through the last
 /// pod (`share` - 1/2): see [`PodHeat::rank`].
-pub fn pod_heat(
+pub(crate) fn pod_heat(
     node: &NodeView,
     load: &Load,
     pod: &PodDemand<'_>,
@@ -309,7 +309,7 @@ impl Candidate {
 
     /// How near-ties are taken: a pod without a network estimate by its NIC load in coarse
     /// steps first, then in tie order (the deciding replica's own), then in order.
-    pub fn tie_order(&self, other: &Self) -> std::cmp::Ordering {
+    pub(crate) fn tie_order(&self, other: &Self) -> std::cmp::Ordering {
         // Saturating: a NaN load shares step 0.
         let step = |c: &Self| (c.heat.quiet_nic / NIC_TIE_STEP).floor() as u32;
         step(self)

@@ -45,14 +45,6 @@ impl ModelNode {
         self.non_zero_memory += pod.non_zero_memory;
     }
 
-    /// Undoes [`ModelNode::add_pod`].
-    pub fn remove_pod(&mut self, pod: &PodRequests) {
-        self.requested.subtract(&pod.requested);
-        self.requested.pods -= 1;
-        self.non_zero_milli_cpu -= pod.non_zero_milli_cpu;
-        self.non_zero_memory -= pod.non_zero_memory;
-    }
-
     /// The Fit filter: one more pod must fit, and every non-zero request in what is left.
     pub(crate) fn fits(&self, pod: &PodRequests) -> bool {
         fits_in(&self.allocatable, |name| self.requested.get(name), pod)

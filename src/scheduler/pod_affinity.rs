@@ -16,7 +16,8 @@ mod filtering;
 mod scoring;
 
 pub use filtering::{AffinityFilter, AffinityUnfit};
-pub use scoring::{AffinityScore, AffinitySums, affinity_scores};
+pub(crate) use scoring::AffinitySums;
+pub use scoring::{AffinityScore, affinity_scores};
 
 /// The incoming pod's term selects pods of `target` (its namespaceSelector merged into the
 /// namespaces that exist, as PreFilter does).

@@ -84,16 +84,6 @@ impl Resources {
         }
     }
 
-    pub fn subtract(&mut self, other: &Resources) {
-        self.milli_cpu -= other.milli_cpu;
-        self.memory -= other.memory;
-        self.ephemeral_storage -= other.ephemeral_storage;
-        self.pods -= other.pods;
-        for (name, v) in &other.scalar {
-            *self.slot(name) -= v;
-        }
-    }
-
     fn max_with(&mut self, other: &Resources) {
         for (name, v) in other.iter() {
             let slot = self.slot(name);
@@ -102,7 +92,9 @@ impl Resources {
     }
 
     /// A resource list (`{"cpu": "32", "memory": "128Gi"}`); unreadable quantities are skipped.
-    pub fn from_list<'a>(list: impl IntoIterator<Item = (&'a String, &'a Quantity)>) -> Self {
+    pub(crate) fn from_list<'a>(
+        list: impl IntoIterator<Item = (&'a String, &'a Quantity)>,
+    ) -> Self {
         let mut out = Resources::default();
         for (name, q) in list {
             if let Some(v) = amount(name, &q.0) {

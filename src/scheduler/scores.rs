@@ -135,7 +135,7 @@ pub fn resources_fit_score(pod: &PodRequests, node: &ModelNode, strategy: &Scori
 
 /// v1.35 and earlier: `trunc((1 - std) * 100)` over the request fractions (each capped at 1).
 /// Float operations in upstream's order, so results truncate identically.
-pub fn balanced_resource_scorer(requested: &[i64], allocatable: &[i64]) -> i64 {
+pub(crate) fn balanced_resource_scorer(requested: &[i64], allocatable: &[i64]) -> i64 {
     balanced_of_pairs(requested.iter().copied().zip(allocatable.iter().copied()))
 }
 

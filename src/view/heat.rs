@@ -46,7 +46,7 @@ pub fn heat(load: &Load, scale: &NodeScale, weights: &HeatWeights) -> f64 {
 
 /// At or above any threshold: never preferred, named in the avoid term. Network counts only when
 /// the NIC capacity is known: relative to the busiest node, someone is always at 1.0.
-pub fn is_hot(load: &Load, scale: &NodeScale, hot: &HotThresholds) -> bool {
+pub(crate) fn is_hot(load: &Load, scale: &NodeScale, hot: &HotThresholds) -> bool {
     load.cpu >= hot.cpu
         || load.memory >= hot.memory
         || (scale.network_is_capacity

@@ -11,12 +11,12 @@ use crate::hashing::HashMap;
 
 /// Distinct keys kept per view; past it, lists are computed and not kept (a namespace of
 /// one-off pod shapes must not grow memory).
-pub const CAPACITY: usize = 256;
+pub(crate) const CAPACITY: usize = 256;
 
 static NEXT_VIEW_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A process-unique view id (0 is the default, never built, view).
-pub fn next_view_id() -> u64 {
+pub(crate) fn next_view_id() -> u64 {
     NEXT_VIEW_ID.fetch_add(1, Ordering::Relaxed)
 }
 
@@ -29,7 +29,11 @@ pub struct NodeListMemo {
 
 impl NodeListMemo {
     /// The list for `key`, computed by `compute` the first time only.
-    pub fn get_or_compute(&self, key: String, compute: impl FnOnce() -> Vec<u32>) -> Arc<[u32]> {
+    pub(crate) fn get_or_compute(
+        &self,
+        key: String,
+        compute: impl FnOnce() -> Vec<u32>,
+    ) -> Arc<[u32]> {
         if let Some(list) = self.lock().get(&key) {
             return list.clone();
         }

@@ -222,7 +222,7 @@ impl ClusterView {
 
     /// The view, with the time the default scheduler listed its nodes (see
     /// [`ClusterView::scheduler_since`]).
-    pub fn with_scheduler_since(self, since: Option<SystemTime>) -> Self {
+    pub(crate) fn with_scheduler_since(self, since: Option<SystemTime>) -> Self {
         ClusterView {
             scheduler_since: since,
             ..self
@@ -297,7 +297,7 @@ impl ViewStore {
         self.rebuild(&sources);
     }
 
-    pub fn publish_inventory(&self, inventory: Inventory) {
+    pub(crate) fn publish_inventory(&self, inventory: Inventory) {
         let mut sources = self.lock();
         sources.inventory = Some(Arc::new(inventory));
         self.rebuild(&sources);

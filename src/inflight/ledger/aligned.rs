@@ -166,7 +166,7 @@ impl Ledger {
     }
 
     /// The occupancy's bound requests of the node at `position` in the aligned view.
-    pub fn bound_at(&self, position: usize) -> Option<&NodeRequests> {
+    pub(crate) fn bound_at(&self, position: usize) -> Option<&NodeRequests> {
         let (_, number) = *self.aligned.numbers.get(position)?;
         self.occupancy.at(number)
     }

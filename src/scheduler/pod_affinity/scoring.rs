@@ -35,7 +35,7 @@ pub struct AffinityScore<'p, 'd> {
 /// that can be kept between decisions (for pods alike, over the same nodes) and brought up to
 /// date with the pods that came and went since.
 #[derive(Debug, Clone, Default)]
-pub struct AffinitySums {
+pub(crate) struct AffinitySums {
     keys: Vec<KeyScores>,
     /// Pods counted where a term matched and the node has the term's key, once per term (some
     /// did: upstream's score map is not empty).
