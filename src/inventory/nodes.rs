@@ -243,17 +243,16 @@ impl Publisher {
         self.last_publish = Some(Instant::now());
         let nodes = reader.state();
         self.arrivals.keep_only(&nodes);
-        let mut inventory = inventory_from(&nodes);
-        for node in &nodes {
-            if let Some(facts) = node
-                .metadata
-                .name
-                .as_ref()
-                .and_then(|name| inventory.nodes.get_mut(name))
-            {
-                facts.arrival = self.arrivals.of(node);
-            }
-        }
+        let inventory = Inventory {
+            nodes: nodes
+                .iter()
+                .map(|node| {
+                    let (name, facts) = node_facts(node);
+                    let arrival = self.arrivals.of(node);
+                    (name, NodeFacts { arrival, ..facts })
+                })
+                .collect(),
+        };
         if self.last.as_ref() == Some(&inventory) {
             return;
         }
