@@ -18,6 +18,22 @@ pub struct SchedulerConfig {
     /// How NodeResourcesBalancedAllocation scores: set by the scheduler's release, not by its
     /// KubeSchedulerConfiguration.
     pub balanced_allocation_formula: BalancedAllocationFormula,
+    /// The order the scheduler holds the nodes it listed when it started: set by its release.
+    pub listed_node_order: ListedNodeOrder,
+}
+
+/// Where, in the scheduler's node order, the nodes it listed at its start sit (nodes that
+/// joined later are appended to their zone in the order they joined, whatever the release).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ListedNodeOrder {
+    /// v1.35 and later: the informer's first list is streamed (WatchListClient) and handed on
+    /// in a Go map's order, different at every start. The webhook takes each listed node to
+    /// be anywhere in the order.
+    #[default]
+    Unknown,
+    /// Up to v1.34: a plain LIST, in name order.
+    ByName,
 }
 
 /// NodeResourcesBalancedAllocation's formula, which depends on the kube-scheduler release.
@@ -41,6 +57,7 @@ impl Default for SchedulerConfig {
             scoring_strategy: ScoringStrategy::default(),
             balanced_resources: vec!["cpu".into(), "memory".into()],
             balanced_allocation_formula: BalancedAllocationFormula::default(),
+            listed_node_order: ListedNodeOrder::default(),
         }
     }
 }

@@ -16,7 +16,7 @@
 use super::constraints::eligible_nodes;
 use super::context::DecisionCtx;
 use super::decision::{Decision, RankedNode, TierChoice};
-use super::landing::{Coverage, Window, order_positions};
+use super::landing::{Coverage, Window, order_positions, tier_size_for_sample};
 use super::partition::partition_for;
 use super::pod_level::{Around, Surroundings};
 use super::predict::predict_landing;
@@ -33,15 +33,6 @@ use crate::view::{ClusterView, NodeView};
 /// The most nodes a fallback tier grows by for the pods of its kind not bound yet: keeps the
 /// patch a few kilobytes when a burst of thousands is pending.
 const MAX_TAKEN_AHEAD: usize = 200;
-
-/// How many tier-1 nodes make it `miss`-unlikely that none is in a sample of `fraction`.
-pub(crate) fn tier_size_for_sample(fraction: f64, miss: f64, at_least: usize) -> usize {
-    if fraction >= 1.0 || fraction <= 0.0 {
-        return at_least;
-    }
-    let needed = (miss.ln() / (1.0 - fraction).ln()).ceil();
-    at_least.max(needed as usize)
-}
 
 /// Ranks the nodes this pod can land on and builds the tiers, the avoid list and the
 /// predicted landing. `replica` says which replica decides: its salt breaks near-ties, its
@@ -362,24 +353,24 @@ fn pick(
 
     // Each tier: its configured count, then any candidate that some run would otherwise miss
     // (a node a run holds may be full by the time the pod is scheduled: the next tier is there).
-    let positions = order_positions(view);
+    let positions = order_positions(view, scheduler.listed_node_order);
     let mut remaining = named;
     let mut tiers: Vec<Vec<Candidate>> = Vec::with_capacity(policy.tiers.len());
-    let mut first_coverage = Coverage::new(window);
+    let mut first_coverage = Coverage::new(window, policy.sample_miss);
     for (k, tier) in policy.tiers.iter().enumerate() {
         let size = if k == 0 {
             configured_first
         } else {
             later_sizes[k - 1]
         };
-        let mut coverage = Coverage::new(window);
+        let mut coverage = Coverage::new(window, policy.sample_miss);
         let mut chosen = Vec::new();
         let mut left = Vec::with_capacity(remaining.len());
         for c in remaining {
-            let position = positions[c.index] as usize;
-            let adds = !window.whole() && coverage.adds(position);
+            let place = positions.of(c.index);
+            let adds = !window.whole() && coverage.adds(place);
             if chosen.len() < size.min(tier.nodes.max(1)) || adds {
-                coverage.add(position);
+                coverage.add(place);
                 chosen.push(c);
             } else {
                 left.push(c);

@@ -10,7 +10,8 @@
 
 use std::sync::Arc;
 
-use crate::scheduler::order::{scheduler_order, zone_key};
+use crate::config::scheduler::ListedNodeOrder;
+use crate::scheduler::order::{listed_by_name, scheduler_order, zone_key};
 use crate::view::ClusterView;
 
 /// The sample as a run of the order: `len` consecutive positions of `n`.
@@ -46,20 +47,58 @@ impl Window {
     }
 }
 
+/// Each node's place in the scheduler's order, where it can be known.
+#[derive(Debug, Clone)]
+pub struct Positions(Arc<[u32]>);
+
+impl Positions {
+    /// A node the scheduler listed at its start, in an order no one outside can know.
+    const ANYWHERE: u32 = u32::MAX;
+
+    /// The position of node `i` (by view position) in the scheduler's order; `None` when it
+    /// could be anywhere.
+    pub fn of(&self, i: usize) -> Option<usize> {
+        self.0
+            .get(i)
+            .copied()
+            .filter(|&p| p != Self::ANYWHERE)
+            .map(|p| p as usize)
+    }
+}
+
 /// Each node of `view` (by position) at its place in the scheduler's order: zones round-robin;
-/// within a zone, the nodes the scheduler listed when it started in name order, then those
-/// that joined later in the order they joined. Once per view.
-pub fn order_positions(view: &ClusterView) -> Arc<[u32]> {
-    view.memo.get_or_compute("order/positions".into(), || {
+/// within a zone, the nodes the scheduler listed when it started (in name order, when
+/// `listed` says the release keeps that order; anywhere otherwise), then those that joined
+/// later in the order they joined. Once per view.
+pub fn order_positions(view: &ClusterView, listed: ListedNodeOrder) -> Positions {
+    let key = match listed {
+        ListedNodeOrder::ByName => "order/positions/by-name",
+        ListedNodeOrder::Unknown => "order/positions/listed-anywhere",
+    };
+    Positions(view.memo.get_or_compute(key.into(), || {
         let names: Vec<&str> = view.nodes.iter().map(|n| n.name.as_str()).collect();
         let zones: Vec<String> = view.nodes.iter().map(|n| zone_key(&n.labels)).collect();
-        let order = scheduler_order(&names, &zones, &joined_later(view));
-        let mut positions = vec![0u32; view.nodes.len()];
+        let late = joined_later(view);
+        // Listed nodes taken in name order place the late joiners behind them, in their
+        // zones: right in length whatever their real order.
+        let order = scheduler_order(&zones, listed_by_name(&names, &late), &late);
+        let mut positions = vec![Positions::ANYWHERE; view.nodes.len()];
         for (position, &index) in order.iter().enumerate() {
             positions[index] = u32::try_from(position).unwrap_or(u32::MAX);
         }
+        if listed == ListedNodeOrder::Unknown {
+            let mut is_late = vec![false; view.nodes.len()];
+            for &i in &late {
+                is_late[i] = true;
+            }
+            for (position, late) in positions.iter_mut().zip(is_late) {
+                if !late {
+                    *position = Positions::ANYWHERE;
+                }
+            }
+        }
         positions
-    })
+    }))
 }
 
 /// Indexes of the nodes created after the default scheduler took its node list, in the order
@@ -90,7 +129,18 @@ fn whole_seconds(t: std::time::SystemTime) -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Which starts have a chosen node in their run, as the chosen positions in order.
+/// How many nodes, each in a sample of `fraction` independently, make it `miss`-unlikely
+/// that none is; at least `at_least`.
+pub(crate) fn tier_size_for_sample(fraction: f64, miss: f64, at_least: usize) -> usize {
+    if fraction >= 1.0 || fraction <= 0.0 {
+        return at_least;
+    }
+    let needed = (miss.ln() / (1.0 - fraction).ln()).ceil();
+    at_least.max(needed as usize)
+}
+
+/// Which starts have a chosen node in their run, as the chosen positions in order; and how
+/// many chosen nodes could be anywhere in the order, each in a run by the sample's odds.
 #[derive(Debug, Clone)]
 pub(crate) struct Coverage {
     window: Window,
@@ -102,15 +152,28 @@ pub(crate) struct Coverage {
     /// than a run. Kept as nodes are added (a stretch only shrinks, so each position closes
     /// once), so `adds` is a lookup: a decision asks it of thousands of candidates.
     open: Vec<bool>,
+    /// Chosen nodes without a known position.
+    anywhere: usize,
+    /// Enough of those that every run misses them all with at most the `miss` odds.
+    anywhere_enough: usize,
 }
 
 impl Coverage {
-    pub fn new(window: Window) -> Self {
+    /// Coverage of `window`'s runs; nodes without a known position cover every run but for
+    /// `miss` odds once there are enough of them.
+    pub fn new(window: Window, miss: f64) -> Self {
+        let fraction = if window.n == 0 {
+            1.0
+        } else {
+            window.len as f64 / window.n as f64
+        };
         Coverage {
             window,
             chosen: Vec::new(),
             long_gaps: 0,
             open: Vec::new(),
+            anywhere: 0,
+            anywhere_enough: tier_size_for_sample(fraction, miss, 1),
         }
     }
 
@@ -139,19 +202,30 @@ impl Coverage {
         (before, next)
     }
 
-    /// Some run would hold a node at `position` and none chosen so far: the stretch between
-    /// the chosen nodes around it is longer than a run.
-    pub fn adds(&self, position: usize) -> bool {
+    /// A node at `place` (`None`: anywhere) would be in some run that may hold no chosen node:
+    /// the stretch between the chosen nodes around it is longer than a run, or it could be
+    /// anywhere and some run still is.
+    pub fn adds(&self, place: Option<usize>) -> bool {
+        if self.anywhere >= self.anywhere_enough {
+            return false;
+        }
         if self.window.whole() {
-            return self.chosen.is_empty();
+            return self.chosen.is_empty() && self.anywhere == 0;
         }
         if self.chosen.is_empty() {
             return true;
         }
-        self.open.get(position).copied().unwrap_or(false)
+        match place {
+            None => self.long_gaps > 0,
+            Some(position) => self.open.get(position).copied().unwrap_or(false),
+        }
     }
 
-    pub fn add(&mut self, position: usize) {
+    pub fn add(&mut self, place: Option<usize>) {
+        let Some(position) = place else {
+            self.anywhere += 1;
+            return;
+        };
         let Err(at) = self.chosen.binary_search(&position) else {
             return;
         };
@@ -191,17 +265,18 @@ impl Coverage {
         }
     }
 
-    /// Every run holds a chosen node.
+    /// Every run holds a chosen node (those that could be anywhere: but for the `miss` odds).
     pub fn complete(&self) -> bool {
-        !self.chosen.is_empty() && self.long_gaps == 0
+        self.anywhere >= self.anywhere_enough || !self.chosen.is_empty() && self.long_gaps == 0
     }
 }
 
 /// A preferred node as the scheduler weighs it inside a run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Named {
-    /// Its position in the scheduler's order.
-    pub position: usize,
+    /// Its position in the scheduler's order; `None`: anywhere in it, so in a run by the
+    /// sample's odds, independently of the others.
+    pub position: Option<usize>,
     /// 0 for tier 1, 1 for the cover tier: the affinity gap between levels outweighs the
     /// resource scores.
     pub level: u8,
@@ -221,8 +296,9 @@ impl Named {
 
 /// Landing odds of each named node: the best key inside the run wins, equal keys share; a node
 /// that may have filled passes the pod, for the odds it has, to the next best inside the run.
-/// Odds sum to the share of runs that hold any of them (1 when the coverage is complete and
-/// some node of every run surely has room).
+/// A node that could be anywhere is in each run by the sample's odds: like a node in every run
+/// that has room only that often. Odds sum to the share of runs that hold any of them (1 when
+/// the coverage is complete and some node of every run surely has room).
 pub(crate) fn landing_odds(window: Window, tier: &[Named]) -> Vec<f64> {
     let mut odds = vec![0.0; tier.len()];
     if tier.is_empty() || window.n == 0 {
@@ -233,23 +309,41 @@ pub(crate) fn landing_odds(window: Window, tier: &[Named]) -> Vec<f64> {
         return odds;
     }
     let n = window.n;
-    // The starts where a node enters or leaves the run: the set of nodes in the run is
-    // constant between two of them.
-    let mut cuts: Vec<usize> = tier
+    let in_run = window.len as f64 / n as f64;
+    let tier: Vec<Named> = tier
         .iter()
-        .flat_map(|t| [(t.position + n + 1 - window.len) % n, (t.position + 1) % n])
+        .map(|t| match t.position {
+            Some(_) => *t,
+            None => Named {
+                available: t.available * in_run,
+                ..*t
+            },
+        })
         .collect();
-    cuts.sort_unstable();
-    cuts.dedup();
-    // The named nodes in order of position, twice round (the second time one order further
-    // on): a run from `start` holds exactly those at `start..start + len` of it, so as the
-    // cuts go up the run's nodes are a window of it that only moves forward.
+    let anywhere: Vec<usize> = (0..tier.len())
+        .filter(|&j| tier[j].position.is_none())
+        .collect();
+    // The named nodes with a place, in order of position, twice round (the second time one
+    // order further on): a run from `start` holds exactly those at `start..start + len` of
+    // it, so as the cuts go up the run's nodes are a window of it that only moves forward.
     let mut by_position: Vec<(usize, usize)> = tier
         .iter()
         .enumerate()
-        .map(|(j, t)| (t.position, j))
+        .filter_map(|(j, t)| Some((t.position?, j)))
         .collect();
+    if by_position.is_empty() {
+        share_run(&tier, anywhere.iter().copied(), 1.0, &mut odds);
+        return odds;
+    }
     by_position.sort_unstable();
+    // The starts where a node enters or leaves the run: the set of nodes in the run is
+    // constant between two of them.
+    let mut cuts: Vec<usize> = by_position
+        .iter()
+        .flat_map(|&(position, _)| [(position + n + 1 - window.len) % n, (position + 1) % n])
+        .collect();
+    cuts.sort_unstable();
+    cuts.dedup();
     let count = by_position.len();
     let round = |k: usize| {
         if k < count {
@@ -270,7 +364,8 @@ pub(crate) fn landing_odds(window: Window, tier: &[Named]) -> Vec<f64> {
         while to < from + count && round(to).0 < start + window.len {
             to += 1;
         }
-        share_run(tier, (from..to).map(|k| round(k).1), starts, &mut odds);
+        let inside = (from..to).map(|k| round(k).1).chain(anywhere.iter().copied());
+        share_run(&tier, inside, starts, &mut odds);
     }
     odds
 }
@@ -394,7 +489,7 @@ mod tests {
     fn named(list: &[(usize, u8, i64)]) -> Vec<Named> {
         list.iter()
             .map(|&(position, level, score)| Named {
-                position,
+                position: Some(position),
                 level,
                 score,
                 available: 1.0,
@@ -433,21 +528,40 @@ mod tests {
         assert!((odds[1] - 0.01).abs() < 1e-12, "{odds:?}");
     }
 
-    /// The odds by trying every start and every set of nodes with room: the best key inside
-    /// each run among those with room wins, equal keys share.
+    /// The odds by trying every start and every set of nodes with room and, of those that
+    /// could be anywhere, every set in the run: the best key inside each run among those with
+    /// room wins, equal keys share.
     fn brute_odds(window: Window, tier: &[Named]) -> Vec<f64> {
         let mut brute = vec![0.0; tier.len()];
-        for with_room in 0..1usize << tier.len() {
+        let in_run = if window.whole() {
+            1.0
+        } else {
+            window.len as f64 / window.n as f64
+        };
+        let bit = |set: usize, j: usize, odds: f64| {
+            if set & (1 << j) != 0 {
+                odds
+            } else {
+                1.0 - odds
+            }
+        };
+        let anywhere: usize = (0..tier.len())
+            .filter(|&j| tier[j].position.is_none())
+            .map(|j| 1 << j)
+            .sum();
+        // Every subset of the nodes that could be anywhere.
+        let samples: Vec<usize> = (0..=anywhere).filter(|s| s & !anywhere == 0).collect();
+        for (with_room, sampled) in
+            (0..1usize << tier.len()).flat_map(|r| samples.iter().map(move |&s| (r, s)))
+        {
             let chance: f64 = tier
                 .iter()
                 .enumerate()
-                .map(|(j, t)| {
-                    if with_room & (1 << j) != 0 {
-                        t.available
-                    } else {
-                        1.0 - t.available
-                    }
-                })
+                .map(|(j, t)| match t.position {
+                    Some(_) if sampled & (1 << j) == 0 => 1.0,
+                    Some(_) => 0.0,
+                    None => bit(sampled, j, in_run),
+                } * bit(with_room, j, t.available))
                 .product();
             if chance == 0.0 {
                 continue;
@@ -455,7 +569,11 @@ mod tests {
             for start in 0..window.n {
                 let inside: Vec<usize> = (0..tier.len())
                     .filter(|&j| with_room & (1 << j) != 0)
-                    .filter(|&j| window.holds(start, tier[j].position))
+                    .filter(|&j| {
+                        tier[j]
+                            .position
+                            .map_or(sampled & (1 << j) != 0, |p| window.holds(start, p))
+                    })
                     .collect();
                 let Some(best) = inside.iter().map(|&j| tier[j].key()).max() else {
                     continue;
@@ -515,7 +633,9 @@ mod tests {
             let count = 1 + next(n.min(10));
             let tier: Vec<Named> = (0..count)
                 .map(|_| Named {
-                    position: positions.swap_remove(next(positions.len())),
+                    // One in four could be anywhere.
+                    position: Some(positions.swap_remove(next(positions.len())))
+                        .filter(|_| next(4) > 0),
                     level: next(2) as u8,
                     score: next(4) as i64,
                     // Most surely have room; some may fill first, one in a while surely.
@@ -533,64 +653,90 @@ mod tests {
         }
     }
 
-    /// `adds` against the stretches worked out from scratch, for seeded random additions.
+    /// `adds` against the stretches worked out from scratch, for seeded random additions,
+    /// some of nodes that could be anywhere.
     #[test]
     fn coverage_adds_matches_the_stretches_from_scratch() {
         let mut next = draws(0x2545_f491);
+        let miss = 0.3;
         for _ in 0..300 {
             let n = 1 + next(80);
             let window = Window {
                 n,
                 len: 1 + next(n),
             };
-            let mut coverage = Coverage::new(window);
+            let enough = tier_size_for_sample(window.len as f64 / n as f64, miss, 1);
+            let mut coverage = Coverage::new(window, miss);
             let mut chosen: Vec<usize> = Vec::new();
+            let mut anywhere = 0;
             for _ in 0..1 + next(12) {
+                let uncovered = |start: usize| !chosen.iter().any(|&c| window.holds(start, c));
+                let short = anywhere < enough;
                 for position in 0..n {
                     // Some run holds `position` and no chosen node.
-                    let expected = !chosen.contains(&position)
-                        && (0..n).any(|start| {
-                            window.holds(start, position)
-                                && !chosen.iter().any(|&c| window.holds(start, c))
-                        });
+                    let expected = short
+                        && !chosen.contains(&position)
+                        && (0..n).any(|start| window.holds(start, position) && uncovered(start));
                     assert_eq!(
-                        coverage.adds(position),
+                        coverage.adds(Some(position)),
                         expected,
-                        "{window:?} chosen {chosen:?} position {position}"
+                        "{window:?} chosen {chosen:?} + {anywhere} position {position}"
                     );
                 }
-                let expected_complete = !chosen.is_empty()
-                    && (0..n).all(|start| chosen.iter().any(|&c| window.holds(start, c)));
+                let expected = short && (0..n).any(uncovered);
+                assert_eq!(coverage.adds(None), expected, "{window:?} {chosen:?}");
+                let expected_complete =
+                    !short || !chosen.is_empty() && (0..n).all(|start| !uncovered(start));
                 assert_eq!(
                     coverage.complete(),
                     expected_complete,
-                    "{window:?} {chosen:?}"
+                    "{window:?} {chosen:?} + {anywhere}"
                 );
-                let position = next(n);
-                coverage.add(position);
-                if !chosen.contains(&position) {
-                    chosen.push(position);
+                if next(4) == 0 {
+                    coverage.add(None);
+                    anywhere += 1;
+                } else {
+                    let position = next(n);
+                    coverage.add(Some(position));
+                    if !chosen.contains(&position) {
+                        chosen.push(position);
+                    }
                 }
             }
         }
     }
 
+    /// Nodes that could be anywhere complete the coverage once enough of them make missing
+    /// them all `miss`-unlikely: 0.9^22 < 0.1 < 0.9^21.
+    #[test]
+    fn nodes_anywhere_cover_every_run_once_enough_are_chosen() {
+        let mut coverage = Coverage::new(Window { n: 1000, len: 100 }, 0.1);
+        for _ in 0..21 {
+            assert!(coverage.adds(None));
+            coverage.add(None);
+            assert!(!coverage.complete());
+        }
+        coverage.add(None);
+        assert!(coverage.complete());
+        assert!(!coverage.adds(None) && !coverage.adds(Some(500)));
+    }
+
     #[test]
     fn coverage_adds_only_nodes_in_stretches_longer_than_a_run() {
-        let mut coverage = Coverage::new(Window { n: 100, len: 30 });
-        assert!(coverage.adds(10));
-        coverage.add(10);
+        let mut coverage = Coverage::new(Window { n: 100, len: 30 }, 0.002);
+        assert!(coverage.adds(Some(10)));
+        coverage.add(Some(10));
         assert!(!coverage.complete());
-        assert!(coverage.adds(35));
-        coverage.add(35);
-        coverage.add(62);
+        assert!(coverage.adds(Some(35)));
+        coverage.add(Some(35));
+        coverage.add(Some(62));
         // Gaps 25, 27, 48: the last is longer than a run.
         assert!(!coverage.complete());
-        assert!(!coverage.adds(20));
-        assert!(coverage.adds(80));
-        coverage.add(85);
+        assert!(!coverage.adds(Some(20)));
+        assert!(coverage.adds(Some(80)));
+        coverage.add(Some(85));
         assert!(coverage.complete());
-        assert!(!coverage.adds(90));
+        assert!(!coverage.adds(Some(90)));
     }
 
     #[test]
@@ -636,18 +782,24 @@ mod tests {
                 })
                 .collect(),
         };
-        let order = |since: Option<std::time::SystemTime>| {
+        // The nodes by position, those that could be anywhere first by name.
+        let placed = |since: Option<std::time::SystemTime>, listed: ListedNodeOrder| {
             let view = ClusterView::build(&snapshot, Some(&inventory), &Default::default())
                 .with_scheduler_since(since);
-            let positions = order_positions(&view);
-            let mut names: Vec<(u32, String)> = view
+            let positions = order_positions(&view, listed);
+            let mut names: Vec<(Option<usize>, String)> = view
                 .nodes
                 .iter()
                 .enumerate()
-                .map(|(i, n)| (positions[i], n.name.clone()))
+                .map(|(i, n)| (positions.of(i), n.name.clone()))
                 .collect();
             names.sort_unstable();
-            names.into_iter().map(|(_, n)| n).collect::<Vec<_>>()
+            names
+        };
+        let order = |since| -> Vec<String> {
+            let names = placed(since, ListedNodeOrder::ByName);
+            assert!(names.iter().all(|(p, _)| p.is_some()));
+            names.into_iter().map(|(_, n)| n).collect()
         };
         assert_eq!(order(None), ["a", "b", "c", "d", "e", "f"]);
         // Taken at 200.4 s: f (created in that second) counts as listed.
@@ -655,5 +807,25 @@ mod tests {
         assert_eq!(order(Some(since)), ["b", "d", "f", "e", "c", "a"]);
         // Before every node: all joined later, by creation second then arrival.
         assert_eq!(order(at(50)), ["d", "b", "f", "e", "c", "a"]);
+        // A release whose listed nodes could be anywhere: only the joiners have a place,
+        // behind the three listed ones.
+        let known = |since| -> Vec<(Option<usize>, String)> {
+            placed(since, ListedNodeOrder::Unknown)
+        };
+        let named = |list: &[(Option<usize>, &str)]| -> Vec<(Option<usize>, String)> {
+            list.iter().map(|&(p, n)| (p, n.to_string())).collect()
+        };
+        assert_eq!(
+            known(Some(since)),
+            named(&[
+                (None, "b"),
+                (None, "d"),
+                (None, "f"),
+                (Some(3), "e"),
+                (Some(4), "c"),
+                (Some(5), "a")
+            ])
+        );
+        assert!(known(None).iter().all(|(p, _)| p.is_none()));
     }
 }

@@ -24,13 +24,13 @@ pub(super) fn predict_landing(
         inflight,
         ..
     } = *ctx;
-    let positions = order_positions(view);
+    let positions = order_positions(view, scheduler.listed_node_order);
     let named_at = |i: usize, level: usize| {
         let node = &view.nodes[i];
         let (bound, extra) = (inflight.bound(i, node), inflight.extra(i, node));
         let model = model_node_with(node, bound, extra);
         Named {
-            position: positions[i] as usize,
+            position: positions.of(i),
             level: u8::try_from(level).unwrap_or(u8::MAX),
             score: resource_score(&pod.facts, &model, scheduler),
             available: 1.0 - fill_risk(node, bound, extra, &pod.facts),
@@ -51,7 +51,7 @@ pub(super) fn predict_landing(
         let later = tiers.iter().enumerate().skip(1);
         for (level, tier) in later {
             for c in tier {
-                if may_fill || coverage.adds(positions[c.index] as usize) {
+                if may_fill || coverage.adds(positions.of(c.index)) {
                     nodes.push(c.index);
                     named.push(named_at(c.index, level));
                 }

@@ -5,7 +5,7 @@
 use std::hash::BuildHasher;
 
 use super::context::{DecisionCtx, PodDemand};
-use super::landing::Coverage;
+use super::landing::{Coverage, Positions};
 use super::replica::Partition;
 use crate::config::PlacementConfig;
 use crate::inflight::ledger::{Ledger, NodeExtra};
@@ -412,7 +412,7 @@ pub(super) trait Ranking {
         &mut self,
         hot: bool,
         coverage: &mut Coverage,
-        positions: &[u32],
+        positions: &Positions,
         taken: &dyn Fn(usize) -> bool,
     ) -> Vec<Candidate>;
 }
@@ -421,7 +421,7 @@ pub(super) trait Ranking {
 pub(super) fn cover_in_order(
     in_order: impl Iterator<Item = Candidate>,
     coverage: &mut Coverage,
-    positions: &[u32],
+    positions: &Positions,
     taken: &dyn Fn(usize) -> bool,
 ) -> Vec<Candidate> {
     let mut added = Vec::new();
@@ -429,9 +429,9 @@ pub(super) fn cover_in_order(
         if coverage.complete() {
             break;
         }
-        let position = positions[c.index] as usize;
-        if coverage.adds(position) && !taken(c.index) {
-            coverage.add(position);
+        let place = positions.of(c.index);
+        if coverage.adds(place) && !taken(c.index) {
+            coverage.add(place);
             added.push(c);
         }
     }

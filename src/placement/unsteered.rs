@@ -8,8 +8,10 @@
 
 use super::constraints::eligible_nodes;
 use super::context::{InFlight, PodDemand};
-use super::decide::{nodes_to_score, tier_size_for_sample};
-use super::landing::{Named, Window, landing_odds, landing_shares, order_positions};
+use super::decide::nodes_to_score;
+use super::landing::{
+    Named, Window, landing_odds, landing_shares, order_positions, tier_size_for_sample,
+};
 use super::standing::{fits_with, model_node_with};
 use crate::config::scheduler::SchedulerConfig;
 use crate::inflight::ledger::Ledger;
@@ -60,11 +62,11 @@ pub fn unsteered_landing(
     }
     scored.sort_by(best_first);
 
-    let positions = order_positions(view);
+    let positions = order_positions(view, scheduler.listed_node_order);
     let named: Vec<Named> = scored
         .iter()
         .map(|&(score, i)| Named {
-            position: positions[i] as usize,
+            position: positions.of(i),
             level: 0,
             score,
             available: 1.0,

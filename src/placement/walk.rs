@@ -3,7 +3,7 @@
 //! it is held to, and what pods whose eligible nodes change with every decision use.
 
 use super::context::{DecisionCtx, InFlight, PodDemand};
-use super::landing::Coverage;
+use super::landing::{Coverage, Positions};
 use super::replica::Partition;
 use super::standing::{Candidate, Ranking, Standing, cover_in_order, fits_with, standing};
 use crate::view::ClusterView;
@@ -148,7 +148,7 @@ impl Ranking for Walk<'_> {
         &mut self,
         hot: bool,
         coverage: &mut Coverage,
-        positions: &[u32],
+        positions: &Positions,
         taken: &dyn Fn(usize) -> bool,
     ) -> Vec<Candidate> {
         let list = if hot {

@@ -6,9 +6,9 @@
 //! that joined after the scheduler started are appended to their zone in the order they
 //! joined. Those it listed at its start came in its informer's first list, whose order no one
 //! outside can know since v1.35 (a streamed list is handed on in a map's order; see
-//! `tests/real_cluster/sample_window.rs`): they are taken in name order, the order of a plain
-//! LIST. The sample of one pod is a contiguous run of this order from a rotating start
-//! (`schedule_one.go`).
+//! `tests/real_cluster/sample_window.rs`); before, a plain LIST gave them in name order
+//! (`SchedulerConfig::listed_node_order`). The sample of one pod is a contiguous run of this
+//! order from a rotating start (`schedule_one.go`).
 
 use std::collections::BTreeMap;
 
@@ -60,17 +60,27 @@ pub(crate) fn node_tree_order<S: AsRef<str>>(zones_in_insertion_order: &[S]) -> 
     list
 }
 
-/// The order for nodes named `names` with zone keys `zones` when the scheduler started after
-/// all of them but `late` (indexes, in the order they joined): name order, then the late ones.
-pub(crate) fn scheduler_order(names: &[&str], zones: &[String], late: &[usize]) -> Vec<usize> {
-    let mut inserted: Vec<usize> = (0..names.len()).filter(|i| !late.contains(i)).collect();
-    inserted.sort_by(|&a, &b| names[a].cmp(names[b]));
-    inserted.extend(late.iter().copied().filter(|&i| i < names.len()));
+/// The order for nodes with zone keys `zones` when the scheduler's informer delivered `listed`
+/// (indexes, in that order) at its start and `late` (indexes, in the order they joined) after.
+pub(crate) fn scheduler_order(
+    zones: &[String],
+    listed: impl IntoIterator<Item = usize>,
+    late: &[usize],
+) -> Vec<usize> {
+    let mut inserted: Vec<usize> = listed.into_iter().filter(|&i| i < zones.len()).collect();
+    inserted.extend(late.iter().copied().filter(|&i| i < zones.len()));
     let zones_inserted: Vec<&str> = inserted.iter().map(|&i| zones[i].as_str()).collect();
     node_tree_order(&zones_inserted)
         .into_iter()
         .map(|k| inserted[k])
         .collect()
+}
+
+/// The nodes named `names` that are not `late`, in name order: a plain LIST's order.
+pub(crate) fn listed_by_name(names: &[&str], late: &[usize]) -> Vec<usize> {
+    let mut listed: Vec<usize> = (0..names.len()).filter(|i| !late.contains(i)).collect();
+    listed.sort_by(|&a, &b| names[a].cmp(names[b]));
+    listed
 }
 
 #[cfg(test)]
@@ -93,9 +103,10 @@ mod tests {
             .map(|s| s.to_string())
             .collect();
         // Without late joiners: by name n-0(z2) n-1(z2) n-2(z1) n-3(z1): zones z2 then z1.
-        assert_eq!(scheduler_order(&names, &zones, &[]), vec![3, 2, 1, 0]);
+        let order = |late: &[usize]| scheduler_order(&zones, listed_by_name(&names, late), late);
+        assert_eq!(order(&[]), vec![3, 2, 1, 0]);
         // n-0 joined late: n-1(z2) n-2(z1) n-3(z1), then n-0 appended to z2.
-        assert_eq!(scheduler_order(&names, &zones, &[3]), vec![1, 2, 3, 0]);
+        assert_eq!(order(&[3]), vec![1, 2, 3, 0]);
     }
 
     #[test]

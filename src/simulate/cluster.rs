@@ -8,6 +8,8 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::Burst;
 use crate::config::Config;
+use crate::config::scheduler::ListedNodeOrder;
+use crate::scheduler::order::{listed_by_name, scheduler_order, zone_key};
 use crate::scheduler::cycle::{PodFacts, PodFilters, filter_with};
 use crate::scheduler::pods::Labels;
 use crate::scheduler::{
@@ -24,8 +26,9 @@ pub struct Cluster {
     /// Real capacity for the load arithmetic.
     pub cores: Vec<f64>,
     pub nic: Vec<Option<f64>>,
-    /// The scheduler cache's listing order (indexes into `nodes`).
-    pub order: Vec<usize>,
+    /// The nodes that joined after the scheduler started (indexes into `nodes`, in the order
+    /// they joined): the end of their zones in its order.
+    late: Vec<usize>,
     /// Pods already running, with the index of their node; their requests are in `nodes`.
     pods: Vec<(Pod, usize)>,
     namespace_labels: BTreeMap<String, Labels>,
@@ -62,23 +65,22 @@ impl Cluster {
             cores.push(node_cores);
             nic.push(n.network_capacity_bytes_per_second);
         }
-        let mut cluster = Cluster {
+        let cluster = Cluster {
             snapshot,
             nodes,
             cores,
             nic,
-            order: Vec::new(),
+            late: Vec::new(),
             pods: Vec::new(),
             namespace_labels: BTreeMap::new(),
         };
-        cluster.order = cluster.scheduler_order(&[]);
         cluster
     }
 
     /// The same cluster where the nodes `late` (indexes, in the order they joined) were added
     /// after the scheduler started: they sit at the end of their zones in its order.
     pub fn with_late_joiners(mut self, late: &[usize]) -> Self {
-        self.order = self.scheduler_order(late);
+        self.late = late.to_vec();
         self
     }
 
@@ -130,22 +132,26 @@ impl Cluster {
         &self.namespace_labels
     }
 
-    fn scheduler_order(&self, late: &[usize]) -> Vec<usize> {
+    /// The scheduler cache's listing order (indexes into `nodes`) for the scheduler of `seed`:
+    /// the nodes it listed at its start in name order, or, as a v1.35+ scheduler holds them,
+    /// in an order of the seed's own; then those that joined later.
+    fn scheduler_order(&self, listed_order: ListedNodeOrder, seed: u64) -> Vec<usize> {
         let names: Vec<&str> = self.nodes.iter().map(|n| n.name.as_str()).collect();
-        let zones: Vec<String> = self
-            .nodes
-            .iter()
-            .map(|n| crate::scheduler::order::zone_key(&n.labels))
-            .collect();
-        crate::scheduler::order::scheduler_order(&names, &zones, late)
+        let zones: Vec<String> = self.nodes.iter().map(|n| zone_key(&n.labels)).collect();
+        let mut listed = listed_by_name(&names, &self.late);
+        if listed_order == ListedNodeOrder::Unknown {
+            fastrand::Rng::with_seed(seed).shuffle(&mut listed);
+        }
+        scheduler_order(&zones, listed, &self.late)
     }
 
     /// The scheduler as it runs over this cluster: its order, and a start somewhere in it.
     pub(super) fn scheduler(&self, config: &Config, seed: u64) -> Scheduler {
         let n = self.nodes.len().max(1) as u64;
         let start = (seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) % n;
+        let order = self.scheduler_order(config.scheduler.listed_node_order, seed);
         Scheduler::new(config.scheduler.clone(), seed)
-            .with_order(self.order.clone())
+            .with_order(order)
             .starting_at(start as usize)
     }
 

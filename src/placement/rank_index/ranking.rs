@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::ops::Bound::{Excluded, Unbounded};
 
 use super::{ByHeat, ByOrder, RankIndex};
-use crate::placement::landing::Coverage;
+use crate::placement::landing::{Coverage, Positions};
 use crate::placement::standing::{Candidate, Ranking, Standing, cover_in_order};
 
 impl RankIndex {
@@ -100,7 +100,7 @@ impl Restricted<'_> {
     fn cover_cool(
         &mut self,
         coverage: &mut Coverage,
-        positions: &[u32],
+        positions: &Positions,
         taken: &dyn Fn(usize) -> bool,
     ) -> Vec<Candidate> {
         let mut added = cover_in_order(
@@ -204,7 +204,7 @@ impl Ranking for Restricted<'_> {
         &mut self,
         hot: bool,
         coverage: &mut Coverage,
-        positions: &[u32],
+        positions: &Positions,
         taken: &dyn Fn(usize) -> bool,
     ) -> Vec<Candidate> {
         if !hot && self.few.is_none() {
