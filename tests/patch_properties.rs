@@ -123,12 +123,15 @@ fn pod() -> impl Strategy<Value = Value> {
 }
 
 fn decision() -> impl Strategy<Value = Decision> {
-    // A node's label may or may not name it.
-    let node = ("[a-z][a-z0-9-]{0,8}", any::<bool>()).prop_map(|(name, by_label)| RankedNode {
-        name,
-        heat: 0.5,
-        by_label,
-    });
+    // A node's label may or may not name it; its term's weight is its own (graded tiers).
+    let node = ("[a-z][a-z0-9-]{0,8}", any::<bool>(), 1..=100i32).prop_map(
+        |(name, by_label, weight)| RankedNode {
+            name,
+            heat: 0.5,
+            by_label,
+            weight,
+        },
+    );
     (
         prop::collection::vec(
             (1..=100i32, prop::collection::vec(node.clone(), 1..4))
@@ -280,7 +283,7 @@ fn check(pod: &Value, decision: &Decision, node_match: &NodeMatch) -> Result<(),
         .flat_map(|t| {
             t.nodes
                 .iter()
-                .map(move |n| (t.weight, n.name.clone(), "In", by_label(n)))
+                .map(move |n| (n.weight, n.name.clone(), "In", by_label(n)))
         })
         .chain(
             decision
@@ -401,6 +404,7 @@ fn large_pod_gets_targeted_ops_only() {
                 name: "n1".into(),
                 heat: 0.1,
                 by_label: false,
+                weight: 100,
             }],
         }],
         ..Default::default()

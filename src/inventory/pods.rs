@@ -212,8 +212,10 @@ pub fn landing_of(ledger: &mut Ledger, pod: &Pod) -> Option<(Landing, Option<f64
     };
     let top = terms.iter().map(|t| t.weight).max().unwrap_or(0);
     let weight = terms.iter().filter(|t| names(t)).map(|t| t.weight).max();
+    // The first tier is graded under sampling, down to halfway to the next tier's weight: a
+    // weight over half the top one is the first tier's (the default tiers: 60-100 against 20).
     let place = match weight {
-        Some(w) if w == top => Landing::FirstTier,
+        Some(w) if 2 * w > top => Landing::FirstTier,
         Some(_) => Landing::OtherTier,
         None => Landing::Elsewhere,
     };

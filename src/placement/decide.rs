@@ -271,6 +271,8 @@ struct Picked {
     /// Hot feasible nodes to avoid, hottest first: (heat, index).
     hot: Vec<(f64, usize)>,
     tie_limit: Option<f64>,
+    /// What this pod adds to the best node's bottleneck: one pod's worth of heat.
+    pod_adds: f64,
 }
 
 /// Picks the tiers from `ranking`; the hot nodes to avoid from `avoided` when given (the
@@ -323,13 +325,16 @@ fn pick(
 
     // Near-ties (within `tie_band` of what this pod adds to the best node): each replica takes
     // them in its own order, so replicas deciding at the same moment rarely pick the same node.
-    let tied_below = ranking.best().map(|best| {
+    let pod_adds = ranking.best().map(|best| {
         let node = &view.nodes[best.index];
         let load = load_with(node, inflight.extra(best.index, node), policy.uncertainty);
         let before = pod_heat(node, &load, pod, policy, 0.0);
-        let band = policy.tie_band * (best.heat.bottleneck - before.bottleneck).max(0.0);
-        (best.heat.nic_over, best.heat.rank + band)
+        (best.heat.bottleneck - before.bottleneck).max(0.0)
     });
+    let tied_below = ranking
+        .best()
+        .zip(pod_adds)
+        .map(|(best, adds)| (best.heat.nic_over, best.heat.rank + policy.tie_band * adds));
     let is_tied = |c: &Candidate| {
         tied_below
             .is_some_and(|(nic_over, limit)| c.heat.nic_over == nic_over && c.heat.rank <= limit)
@@ -412,7 +417,38 @@ fn pick(
         saturated,
         hot,
         tie_limit: tied_below.map(|(_, limit)| limit),
+        pod_adds: pod_adds.unwrap_or(0.0),
     }
+}
+
+/// How far below the first-tier weight a first-tier node is weighted for each pod's worth of
+/// heat it has over the best (see [`graded_weights`]).
+const WEIGHT_PER_POD_OF_HEAT: f64 = 10.0;
+
+/// Each first-tier node's weight when the scheduler samples. Tier 1 then names many nodes, of
+/// which the sample holds a few; weighed equally, the request scores alone would choose among
+/// those, whatever their heat. Graded, a node loses [`WEIGHT_PER_POD_OF_HEAT`] (twice that in
+/// the scheduler's points, next to the best) for each pod's worth of heat (`pod_adds`) it has
+/// over the tier's best, so the coolest in the sample wins unless its request scores trail by
+/// more. No node falls below halfway to the next tier's weight (`next`).
+fn graded_weights(tier: &[Candidate], top: i32, next: i32, pod_adds: f64) -> Vec<i32> {
+    let floor = (top + next + 1) / 2;
+    let Some(best) = tier.iter().min_by(|a, b| a.heat.rank.total_cmp(&b.heat.rank)) else {
+        return Vec::new();
+    };
+    tier.iter()
+        .map(|c| {
+            if pod_adds <= 0.0 {
+                return top;
+            }
+            if c.heat.nic_over != best.heat.nic_over {
+                return floor;
+            }
+            let pods = (c.heat.rank - best.heat.rank).max(0.0) / pod_adds;
+            let below = (pods * WEIGHT_PER_POD_OF_HEAT).round().min(f64::from(top));
+            (top - below as i32).max(floor)
+        })
+        .collect()
 }
 
 /// The tiers, the avoid list and the landing from what was picked.
@@ -420,29 +456,48 @@ fn finish(ctx: &DecisionCtx<'_>, picked: Picked) -> Decision {
     let DecisionCtx {
         pod, view, policy, ..
     } = *ctx;
-    let ranked = |c: &Candidate| {
+    // Each named node's weight: its tier's, graded in the first tier under sampling.
+    let weights: Vec<Vec<i32>> = policy
+        .tiers
+        .iter()
+        .zip(&picked.tiers)
+        .enumerate()
+        .map(|(k, (tier, chosen))| {
+            if k == 0 && !picked.window.whole() {
+                let next = policy.tiers.get(1).map_or(0, |t| t.weight);
+                graded_weights(chosen, tier.weight, next, picked.pod_adds)
+            } else {
+                vec![tier.weight; chosen.len()]
+            }
+        })
+        .collect();
+    let ranked = |c: &Candidate, weight: i32| {
         let node = &view.nodes[c.index];
         RankedNode {
             name: node.name.clone(),
             heat: c.heat.bottleneck,
             by_label: by_label(node, &policy.node_match),
+            weight,
         }
     };
     let tiers: Vec<TierChoice> = policy
         .tiers
         .iter()
-        .zip(&picked.tiers)
-        .filter(|(_, chosen)| !chosen.is_empty())
-        .map(|(tier, chosen)| TierChoice {
+        .zip(picked.tiers.iter().zip(&weights))
+        .filter(|(_, (chosen, _))| !chosen.is_empty())
+        .map(|(tier, (chosen, weights))| TierChoice {
             weight: tier.weight,
-            nodes: chosen.iter().map(ranked).collect(),
+            nodes: chosen
+                .iter()
+                .zip(weights)
+                .map(|(c, &w)| ranked(c, w))
+                .collect(),
         })
         .collect();
 
-    let landing = predict_landing(ctx, &picked.tiers, picked.window, picked.first_coverage);
     // A node named in a tier is not avoided too (when saturated, every feasible node is hot).
     let named = |i: usize| picked.tiers.iter().flatten().any(|c| c.index == i);
-    let avoid = picked
+    let avoid: Vec<RankedNode> = picked
         .hot
         .iter()
         .filter(|&&(_, i)| !picked.saturated || !named(i))
@@ -451,8 +506,28 @@ fn finish(ctx: &DecisionCtx<'_>, picked: Picked) -> Decision {
             name: view.nodes[i].name.clone(),
             heat: h,
             by_label: by_label(&view.nodes[i], &policy.node_match),
+            weight: policy.avoid_hot.weight,
         })
         .collect();
+    // Every node the avoid term does not name matches it: the named ones too.
+    let avoid_bonus = if avoid.is_empty() {
+        0
+    } else {
+        policy.avoid_hot.weight.max(0)
+    };
+    let weighted: Vec<Vec<(Candidate, i64)>> = picked
+        .tiers
+        .iter()
+        .zip(&weights)
+        .map(|(chosen, weights)| {
+            chosen
+                .iter()
+                .zip(weights)
+                .map(|(c, &w)| (*c, i64::from(w + avoid_bonus)))
+                .collect()
+        })
+        .collect();
+    let landing = predict_landing(ctx, &weighted, picked.window, picked.first_coverage);
 
     Decision {
         tiers,

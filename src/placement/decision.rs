@@ -17,10 +17,14 @@ pub struct RankedNode {
     /// Label-keyed terms can name this node: its value of the label is its name. Otherwise
     /// (or when terms go by name) a `metadata.name` requirement names it.
     pub by_label: bool,
+    /// The weight of the term that names it: its tier's, graded within the first tier when
+    /// the scheduler samples (for the avoid list: the avoid term's).
+    pub weight: i32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct TierChoice {
+    /// The tier's configured weight: its best node's.
     pub weight: i32,
     pub nodes: Vec<RankedNode>,
 }
@@ -115,12 +119,18 @@ impl Decision {
                 .map(move |n| RequirementJson::new(NAME_FIELD, operator, vec![&n.name]))
         };
         let mut terms = Vec::new();
-        for tier in &self.tiers {
-            let expressions = by_label("In", &tier.nodes);
+        // Nodes of one weight, in order: a graded tier is one term per weight.
+        let runs = self
+            .tiers
+            .iter()
+            .flat_map(|tier| tier.nodes.chunk_by(|a, b| a.weight == b.weight));
+        for nodes in runs {
+            let weight = nodes[0].weight;
+            let expressions = by_label("In", nodes);
             if !expressions.is_empty() {
-                terms.push((tier.weight, expressions, Vec::new()));
+                terms.push((weight, expressions, Vec::new()));
             }
-            terms.extend(by_name("In", &tier.nodes).map(|f| (tier.weight, Vec::new(), vec![f])));
+            terms.extend(by_name("In", nodes).map(|f| (weight, Vec::new(), vec![f])));
         }
         if !self.avoid.is_empty() && self.avoid_weight > 0 {
             let expressions = by_label("NotIn", &self.avoid);

@@ -277,9 +277,8 @@ pub struct Named {
     /// Its position in the scheduler's order; `None`: anywhere in it, so in a run by the
     /// sample's odds, independently of the others.
     pub position: Option<usize>,
-    /// 0 for tier 1, 1 for the cover tier: the affinity gap between levels outweighs the
-    /// resource scores.
-    pub level: u8,
+    /// The summed weights of the preferred terms it matches (0: none).
+    pub weight: i64,
     /// Its resource score (NodeResourcesFit + BalancedAllocation, weighted).
     pub score: i64,
     /// The odds it still has room when the scheduler reaches the pod (see
@@ -288,24 +287,38 @@ pub struct Named {
 }
 
 impl Named {
-    /// What decides inside a run: the level first, then the score.
-    fn key(&self) -> (std::cmp::Reverse<u8>, i64) {
-        (std::cmp::Reverse(self.level), self.score)
+    /// What decides inside a run whose named nodes weigh at most `heaviest`: NodeAffinity's
+    /// points (its weights normalised to the run's heaviest, times the plugin's weight) plus
+    /// the resource score.
+    fn key(&self, heaviest: i64, affinity_weight: i64) -> i64 {
+        let points = if heaviest > 0 {
+            MAX_NODE_SCORE * self.weight / heaviest
+        } else {
+            0
+        };
+        points * affinity_weight + self.score
     }
 }
+
+/// `framework.MaxNodeScore`: what a normalised score is scaled to.
+const MAX_NODE_SCORE: i64 = 100;
 
 /// Landing odds of each named node: the best key inside the run wins, equal keys share; a node
 /// that may have filled passes the pod, for the odds it has, to the next best inside the run.
 /// A node that could be anywhere is in each run by the sample's odds: like a node in every run
 /// that has room only that often. Odds sum to the share of runs that hold any of them (1 when
 /// the coverage is complete and some node of every run surely has room).
-pub(crate) fn landing_odds(window: Window, tier: &[Named]) -> Vec<f64> {
+pub(crate) fn landing_odds(window: Window, affinity_weight: i64, tier: &[Named]) -> Vec<f64> {
     let mut odds = vec![0.0; tier.len()];
     if tier.is_empty() || window.n == 0 {
         return odds;
     }
     if window.whole() {
-        share_run(tier, 0..tier.len(), 1.0, &mut odds);
+        let sharing = Sharing {
+            tier,
+            affinity_weight,
+        };
+        sharing.share_run(0..tier.len(), 1.0, &mut odds);
         return odds;
     }
     let n = window.n;
@@ -320,6 +333,10 @@ pub(crate) fn landing_odds(window: Window, tier: &[Named]) -> Vec<f64> {
             },
         })
         .collect();
+    let sharing = Sharing {
+        tier: &tier,
+        affinity_weight,
+    };
     let anywhere: Vec<usize> = (0..tier.len())
         .filter(|&j| tier[j].position.is_none())
         .collect();
@@ -332,7 +349,7 @@ pub(crate) fn landing_odds(window: Window, tier: &[Named]) -> Vec<f64> {
         .filter_map(|(j, t)| Some((t.position?, j)))
         .collect();
     if by_position.is_empty() {
-        share_run(&tier, anywhere.iter().copied(), 1.0, &mut odds);
+        sharing.share_run(anywhere.iter().copied(), 1.0, &mut odds);
         return odds;
     }
     by_position.sort_unstable();
@@ -365,52 +382,80 @@ pub(crate) fn landing_odds(window: Window, tier: &[Named]) -> Vec<f64> {
             to += 1;
         }
         let inside = (from..to).map(|k| round(k).1).chain(anywhere.iter().copied());
-        share_run(&tier, inside, starts, &mut odds);
+        sharing.share_run(inside, starts, &mut odds);
     }
     odds
 }
 
-/// Shares `mass` (the runs holding exactly `inside`) among the nodes `inside`: the best key
-/// takes it, equal keys alike, and what they may pass on for lack of room goes to the next
-/// best key, and so on.
-fn share_run(
-    tier: &[Named],
-    inside: impl Iterator<Item = usize> + Clone,
-    mass: f64,
-    odds: &mut [f64],
-) {
-    let mut rest = mass;
-    let mut below: Option<(std::cmp::Reverse<u8>, i64)> = None;
-    loop {
-        let Some(best) = inside
-            .clone()
-            .map(|j| tier[j].key())
-            .filter(|k| below.is_none_or(|b| *k < b))
-            .max()
-        else {
-            return;
-        };
-        let group = inside.clone().filter(|&j| tier[j].key() == best);
-        if group.clone().all(|j| tier[j].available >= 1.0) {
-            let winners = group.clone().count() as f64;
-            for j in group {
-                odds[j] += rest / winners;
+/// The named nodes and how the scheduler weighs their terms: what shares a run's pods out.
+struct Sharing<'a> {
+    tier: &'a [Named],
+    /// NodeAffinity's weight in the profile.
+    affinity_weight: i64,
+}
+
+impl Sharing<'_> {
+    /// Shares `mass` (the runs holding exactly `inside`) among the nodes `inside` that have
+    /// room. NodeAffinity normalises the weights to the heaviest node it scores, so the odds
+    /// are summed over which weight is the heaviest with room: for each, the runs where every
+    /// heavier node is out, less those where this weight's nodes are out too (counted at the
+    /// next weight).
+    fn share_run(&self, inside: impl Iterator<Item = usize>, mass: f64, odds: &mut [f64]) {
+        let tier = self.tier;
+        let mut members: Vec<usize> = inside.collect();
+        members.sort_by_key(|&j| std::cmp::Reverse(tier[j].weight));
+        let mut heavier_out = mass;
+        let mut k = 0;
+        while k < members.len() && heavier_out != 0.0 {
+            let heaviest = tier[members[k]].weight;
+            let end = k + members[k..]
+                .iter()
+                .take_while(|&&j| tier[j].weight == heaviest)
+                .count();
+            let all_out: f64 = members[k..end]
+                .iter()
+                .map(|&j| 1.0 - tier[j].available.clamp(0.0, 1.0))
+                .product();
+            self.share_by_key(&members[k..], heaviest, heavier_out, odds);
+            if end < members.len() && all_out > 0.0 {
+                self.share_by_key(&members[end..], heaviest, -heavier_out * all_out, odds);
             }
-            return;
+            heavier_out *= all_out;
+            k = end;
         }
-        let members: Vec<usize> = group.collect();
-        let open: Vec<f64> = members
+    }
+
+    /// Shares `mass` among `members`, scored with `heaviest` as the heaviest weight: the best
+    /// key takes it, equal keys alike, and what they may pass on for lack of room goes to the
+    /// next best key, and so on.
+    fn share_by_key(&self, members: &[usize], heaviest: i64, mass: f64, odds: &mut [f64]) {
+        let tier = self.tier;
+        let mut keyed: Vec<(i64, usize)> = members
             .iter()
-            .map(|&j| tier[j].available.clamp(0.0, 1.0))
+            .map(|&j| (tier[j].key(heaviest, self.affinity_weight), j))
             .collect();
-        for (&j, share) in members.iter().zip(tie_shares(&open)) {
-            odds[j] += rest * share;
+        keyed.sort_by_key(|&(key, _)| std::cmp::Reverse(key));
+        let mut rest = mass;
+        for group in keyed.chunk_by(|a, b| a.0 == b.0) {
+            if group.iter().all(|&(_, j)| tier[j].available >= 1.0) {
+                let winners = group.len() as f64;
+                for &(_, j) in group {
+                    odds[j] += rest / winners;
+                }
+                return;
+            }
+            let open: Vec<f64> = group
+                .iter()
+                .map(|&(_, j)| tier[j].available.clamp(0.0, 1.0))
+                .collect();
+            for (&(_, j), share) in group.iter().zip(tie_shares(&open)) {
+                odds[j] += rest * share;
+            }
+            rest *= open.iter().map(|a| 1.0 - a).product::<f64>();
+            if rest == 0.0 {
+                return;
+            }
         }
-        rest *= open.iter().map(|a| 1.0 - a).product::<f64>();
-        if rest <= 0.0 {
-            return;
-        }
-        below = Some(best);
     }
 }
 
@@ -486,11 +531,16 @@ fn keep_likely<T>(shares: &mut Vec<(T, f64)>) {
 mod tests {
     use super::*;
 
+    /// The scheduler's default NodeAffinity weight.
+    const AFFINITY: i64 = 2;
+
+    /// Nodes at (position, tier, resource score): tier 0 weighs 110, tier 1 30 (the default
+    /// tiers' 100 and 20, each with the avoid term's 10).
     fn named(list: &[(usize, u8, i64)]) -> Vec<Named> {
         list.iter()
-            .map(|&(position, level, score)| Named {
+            .map(|&(position, tier, score)| Named {
                 position: Some(position),
-                level,
+                weight: if tier == 0 { 110 } else { 30 },
                 score,
                 available: 1.0,
             })
@@ -520,7 +570,7 @@ mod tests {
         // 100 positions, runs of 10. Two good nodes side by side at 0 and 1, a weaker one
         // alone at 50.
         let window = Window { n: 100, len: 10 };
-        let odds = landing_odds(window, &named(&[(0, 0, 90), (1, 0, 80), (50, 0, 10)]));
+        let odds = landing_odds(window, AFFINITY, &named(&[(0, 0, 90), (1, 0, 80), (50, 0, 10)]));
         // The alone node wins all 10 runs that hold it, though it scores worst.
         assert!((odds[2] - 0.10).abs() < 1e-12, "{odds:?}");
         // Node 0 wins every run holding it (10); node 1 only the run starting at 1.
@@ -575,13 +625,13 @@ mod tests {
                             .map_or(sampled & (1 << j) != 0, |p| window.holds(start, p))
                     })
                     .collect();
-                let Some(best) = inside.iter().map(|&j| tier[j].key()).max() else {
+                // NodeAffinity normalises to the heaviest node it scores.
+                let heaviest = inside.iter().map(|&j| tier[j].weight).max().unwrap_or(0);
+                let key = |j: usize| tier[j].key(heaviest, AFFINITY);
+                let Some(best) = inside.iter().map(|&j| key(j)).max() else {
                     continue;
                 };
-                let winners: Vec<usize> = inside
-                    .into_iter()
-                    .filter(|&j| tier[j].key() == best)
-                    .collect();
+                let winners: Vec<usize> = inside.into_iter().filter(|&j| key(j) == best).collect();
                 for &j in &winners {
                     brute[j] += chance / window.n as f64 / winners.len() as f64;
                 }
@@ -611,7 +661,7 @@ mod tests {
             (35, 1, 9),
             (2, 1, 50),
         ]);
-        let odds = landing_odds(window, &tier);
+        let odds = landing_odds(window, AFFINITY, &tier);
         let brute = brute_odds(window, &tier);
         for (a, b) in odds.iter().zip(&brute) {
             assert!((a - b).abs() < 1e-12, "{odds:?} vs {brute:?}");
@@ -636,13 +686,14 @@ mod tests {
                     // One in four could be anywhere.
                     position: Some(positions.swap_remove(next(positions.len())))
                         .filter(|_| next(4) > 0),
-                    level: next(2) as u8,
-                    score: next(4) as i64,
+                    // Graded weights, and scores that can overturn them.
+                    weight: [0, 30, 60, 95, 110][next(5)],
+                    score: 40 * next(4) as i64,
                     // Most surely have room; some may fill first, one in a while surely.
                     available: [1.0, 1.0, 0.9, 0.5, 0.25, 0.0][next(6)],
                 })
                 .collect();
-            let odds = landing_odds(window, &tier);
+            let odds = landing_odds(window, AFFINITY, &tier);
             let brute = brute_odds(window, &tier);
             for (a, b) in odds.iter().zip(&brute) {
                 assert!(

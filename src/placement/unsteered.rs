@@ -67,11 +67,12 @@ pub fn unsteered_landing(
         .iter()
         .map(|&(score, i)| Named {
             position: positions.of(i),
-            level: 0,
+            weight: 0,
             score,
             available: 1.0,
         })
         .collect();
-    let odds = landing_odds(Window::new(view.nodes.len(), wanted, feasible), &named);
+    let window = Window::new(view.nodes.len(), wanted, feasible);
+    let odds = landing_odds(window, scheduler.weights.node_affinity, &named);
     landing_shares(view, scored.iter().map(|&(_, i)| i), odds)
 }
