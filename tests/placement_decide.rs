@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use placement_webhook::config::scheduler::SchedulerConfig;
+use placement_webhook::config::scheduler::{ListedNodeOrder, SchedulerConfig};
 use placement_webhook::config::{PinningRule, PlacementConfig};
 use placement_webhook::inflight::ledger::{Ledger, PodLoad};
 use placement_webhook::placement::DecisionCtx;
@@ -433,56 +433,85 @@ fn a_pod_is_ranked_halfway_through_its_own_load() {
 }
 
 /// Above 100 nodes the sample is a run of the scheduler's order from an unknown start: tier 1
-/// holds a node in every run, so no pod falls to the request scores alone.
+/// holds a node in every run, so no pod falls to the request scores alone. Where the order of
+/// the nodes the scheduler listed is unknown (v1.35+), tier 1 holds enough nodes that the
+/// sample misses them all with at most `sample_miss` odds.
 #[test]
 fn tier_one_covers_every_run_of_the_scheduler_order() {
-    for count in [50, 500, 5000] {
-        let snapshot = LoadSnapshot {
-            taken_at: None,
-            pods: Vec::new(),
-            nodes: (0..count)
-                .map(|i| node(&format!("n{i:05}"), 0.1 + (i % 97) as f64 * 0.005))
-                .collect(),
+    for listed_node_order in [ListedNodeOrder::ByName, ListedNodeOrder::Unknown] {
+        let scheduler = SchedulerConfig {
+            listed_node_order,
+            ..SchedulerConfig::default()
         };
-        let policy = PlacementConfig::default();
-        let view = ClusterView::build(&snapshot, None, &policy);
-        let p = pod(json!({}));
-        let d = run(&demand(&p, &[]), &view, None, &policy);
-        let wanted = num_feasible_nodes_to_find(0, count as i64) as usize;
-        let window = Window::new(count, wanted, count);
-        if window.whole() {
-            assert_eq!(d.first_tier().len(), 1, "{count} nodes");
-        } else {
-            // No zone labels: the order is by name, and the names sort as the indexes.
-            let mut positions: Vec<usize> = d
-                .first_tier()
-                .iter()
-                .map(|n| n.name[1..].parse().expect("index"))
-                .collect();
-            positions.sort_unstable();
-            let gaps = positions
-                .windows(2)
-                .map(|w| w[1] - w[0])
-                .chain(std::iter::once(
-                    positions[0] + count - positions[positions.len() - 1],
-                ));
-            for gap in gaps {
-                assert!(
-                    gap <= window.len,
-                    "{count} nodes: a run of {} misses tier 1 ({positions:?})",
-                    window.len
-                );
-            }
-            assert!(
-                positions.len() < 3 * count / window.len,
-                "{count} nodes: {} in tier 1",
-                positions.len()
+        for count in [50, 500, 5000] {
+            let snapshot = LoadSnapshot {
+                taken_at: None,
+                pods: Vec::new(),
+                nodes: (0..count)
+                    .map(|i| node(&format!("n{i:05}"), 0.1 + (i % 97) as f64 * 0.005))
+                    .collect(),
+            };
+            let policy = PlacementConfig::default();
+            let view = ClusterView::build(&snapshot, None, &policy);
+            let p = pod(json!({}));
+            let d = decide(
+                &DecisionCtx::new(&demand(&p, &[]), &view, None, &policy, &scheduler),
+                7,
             );
+            let wanted = num_feasible_nodes_to_find(0, count as i64) as usize;
+            let window = Window::new(count, wanted, count);
+            let first = d.first_tier();
+            if window.whole() {
+                assert_eq!(first.len(), 1, "{count} nodes");
+            } else if listed_node_order == ListedNodeOrder::ByName {
+                // No zone labels: the order is by name, and the names sort as the indexes.
+                let mut positions: Vec<usize> = first
+                    .iter()
+                    .map(|n| n.name[1..].parse().expect("index"))
+                    .collect();
+                positions.sort_unstable();
+                let gaps = positions
+                    .windows(2)
+                    .map(|w| w[1] - w[0])
+                    .chain(std::iter::once(
+                        positions[0] + count - positions[positions.len() - 1],
+                    ));
+                for gap in gaps {
+                    assert!(
+                        gap <= window.len,
+                        "{count} nodes: a run of {} misses tier 1 ({positions:?})",
+                        window.len
+                    );
+                }
+                assert!(
+                    positions.len() < 3 * count / window.len,
+                    "{count} nodes: {} in tier 1",
+                    positions.len()
+                );
+            } else {
+                // Each node in the sample at len / n, independently: the fewest that make
+                // missing them all at most `sample_miss`-likely.
+                let out = 1.0 - window.len as f64 / count as f64;
+                let missed = |k: usize| out.powi(k as i32);
+                assert!(missed(first.len()) <= policy.sample_miss, "{count} nodes");
+                assert!(missed(first.len() - 1) > policy.sample_miss, "{count} nodes");
+                // Graded: the coolest at the tier's weight, none below halfway to the next.
+                let weights: Vec<i32> = first.iter().map(|n| n.weight).collect();
+                let coolest = first
+                    .iter()
+                    .min_by(|a, b| a.heat.total_cmp(&b.heat))
+                    .expect("a first tier");
+                assert_eq!(coolest.weight, 100, "{weights:?}");
+                assert!(weights.iter().all(|&w| (60..=100).contains(&w)), "{weights:?}");
+            }
+            let total: f64 = d.landing.iter().map(|(_, p)| p).sum();
+            assert!(
+                (total - 1.0).abs() < 1e-9,
+                "{count} nodes, {listed_node_order:?}: {total}"
+            );
+            let named: Vec<&str> = first.iter().map(|n| n.name.as_str()).collect();
+            assert!(d.landing.iter().all(|(n, _)| named.contains(&n.as_str())));
         }
-        let total: f64 = d.landing.iter().map(|(_, p)| p).sum();
-        assert!((total - 1.0).abs() < 1e-9, "{total}");
-        let first: Vec<&str> = d.first_tier().iter().map(|n| n.name.as_str()).collect();
-        assert!(d.landing.iter().all(|(n, _)| first.contains(&n.as_str())));
     }
 }
 

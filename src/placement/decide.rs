@@ -428,23 +428,31 @@ const WEIGHT_PER_POD_OF_HEAT: f64 = 10.0;
 /// Each first-tier node's weight when the scheduler samples. Tier 1 then names many nodes, of
 /// which the sample holds a few; weighed equally, the request scores alone would choose among
 /// those, whatever their heat. Graded, a node loses [`WEIGHT_PER_POD_OF_HEAT`] (twice that in
-/// the scheduler's points, next to the best) for each pod's worth of heat (`pod_adds`) it has
-/// over the tier's best, so the coolest in the sample wins unless its request scores trail by
-/// more. No node falls below halfway to the next tier's weight (`next`).
-fn graded_weights(tier: &[Candidate], top: i32, next: i32, pod_adds: f64) -> Vec<i32> {
+/// the scheduler's points, next to the best) for each pod's worth of heat (`pod_adds`) it is
+/// ranked above the near-ties of the best (`tie_limit`), so the coolest in the sample wins
+/// unless its request scores trail by more. Near-ties keep the full weight: replicas take
+/// them in their own orders, and the scheduler's scores spread pods over them. No node falls
+/// below halfway to the next tier's weight (`next`).
+fn graded_weights(
+    tier: &[Candidate],
+    (top, next): (i32, i32),
+    tie_limit: Option<f64>,
+    pod_adds: f64,
+) -> Vec<i32> {
     let floor = (top + next + 1) / 2;
     let Some(best) = tier.iter().min_by(|a, b| a.heat.rank.total_cmp(&b.heat.rank)) else {
         return Vec::new();
     };
+    let tie_limit = tie_limit.unwrap_or(best.heat.rank);
     tier.iter()
         .map(|c| {
-            if pod_adds <= 0.0 {
-                return top;
-            }
             if c.heat.nic_over != best.heat.nic_over {
                 return floor;
             }
-            let pods = (c.heat.rank - best.heat.rank).max(0.0) / pod_adds;
+            if pod_adds <= 0.0 {
+                return top;
+            }
+            let pods = (c.heat.rank - tie_limit).max(0.0) / pod_adds;
             let below = (pods * WEIGHT_PER_POD_OF_HEAT).round().min(f64::from(top));
             (top - below as i32).max(floor)
         })
@@ -465,7 +473,7 @@ fn finish(ctx: &DecisionCtx<'_>, picked: Picked) -> Decision {
         .map(|(k, (tier, chosen))| {
             if k == 0 && !picked.window.whole() {
                 let next = policy.tiers.get(1).map_or(0, |t| t.weight);
-                graded_weights(chosen, tier.weight, next, picked.pod_adds)
+                graded_weights(chosen, (tier.weight, next), picked.tie_limit, picked.pod_adds)
             } else {
                 vec![tier.weight; chosen.len()]
             }
@@ -549,5 +557,48 @@ fn by_label(node: &NodeView, node_match: &NodeMatch) -> bool {
     match node_match {
         NodeMatch::Name => false,
         NodeMatch::Label { key } => node.labels.get(key) == Some(&node.name),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::standing::PodHeat;
+    use crate::view::heat::Dimension;
+
+    fn ranked(rank: f64, nic_over: bool) -> Candidate {
+        Candidate {
+            index: 0,
+            heat: PodHeat {
+                bottleneck: rank,
+                by: Dimension::Cpu,
+                sum: rank,
+                nic_over,
+                rank,
+                quiet_nic: 0.0,
+            },
+            tie: 0,
+        }
+    }
+
+    /// A pod adds 0.1; near-ties reach 0.35. Each pod's worth above them costs 10 weight,
+    /// down to 60 (halfway to 20); a node past its NIC's threshold gets 60 whatever its rank.
+    #[test]
+    fn first_tier_weights_fall_with_heat_above_the_near_ties() {
+        let tier = [
+            ranked(0.30, false),
+            ranked(0.35, false),
+            ranked(0.40, false),
+            ranked(0.55, false),
+            ranked(0.95, false),
+            ranked(0.31, true),
+        ];
+        let weights = graded_weights(&tier, (100, 20), Some(0.35), 0.1);
+        assert_eq!(weights, [100, 100, 95, 80, 60, 60]);
+        // Nothing added: every node as good as the best.
+        assert_eq!(
+            graded_weights(&tier[..3], (100, 20), Some(0.3), 0.0),
+            [100, 100, 100]
+        );
     }
 }
