@@ -124,14 +124,15 @@ fn pod() -> impl Strategy<Value = Value> {
 
 fn decision() -> impl Strategy<Value = Decision> {
     // A node's label may or may not name it; its term's weight is its own (graded tiers).
-    let node = ("[a-z][a-z0-9-]{0,8}", any::<bool>(), 1..=100i32).prop_map(
-        |(name, by_label, weight)| RankedNode {
-            name,
-            heat: 0.5,
-            by_label,
-            weight,
-        },
-    );
+    let node =
+        ("[a-z][a-z0-9-]{0,8}", any::<bool>(), 1..=100i32).prop_map(|(name, by_label, weight)| {
+            RankedNode {
+                name,
+                heat: 0.5,
+                by_label,
+                weight,
+            }
+        });
     (
         prop::collection::vec(
             (1..=100i32, prop::collection::vec(node.clone(), 1..4))

@@ -494,7 +494,10 @@ fn tier_one_covers_every_run_of_the_scheduler_order() {
                 let out = 1.0 - window.len as f64 / count as f64;
                 let missed = |k: usize| out.powi(k as i32);
                 assert!(missed(first.len()) <= policy.sample_miss, "{count} nodes");
-                assert!(missed(first.len() - 1) > policy.sample_miss, "{count} nodes");
+                assert!(
+                    missed(first.len() - 1) > policy.sample_miss,
+                    "{count} nodes"
+                );
                 // Graded: the coolest at the tier's weight, none below halfway to the next.
                 let weights: Vec<i32> = first.iter().map(|n| n.weight).collect();
                 let coolest = first
@@ -502,7 +505,10 @@ fn tier_one_covers_every_run_of_the_scheduler_order() {
                     .min_by(|a, b| a.heat.total_cmp(&b.heat))
                     .expect("a first tier");
                 assert_eq!(coolest.weight, 100, "{weights:?}");
-                assert!(weights.iter().all(|&w| (60..=100).contains(&w)), "{weights:?}");
+                assert!(
+                    weights.iter().all(|&w| (60..=100).contains(&w)),
+                    "{weights:?}"
+                );
             }
             let total: f64 = d.landing.iter().map(|(_, p)| p).sum();
             assert!(

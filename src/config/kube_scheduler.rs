@@ -6,9 +6,10 @@
 //! profile), the score weights of NodeAffinity, NodeResourcesFit, NodeResourcesBalancedAllocation
 //! and TaintToleration, and the args of the two resource plugins. A real file carries much more
 //! (leader election, client connection, other plugins and their args): all of it is ignored.
-//! Which NodeResourcesBalancedAllocation formula the scheduler uses depends on its release, not
-//! on the file: [`SchedulerConfig::balanced_allocation_formula`] stays the default here, and the
-//! webhook config's `scheduler:` section sets it.
+//! Which NodeResourcesBalancedAllocation formula the scheduler uses, and in which order it holds
+//! the nodes it listed at its start, depend on its release, not on the file:
+//! [`SchedulerConfig::balanced_allocation_formula`] and [`SchedulerConfig::listed_node_order`]
+//! stay the defaults here, and the webhook config's `scheduler:` section sets them.
 
 use std::path::Path;
 

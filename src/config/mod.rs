@@ -91,8 +91,8 @@ pub struct Config {
     /// when not given; with neither, pods are always routed.
     pub scheduler_lease: Option<LeaseRef>,
     /// The default scheduler's leader Lease. When its leader took it tells which nodes that
-    /// scheduler listed at its start (its node order: name order) and which joined later
-    /// (appended in the order they joined). `null`: every node in name order.
+    /// scheduler listed at its start (their order: `scheduler.listed_node_order`) and which
+    /// joined later (appended in the order they joined). `null`: every node as listed.
     pub default_scheduler_lease: Option<LeaseRef>,
     /// The webhook's own Service: the pods behind its ready endpoints are the live replicas,
     /// which share the nodes out among themselves (this pod is `POD_NAME` in `POD_NAMESPACE`).
@@ -733,7 +733,7 @@ mod tests {
         let c = config_at(
             "mode: both\nscheduler_name: exact\n\
              scheduler: {weights: {taint_toleration: 1}, balanced_resources: [cpu],\n\
-               balanced_allocation_formula: with_pod}\n",
+               balanced_allocation_formula: with_pod, listed_node_order: by_name}\n",
         )
         .expect("valid");
         assert_eq!(
@@ -746,6 +746,11 @@ mod tests {
         assert_eq!(
             c.scheduler.balanced_allocation_formula,
             scheduler::BalancedAllocationFormula::WithPod,
+            "kept from the webhook's config"
+        );
+        assert_eq!(
+            c.scheduler.listed_node_order,
+            scheduler::ListedNodeOrder::ByName,
             "kept from the webhook's config"
         );
 

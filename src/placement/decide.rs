@@ -421,18 +421,21 @@ fn pick(
     }
 }
 
-/// How far below the first-tier weight a first-tier node is weighted for each pod's worth of
-/// heat it has over the best (see [`graded_weights`]).
+/// How far below its tier's weight a node is weighted for each pod's worth of heat it has over
+/// the tier's best, per 100 of the tier's weight (see [`graded_weights`]).
 const WEIGHT_PER_POD_OF_HEAT: f64 = 10.0;
 
-/// Each first-tier node's weight when the scheduler samples. Tier 1 then names many nodes, of
+/// Each node's weight in a tier when the scheduler samples. Tier 1 then names many nodes, of
 /// which the sample holds a few; weighed equally, the request scores alone would choose among
-/// those, whatever their heat. Graded, a node loses [`WEIGHT_PER_POD_OF_HEAT`] (twice that in
-/// the scheduler's points, next to the best) for each pod's worth of heat (`pod_adds`) it is
-/// ranked above the near-ties of the best (`tie_limit`), so the coolest in the sample wins
-/// unless its request scores trail by more. Near-ties keep the full weight: replicas take
-/// them in their own orders, and the scheduler's scores spread pods over them. No node falls
-/// below halfway to the next tier's weight (`next`).
+/// those, whatever their heat; so would they among a later tier's nodes for a pod whose sample
+/// holds no tier-1 node with room. Graded, a node loses [`WEIGHT_PER_POD_OF_HEAT`] per 100 of
+/// the tier's weight (`top`) for each pod's worth of heat (`pod_adds`) it is ranked above the
+/// tier's best or the near-ties of the best (`tie_limit`), whichever is higher: NodeAffinity
+/// normalises to the heaviest node in the sample, so that is 20 of its points per pod's worth
+/// wherever the tier's best is the heaviest, and the coolest in the sample wins unless its
+/// request scores trail by more. Near-ties keep the full weight: replicas take them in their
+/// own orders, and the scheduler's scores spread pods over them. No node falls below halfway
+/// to the next tier's weight (`next`).
 fn graded_weights(
     tier: &[Candidate],
     (top, next): (i32, i32),
@@ -440,10 +443,14 @@ fn graded_weights(
     pod_adds: f64,
 ) -> Vec<i32> {
     let floor = (top + next + 1) / 2;
-    let Some(best) = tier.iter().min_by(|a, b| a.heat.rank.total_cmp(&b.heat.rank)) else {
+    let Some(best) = tier
+        .iter()
+        .min_by(|a, b| a.heat.rank.total_cmp(&b.heat.rank))
+    else {
         return Vec::new();
     };
-    let tie_limit = tie_limit.unwrap_or(best.heat.rank);
+    let base = tie_limit.map_or(best.heat.rank, |t| t.max(best.heat.rank));
+    let per_pod = WEIGHT_PER_POD_OF_HEAT * f64::from(top) / 100.0;
     tier.iter()
         .map(|c| {
             if c.heat.nic_over != best.heat.nic_over {
@@ -452,8 +459,8 @@ fn graded_weights(
             if pod_adds <= 0.0 {
                 return top;
             }
-            let pods = (c.heat.rank - tie_limit).max(0.0) / pod_adds;
-            let below = (pods * WEIGHT_PER_POD_OF_HEAT).round().min(f64::from(top));
+            let pods = (c.heat.rank - base).max(0.0) / pod_adds;
+            let below = (pods * per_pod).round().min(f64::from(top));
             (top - below as i32).max(floor)
         })
         .collect()
@@ -464,16 +471,21 @@ fn finish(ctx: &DecisionCtx<'_>, picked: Picked) -> Decision {
     let DecisionCtx {
         pod, view, policy, ..
     } = *ctx;
-    // Each named node's weight: its tier's, graded in the first tier under sampling.
+    // Each named node's weight: its tier's, graded under sampling.
     let weights: Vec<Vec<i32>> = policy
         .tiers
         .iter()
         .zip(&picked.tiers)
         .enumerate()
         .map(|(k, (tier, chosen))| {
-            if k == 0 && !picked.window.whole() {
-                let next = policy.tiers.get(1).map_or(0, |t| t.weight);
-                graded_weights(chosen, (tier.weight, next), picked.tie_limit, picked.pod_adds)
+            if !picked.window.whole() {
+                let next = policy.tiers.get(k + 1).map_or(0, |t| t.weight);
+                graded_weights(
+                    chosen,
+                    (tier.weight, next),
+                    picked.tie_limit,
+                    picked.pod_adds,
+                )
             } else {
                 vec![tier.weight; chosen.len()]
             }
@@ -583,8 +595,10 @@ mod tests {
 
     /// A pod adds 0.1; near-ties reach 0.35. Each pod's worth above them costs 10 weight,
     /// down to 60 (halfway to 20); a node past its NIC's threshold gets 60 whatever its rank.
+    /// A later tier (20, none after it) is graded from its own best, 2 per pod's worth, down
+    /// to 10.
     #[test]
-    fn first_tier_weights_fall_with_heat_above_the_near_ties() {
+    fn tier_weights_fall_with_heat_above_the_near_ties() {
         let tier = [
             ranked(0.30, false),
             ranked(0.35, false),
@@ -599,6 +613,16 @@ mod tests {
         assert_eq!(
             graded_weights(&tier[..3], (100, 20), Some(0.3), 0.0),
             [100, 100, 100]
+        );
+        let later = [
+            ranked(0.60, false),
+            ranked(0.65, false),
+            ranked(0.80, false),
+            ranked(1.20, false),
+        ];
+        assert_eq!(
+            graded_weights(&later, (20, 0), Some(0.35), 0.1),
+            [20, 19, 16, 10]
         );
     }
 }

@@ -381,7 +381,9 @@ pub(crate) fn landing_odds(window: Window, affinity_weight: i64, tier: &[Named])
         while to < from + count && round(to).0 < start + window.len {
             to += 1;
         }
-        let inside = (from..to).map(|k| round(k).1).chain(anywhere.iter().copied());
+        let inside = (from..to)
+            .map(|k| round(k).1)
+            .chain(anywhere.iter().copied());
         sharing.share_run(inside, starts, &mut odds);
     }
     odds
@@ -570,7 +572,11 @@ mod tests {
         // 100 positions, runs of 10. Two good nodes side by side at 0 and 1, a weaker one
         // alone at 50.
         let window = Window { n: 100, len: 10 };
-        let odds = landing_odds(window, AFFINITY, &named(&[(0, 0, 90), (1, 0, 80), (50, 0, 10)]));
+        let odds = landing_odds(
+            window,
+            AFFINITY,
+            &named(&[(0, 0, 90), (1, 0, 80), (50, 0, 10)]),
+        );
         // The alone node wins all 10 runs that hold it, though it scores worst.
         assert!((odds[2] - 0.10).abs() < 1e-12, "{odds:?}");
         // Node 0 wins every run holding it (10); node 1 only the run starting at 1.
@@ -860,9 +866,8 @@ mod tests {
         assert_eq!(order(at(50)), ["d", "b", "f", "e", "c", "a"]);
         // A release whose listed nodes could be anywhere: only the joiners have a place,
         // behind the three listed ones.
-        let known = |since| -> Vec<(Option<usize>, String)> {
-            placed(since, ListedNodeOrder::Unknown)
-        };
+        let known =
+            |since| -> Vec<(Option<usize>, String)> { placed(since, ListedNodeOrder::Unknown) };
         let named = |list: &[(Option<usize>, &str)]| -> Vec<(Option<usize>, String)> {
             list.iter().map(|&(p, n)| (p, n.to_string())).collect()
         };

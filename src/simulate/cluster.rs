@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1::Pod;
 use super::Burst;
 use crate::config::Config;
 use crate::config::scheduler::ListedNodeOrder;
-use crate::scheduler::order::{listed_by_name, scheduler_order, zone_key};
 use crate::scheduler::cycle::{PodFacts, PodFilters, filter_with};
+use crate::scheduler::order::{listed_by_name, scheduler_order, zone_key};
 use crate::scheduler::pods::Labels;
 use crate::scheduler::{
     ClusterPods, ExistingPod, ModelNode, PodRequests, Resources, Scheduler, Unfit,

@@ -43,8 +43,8 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use placement_webhook::config::{LeaseRef, PlacementConfig};
 use placement_webhook::config::scheduler::ListedNodeOrder;
+use placement_webhook::config::{LeaseRef, PlacementConfig};
 use placement_webhook::placement::landing::order_positions;
 use placement_webhook::readiness::Readiness;
 use placement_webhook::scheduler::cycle::num_feasible_nodes_to_find;
