@@ -17,6 +17,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, Pod, PreferredSchedulingTerm};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
@@ -348,6 +351,9 @@ struct Scenario {
     /// Nodes (the last ones generated) that join once the scheduler runs.
     late: usize,
     template: Template,
+    /// The default scheduler is restarted once every node exists, as an upgrade or a new leader
+    /// does: it lists them all at its start, in an order no one outside knows.
+    restarted: bool,
 }
 
 /// One TaskManager per node first (preferred anti-affinity, weight 100, which ties the
@@ -360,6 +366,7 @@ const APART_ON_TWO_THOUSAND: Scenario = Scenario {
     load: HEAVY,
     late: 60,
     template: Template::Apart,
+    restarted: false,
 };
 
 /// The job's TaskManagers spread evenly over the zones (DoNotSchedule), busy cluster.
@@ -371,6 +378,7 @@ const ZONE_SPREAD_ON_TWO_THOUSAND: Scenario = Scenario {
     load: HEAVY,
     late: 60,
     template: Template::ZoneSpread,
+    restarted: false,
 };
 
 /// One scenario end to end; prints its table.
@@ -383,6 +391,7 @@ async fn run(scenario: Scenario) -> Option<Run> {
         load,
         late,
         template,
+        restarted,
     } = scenario;
     let nodes = generate(n, seed, load);
     let snapshot = snapshot(&nodes);
@@ -401,7 +410,7 @@ async fn run(scenario: Scenario) -> Option<Run> {
     setup.snapshot = Some(serde_json::to_value(&snapshot).expect("snapshot JSON"));
     // Late joiners' pods come with them, once they exist.
     setup.running = nodes[..n - late].iter().map(running_pod).collect();
-    let cluster = Cluster::start(setup).await?;
+    let mut cluster = Cluster::start(setup).await?;
     let index: BTreeMap<String, usize> = nodes
         .iter()
         .enumerate()
@@ -414,7 +423,10 @@ async fn run(scenario: Scenario) -> Option<Run> {
     if late > 0 {
         let pods: Vec<Value> = nodes[n - late..].iter().map(running_pod).collect();
         objects::create_many(&cluster.admin, "running", &pods, 32).await;
-        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    if restarted {
+        restart_default_scheduler(&mut cluster).await;
     }
     let landed = burst_on_real_scheduler(&cluster, FLINK, (count, template), &index).await;
     let steered = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(cluster.admin.clone(), FLINK)
@@ -551,6 +563,7 @@ async fn forty_nodes_every_node_scored() {
         load: LIGHT,
         late: 0,
         template: Template::Plain,
+        restarted: false,
     };
     let Some(run) = run(scenario).await else {
         return;
@@ -569,6 +582,7 @@ async fn five_hundred_nodes_default_sampling() {
         load: LIGHT,
         late: 0,
         template: Template::Plain,
+        restarted: false,
     };
     let Some(run) = run(scenario).await else {
         return;
@@ -589,6 +603,7 @@ async fn two_thousand_busy_nodes_default_sampling_late_joiners() {
         load: HEAVY,
         late: 60,
         template: Template::Plain,
+        restarted: false,
     };
     let Some(run) = run(scenario).await else {
         return;
@@ -611,11 +626,34 @@ async fn five_thousand_busy_nodes_default_sampling_late_joiners() {
         load: HEAVY,
         late: 150,
         template: Template::Plain,
+        restarted: false,
     };
     let Some(run) = run(scenario).await else {
         return;
     };
     check_far_below_no_webhook("5,000 busy nodes", &run);
+}
+
+/// As at 2,000 nodes with 60 late joiners, the scheduler restarted once they all exist: its
+/// node order is its informer's (a map's order since v1.35), so the webhook takes every node to
+/// be anywhere in it and sizes tier 1 for the sample's odds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_thousand_busy_nodes_default_sampling_scheduler_restarted() {
+    let _serial = serial().await;
+    let scenario = Scenario {
+        name: "2,000 busy nodes, scheduler restarted",
+        nodes: 2000,
+        pods: 1500,
+        seed: 2003,
+        load: HEAVY,
+        late: 60,
+        template: Template::Plain,
+        restarted: true,
+    };
+    let Some(run) = run(scenario).await else {
+        return;
+    };
+    check_within_one_taskmanager("2,000 busy nodes, scheduler restarted", &run);
 }
 
 /// [`APART_ON_TWO_THOUSAND`] on the real scheduler.
@@ -638,6 +676,28 @@ async fn two_thousand_busy_nodes_template_zone_spread() {
     assert!(run.real_webhook.onto_busy < run.real_none.onto_busy);
 }
 
+/// Restarts the default scheduler and waits until the new one leads (its Lease acquired anew,
+/// which the webhook's Lease watch reads) and has listed every node.
+async fn restart_default_scheduler(cluster: &mut Cluster) {
+    let leases = Api::<Lease>::namespaced(cluster.admin.clone(), "kube-system");
+    let acquired = |lease: Lease| lease.spec.and_then(|s| s.acquire_time);
+    let before = acquired(leases.get("kube-scheduler").await.expect("the scheduler's Lease"));
+    cluster.plane.stop_scheduler();
+    cluster.plane.start_scheduler("");
+    // The stopped leader did not release its Lease: the new one takes it once it expires.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let now = acquired(leases.get("kube-scheduler").await.expect("the scheduler's Lease"));
+        if now.is_some() && now != before {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the restarted scheduler never led");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // It lists its nodes before it leads; the webhook's Lease watch catches up within this.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+}
+
 /// The model's cluster for `scenario` (late joiners last) and its burst of 2-core TaskManagers.
 fn model_of(
     scenario: &Scenario,
@@ -645,7 +705,9 @@ fn model_of(
     config: &Config,
 ) -> (simulate::Cluster, Burst) {
     let n = scenario.nodes;
-    let late_joiners: Vec<usize> = (n - scenario.late..n).collect();
+    // A restarted scheduler listed every node at its start.
+    let late = if scenario.restarted { 0 } else { scenario.late };
+    let late_joiners: Vec<usize> = (n - late..n).collect();
     let model = simulate::Cluster::new(snapshot, config).with_late_joiners(&late_joiners);
     let burst = Burst {
         pod: taskmanager("tm", scenario.template),
