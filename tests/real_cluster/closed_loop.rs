@@ -8,15 +8,14 @@
 //! model's own webhook and no-webhook runs.
 //!
 //! Targets checked where the scheduler scores every node (40 nodes), at 500 nodes and at 2,000
-//! nodes with the scheduler restarted once they all exist: the hottest node that received a
-//! pod is at most one TaskManager above the bound (ideal water-filling, or inside each pod's
-//! sample where that is worse), and clearly below no webhook. At 2,000 and 5,000 nodes the webhook is only required to beat no webhook: under
-//! default sampling it ends within one TaskManager of ideal in some runs and not in others (the
-//! figures, and the pods behind the hottest node, are printed; run with `--nocapture`).
+//! nodes (with late joiners, and with the scheduler restarted once they all exist): the hottest
+//! node that received a pod is at most one TaskManager above the bound (ideal water-filling, or
+//! inside each pod's sample where that is worse), and clearly below no webhook. At 5,000 nodes
+//! and with the templates the webhook is only required to beat no webhook (the figures, and the
+//! pods behind the hottest node, are printed; run with `--nocapture`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -590,8 +589,8 @@ async fn five_hundred_nodes_default_sampling() {
     check_within_one_taskmanager("500 nodes", &run);
 }
 
-/// Half the nodes busy, most of their cores requested, 60 nodes joined late: the case the
-/// webhook does not yet bring within one TaskManager of ideal under default sampling.
+/// Half the nodes busy, most of their cores requested, 60 nodes joined late (0.456, 0.460 and
+/// 0.479 in three runs against ideal's 0.501).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_busy_nodes_default_sampling_late_joiners() {
     let _serial = serial().await;
@@ -608,13 +607,13 @@ async fn two_thousand_busy_nodes_default_sampling_late_joiners() {
     let Some(run) = run(scenario).await else {
         return;
     };
-    check_far_below_no_webhook("2,000 busy nodes", &run);
+    check_within_one_taskmanager("2,000 busy nodes", &run);
 }
 
-/// As at 2,000 nodes, with 150 late joiners. Within one TaskManager of ideal in some runs and
-/// not in others (a pod whose sample holds no named node, or a first-tier node picked by the
-/// resource scores from the hotter end of the tier): the run-independent checks are that it
-/// stays far below no webhook.
+/// As at 2,000 nodes, with 150 late joiners. Within one TaskManager of ideal in the last three
+/// runs (0.446, 0.415 and 0.449 against a bound of 0.432), but the hottest node is often a
+/// 64-core one, where a TaskManager is 0.031: the run-independent checks are that it stays far
+/// below no webhook.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_thousand_busy_nodes_default_sampling_late_joiners() {
     let _serial = serial().await;
@@ -690,17 +689,30 @@ async fn two_thousand_busy_nodes_template_zone_spread() {
 async fn restart_default_scheduler(cluster: &mut Cluster) {
     let leases = Api::<Lease>::namespaced(cluster.admin.clone(), "kube-system");
     let acquired = |lease: Lease| lease.spec.and_then(|s| s.acquire_time);
-    let before = acquired(leases.get("kube-scheduler").await.expect("the scheduler's Lease"));
+    let before = acquired(
+        leases
+            .get("kube-scheduler")
+            .await
+            .expect("the scheduler's Lease"),
+    );
     cluster.plane.stop_scheduler();
     cluster.plane.start_scheduler("");
     // The stopped leader did not release its Lease: the new one takes it once it expires.
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
-        let now = acquired(leases.get("kube-scheduler").await.expect("the scheduler's Lease"));
+        let now = acquired(
+            leases
+                .get("kube-scheduler")
+                .await
+                .expect("the scheduler's Lease"),
+        );
         if now.is_some() && now != before {
             break;
         }
-        assert!(Instant::now() < deadline, "the restarted scheduler never led");
+        assert!(
+            Instant::now() < deadline,
+            "the restarted scheduler never led"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     // It lists its nodes before it leads; the webhook's Lease watch catches up within this.
