@@ -16,6 +16,7 @@
 use super::constraints::eligible_nodes;
 use super::context::DecisionCtx;
 use super::decision::{Decision, RankedNode, TierChoice};
+use super::grading::{Grading, tier_weights};
 use super::landing::{Coverage, Window, order_positions, tier_size_for_sample};
 use super::partition::partition_for;
 use super::pod_level::{Around, Surroundings};
@@ -25,10 +26,10 @@ use super::replica::Replica;
 use super::spread_cover::cover_spread_domains;
 use super::standing::{Candidate, Ranking, load_with, pod_heat, tie_breakers};
 use super::walk::{Walk, count_feasible};
+use crate::config::PlacementConfig;
 use crate::config::scheduler::SchedulerConfig;
-use crate::config::{NodeMatch, PlacementConfig};
 use crate::scheduler::num_feasible_nodes_to_find;
-use crate::view::{ClusterView, NodeView};
+use crate::view::ClusterView;
 
 /// The most nodes a fallback tier grows by for the pods of its kind not bound yet: keeps the
 /// patch a few kilobytes when a burst of thousands is pending.
@@ -421,85 +422,17 @@ fn pick(
     }
 }
 
-/// How far below its tier's weight a node is weighted for each pod's worth of heat it has over
-/// the tier's best, per 100 of the tier's weight (see [`graded_weights`]).
-const WEIGHT_PER_POD_OF_HEAT: f64 = 10.0;
-
-/// Each node's weight in a tier when the scheduler samples. Tier 1 then names many nodes, of
-/// which the sample holds a few; weighed equally, the request scores alone would choose among
-/// those, whatever their heat; so would they among a later tier's nodes for a pod whose sample
-/// holds no tier-1 node with room. Graded, a node loses [`WEIGHT_PER_POD_OF_HEAT`] per 100 of
-/// the tier's weight (`top`) for each pod's worth of heat (`pod_adds`) it is ranked above the
-/// tier's best or the near-ties of the best (`tie_limit`), whichever is higher: NodeAffinity
-/// normalises to the heaviest node in the sample, so that is 20 of its points per pod's worth
-/// wherever the tier's best is the heaviest, and the coolest in the sample wins unless its
-/// request scores trail by more. Near-ties keep the full weight: replicas take them in their
-/// own orders, and the scheduler's scores spread pods over them. No node falls below halfway
-/// to the next tier's weight (`next`).
-fn graded_weights(
-    tier: &[Candidate],
-    (top, next): (i32, i32),
-    tie_limit: Option<f64>,
-    pod_adds: f64,
-) -> Vec<i32> {
-    let floor = (top + next + 1) / 2;
-    let Some(best) = tier
-        .iter()
-        .min_by(|a, b| a.heat.rank.total_cmp(&b.heat.rank))
-    else {
-        return Vec::new();
-    };
-    let base = tie_limit.map_or(best.heat.rank, |t| t.max(best.heat.rank));
-    let per_pod = WEIGHT_PER_POD_OF_HEAT * f64::from(top) / 100.0;
-    tier.iter()
-        .map(|c| {
-            if c.heat.nic_over != best.heat.nic_over {
-                return floor;
-            }
-            if pod_adds <= 0.0 {
-                return top;
-            }
-            let pods = (c.heat.rank - base).max(0.0) / pod_adds;
-            let below = (pods * per_pod).round().min(f64::from(top));
-            (top - below as i32).max(floor)
-        })
-        .collect()
-}
-
 /// The tiers, the avoid list and the landing from what was picked.
 fn finish(ctx: &DecisionCtx<'_>, picked: Picked) -> Decision {
     let DecisionCtx {
         pod, view, policy, ..
     } = *ctx;
-    // Each named node's weight: its tier's, graded under sampling.
-    let weights: Vec<Vec<i32>> = policy
-        .tiers
-        .iter()
-        .zip(&picked.tiers)
-        .enumerate()
-        .map(|(k, (tier, chosen))| {
-            if !picked.window.whole() {
-                let next = policy.tiers.get(k + 1).map_or(0, |t| t.weight);
-                graded_weights(
-                    chosen,
-                    (tier.weight, next),
-                    picked.tie_limit,
-                    picked.pod_adds,
-                )
-            } else {
-                vec![tier.weight; chosen.len()]
-            }
-        })
-        .collect();
-    let ranked = |c: &Candidate, weight: i32| {
-        let node = &view.nodes[c.index];
-        RankedNode {
-            name: node.name.clone(),
-            heat: c.heat.bottleneck,
-            by_label: by_label(node, &policy.node_match),
-            weight,
-        }
+    let grading = Grading {
+        sampled: !picked.window.whole(),
+        tie_limit: picked.tie_limit,
+        pod_adds: picked.pod_adds,
     };
+    let weights = tier_weights(policy, &picked.tiers, &grading);
     let tiers: Vec<TierChoice> = policy
         .tiers
         .iter()
@@ -510,7 +443,14 @@ fn finish(ctx: &DecisionCtx<'_>, picked: Picked) -> Decision {
             nodes: chosen
                 .iter()
                 .zip(weights)
-                .map(|(c, &w)| ranked(c, w))
+                .map(|(c, &w)| {
+                    RankedNode::of(
+                        &view.nodes[c.index],
+                        c.heat.bottleneck,
+                        w,
+                        &policy.node_match,
+                    )
+                })
                 .collect(),
         })
         .collect();
@@ -522,11 +462,9 @@ fn finish(ctx: &DecisionCtx<'_>, picked: Picked) -> Decision {
         .iter()
         .filter(|&&(_, i)| !picked.saturated || !named(i))
         .take(policy.avoid_hot.max_nodes)
-        .map(|&(h, i)| RankedNode {
-            name: view.nodes[i].name.clone(),
-            heat: h,
-            by_label: by_label(&view.nodes[i], &policy.node_match),
-            weight: policy.avoid_hot.weight,
+        .map(|&(h, i)| {
+            let weight = policy.avoid_hot.weight;
+            RankedNode::of(&view.nodes[i], h, weight, &policy.node_match)
         })
         .collect();
     // Every node the avoid term does not name matches it: the named ones too.
@@ -559,70 +497,5 @@ fn finish(ctx: &DecisionCtx<'_>, picked: Picked) -> Decision {
         sample_fraction: picked.sample_fraction,
         saturated: picked.saturated,
         tie_limit: picked.tie_limit,
-    }
-}
-
-/// Whether a label-keyed term can name `node`: its value of the label is its name, so the
-/// term's values stay node names for everything that reads them back (landing accuracy,
-/// `simulate`). A node whose label says otherwise is named by `metadata.name`.
-fn by_label(node: &NodeView, node_match: &NodeMatch) -> bool {
-    match node_match {
-        NodeMatch::Name => false,
-        NodeMatch::Label { key } => node.labels.get(key) == Some(&node.name),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::placement::standing::PodHeat;
-    use crate::view::heat::Dimension;
-
-    fn ranked(rank: f64, nic_over: bool) -> Candidate {
-        Candidate {
-            index: 0,
-            heat: PodHeat {
-                bottleneck: rank,
-                by: Dimension::Cpu,
-                sum: rank,
-                nic_over,
-                rank,
-                quiet_nic: 0.0,
-            },
-            tie: 0,
-        }
-    }
-
-    /// A pod adds 0.1; near-ties reach 0.35. Each pod's worth above them costs 10 weight,
-    /// down to 60 (halfway to 20); a node past its NIC's threshold gets 60 whatever its rank.
-    /// A later tier (20, none after it) is graded from its own best, 2 per pod's worth, down
-    /// to 10.
-    #[test]
-    fn tier_weights_fall_with_heat_above_the_near_ties() {
-        let tier = [
-            ranked(0.30, false),
-            ranked(0.35, false),
-            ranked(0.40, false),
-            ranked(0.55, false),
-            ranked(0.95, false),
-            ranked(0.31, true),
-        ];
-        let weights = graded_weights(&tier, (100, 20), Some(0.35), 0.1);
-        assert_eq!(weights, [100, 100, 95, 80, 60, 60]);
-        // Nothing added: every node as good as the best.
-        assert_eq!(
-            graded_weights(&tier[..3], (100, 20), Some(0.3), 0.0),
-            [100, 100, 100]
-        );
-        let later = [
-            ranked(0.60, false),
-            ranked(0.65, false),
-            ranked(0.80, false),
-            ranked(1.20, false),
-        ];
-        assert_eq!(
-            graded_weights(&later, (20, 0), Some(0.35), 0.1),
-            [20, 19, 16, 10]
-        );
     }
 }

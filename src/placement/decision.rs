@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::{
 
 use crate::config::NodeMatch;
 use crate::patch::{RequirementJson, TermJson};
+use crate::view::NodeView;
 
 /// A node chosen for a tier.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,6 +21,24 @@ pub struct RankedNode {
     /// The weight of the term that names it: its tier's, graded within the first tier when
     /// the scheduler samples (for the avoid list: the avoid term's).
     pub weight: i32,
+}
+
+impl RankedNode {
+    /// `node` as a term names it, by `node_match`: a label-keyed term can name it when its
+    /// value of the label is its name, so the term's values stay node names for everything
+    /// that reads them back (landing accuracy, `simulate`); otherwise `metadata.name` does.
+    pub(crate) fn of(node: &NodeView, heat: f64, weight: i32, node_match: &NodeMatch) -> Self {
+        let by_label = match node_match {
+            NodeMatch::Name => false,
+            NodeMatch::Label { key } => node.labels.get(key) == Some(&node.name),
+        };
+        RankedNode {
+            name: node.name.clone(),
+            heat,
+            by_label,
+            weight,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

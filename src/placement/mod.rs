@@ -7,6 +7,7 @@ mod context;
 pub mod decide;
 pub mod decision;
 pub mod estimate;
+mod grading;
 mod groups_around;
 pub mod landing;
 pub mod own_spread;

@@ -65,7 +65,7 @@ impl Cluster {
             cores.push(node_cores);
             nic.push(n.network_capacity_bytes_per_second);
         }
-        let cluster = Cluster {
+        Cluster {
             snapshot,
             nodes,
             cores,
@@ -73,8 +73,7 @@ impl Cluster {
             late: Vec::new(),
             pods: Vec::new(),
             namespace_labels: BTreeMap::new(),
-        };
-        cluster
+        }
     }
 
     /// The same cluster where the nodes `late` (indexes, in the order they joined) were added
