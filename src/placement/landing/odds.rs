@@ -196,6 +196,15 @@ impl Sharing<'_> {
 /// scheduler choosing evenly among those with room (`open[k]` times the mean of 1 / (1 + how
 /// many of the others have room)).
 fn tie_shares(open: &[f64]) -> Vec<f64> {
+    // Alike, as the nodes that could be anywhere in one tier mostly are: with `X` of the
+    // others binomial, `a * E[1 / (1 + X)]` is `(1 - (1 - a)^m) / m`.
+    if let Some(&a) = open.first()
+        && open.iter().all(|&o| o == a)
+    {
+        let m = open.len();
+        let share = (1.0 - (1.0 - a).powi(i32::try_from(m).unwrap_or(i32::MAX))) / m as f64;
+        return vec![share; m];
+    }
     (0..open.len())
         .map(|k| {
             // How many of the others have room: its distribution, one node at a time.
@@ -319,6 +328,21 @@ mod tests {
             }
         }
         brute
+    }
+
+    /// Equal odds of room, taken at once, share as the node-by-node count does.
+    #[test]
+    fn alike_ties_share_as_counted_one_by_one() {
+        for (a, m) in [(0.1, 1), (0.1, 59), (0.46, 11), (0.9, 7), (0.0, 3), (1.0, 4)] {
+            let fast = tie_shares(&vec![a; m]);
+            // The last one a hair apart takes the general path.
+            let mut apart = vec![a; m];
+            apart[m - 1] = a * (1.0 - 1e-15);
+            let slow = tie_shares(&apart);
+            for (f, s) in fast.iter().zip(&slow) {
+                assert!((f - s).abs() < 1e-9, "{a} x {m}: {fast:?} vs {slow:?}");
+            }
+        }
     }
 
     #[test]
