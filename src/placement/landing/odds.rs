@@ -333,7 +333,14 @@ mod tests {
     /// Equal odds of room, taken at once, share as the node-by-node count does.
     #[test]
     fn alike_ties_share_as_counted_one_by_one() {
-        for (a, m) in [(0.1, 1), (0.1, 59), (0.46, 11), (0.9, 7), (0.0, 3), (1.0, 4)] {
+        for (a, m) in [
+            (0.1, 1),
+            (0.1, 59),
+            (0.46, 11),
+            (0.9, 7),
+            (0.0, 3),
+            (1.0, 4),
+        ] {
             let fast = tie_shares(&vec![a; m]);
             // The last one a hair apart takes the general path.
             let mut apart = vec![a; m];
