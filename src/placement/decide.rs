@@ -13,20 +13,17 @@
 //!    scores decide; under sampling, a node lands the pod when it is in the sample and every
 //!    better-scored tier-1 node is not. The pod is charged there, by probability.
 
-use super::constraints::eligible_nodes;
 use super::context::DecisionCtx;
 use super::decision::{Decision, RankedNode, TierChoice};
+use super::eligibility::Eligibility;
 use super::grading::{Grading, tier_weights};
 use super::landing::{Coverage, Window, order_positions, tier_size_for_sample};
-use super::partition::partition_for;
-use super::pod_level::{Around, Surroundings};
 use super::predict::predict_landing;
 use super::rank_index::{RankIndex, RankIndexes};
 use super::replica::Replica;
 use super::spread_cover::cover_spread_domains;
 use super::standing::{Candidate, Ranking, load_with, pod_heat, tie_breakers};
 use super::walk::{Walk, count_feasible};
-use crate::config::PlacementConfig;
 use crate::config::scheduler::SchedulerConfig;
 use crate::scheduler::num_feasible_nodes_to_find;
 use crate::view::ClusterView;
@@ -43,35 +40,21 @@ pub fn decide(ctx: &DecisionCtx<'_>, replica: impl Into<Replica>) -> Decision {
     let DecisionCtx {
         pod,
         view,
-        ledger,
         policy,
-        scheduler,
         inflight,
+        ..
     } = *ctx;
     let replica = deciding(ctx, replica);
     let ties = tie_breakers(view, replica.salt);
-    let node_eligible = eligible_nodes(&pod.constraints, view);
-    let partition = partition_for(ctx, &replica, &node_eligible);
-    let restriction = ledger.and_then(|ledger| {
-        super::pod_level::restrict(
-            Surroundings {
-                facts: &pod.facts,
-                view,
-                ledger,
-            },
-            &node_eligible,
-            Around::Read {
-                mirrored: partition.as_ref().map_or(&[][..], |p| &p.mirrored),
-            },
-            affinity_gap(policy, scheduler),
-        )
-    });
-    let eligible = restriction
-        .as_ref()
-        .map_or_else(|| node_eligible.clone(), |r| r.kept.clone());
-    // The nodes the scores (or the job's bounds) leave out are not named, but they are as
-    // feasible to the scheduler as the rest: its sample is sized by all of them.
-    let passing = restriction.map_or_else(|| node_eligible.clone(), |r| r.passing);
+    let Eligibility {
+        node_eligible,
+        partition,
+        kept,
+        passing,
+        bounded,
+    } = Eligibility::of(ctx, &replica, None);
+    let eligible = kept.unwrap_or_else(|| node_eligible.clone());
+    let passing = passing.unwrap_or_else(|| node_eligible.clone());
     // Counted once, whichever of the walks below reads it.
     let feasible = std::cell::OnceCell::new();
     let walk_over = |eligible: &[u32]| {
@@ -82,9 +65,6 @@ pub fn decide(ctx: &DecisionCtx<'_>, replica: impl Into<Replica>) -> Decision {
         walk
     };
     // The job's own bounds hold while some cool node is within them.
-    let bounded = ledger.and_then(|ledger| {
-        super::per_job::within_bounds(&eligible, &pod.facts, view, ledger, &policy.per_job)
-    });
     let walk = match bounded.map(|b| walk_over(&b)) {
         Some(walk) if !walk.candidates.is_empty() => walk,
         _ => walk_over(&eligible),
@@ -159,17 +139,6 @@ fn scores_every_node(view: &ClusterView, scheduler: &SchedulerConfig) -> bool {
     nodes_to_score(view, scheduler) >= view.nodes.len() + view.nodes_without_metrics
 }
 
-/// The NodeAffinity points between a first-tier node and a node of the next tier (or an
-/// unnamed one), as the scheduler weighs them when a first-tier node is in its sample.
-fn affinity_gap(policy: &PlacementConfig, scheduler: &SchedulerConfig) -> i64 {
-    let first = policy.tiers.first().map_or(0, |t| i64::from(t.weight));
-    let next = policy.tiers.get(1).map_or(0, |t| i64::from(t.weight));
-    if first <= 0 {
-        return 0;
-    }
-    scheduler.weights.node_affinity * 100 * (first - next).max(0) / first
-}
-
 /// [`decide`], reading the ranking of this pod's shape from `indexes` (brought up to date
 /// with the nodes the ledger changed since) instead of walking every node, when the ledger is
 /// aligned with the view. Same decision.
@@ -183,8 +152,8 @@ pub fn decide_indexed(
         view,
         ledger,
         policy,
-        scheduler,
         inflight,
+        ..
     } = *ctx;
     let replica = deciding(ctx, replica);
     match (ledger, inflight.aligned) {
@@ -202,29 +171,7 @@ pub fn decide_indexed(
             };
             // Scores that count other pods, and the job's own bounds, keep some nodes of the
             // shape's ranking for this pod only: the index is read through them.
-            let node_eligible = eligible_nodes(&pod.constraints, view);
-            let partition = partition_for(ctx, &replica, &node_eligible);
-            let restricted = super::pod_level::restrict(
-                Surroundings {
-                    facts: &pod.facts,
-                    view,
-                    ledger,
-                },
-                &node_eligible,
-                Around::Kept {
-                    sums: indexes.affinity_sums(),
-                    mirrored: partition.as_ref().map_or(&[][..], |p| &p.mirrored),
-                },
-                affinity_gap(policy, scheduler),
-            );
-            let restricted = restricted.map(|r| r.kept);
-            let bounded = super::per_job::within_bounds(
-                restricted.as_deref().unwrap_or(&node_eligible),
-                &pod.facts,
-                view,
-                ledger,
-                &policy.per_job,
-            );
+            let eligibility = Eligibility::of(ctx, &replica, Some(indexes.affinity_sums()));
             let mask = |allowed: &[u32]| {
                 let mut mask = vec![false; view.nodes.len()];
                 for &position in allowed {
@@ -234,8 +181,8 @@ pub fn decide_indexed(
                 }
                 mask
             };
-            let restricted = restricted.map(|allowed| mask(&allowed));
-            let bounded = bounded.map(|allowed| mask(&allowed));
+            let restricted = eligibility.kept.map(|allowed| mask(&allowed));
+            let bounded = eligibility.bounded.map(|allowed| mask(&allowed));
             // The index is held while it catches up and is read, not while the answer is built.
             let picked = {
                 let mut index = RankIndexes::lock(&slot);

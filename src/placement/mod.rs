@@ -6,6 +6,7 @@ pub mod constraints;
 mod context;
 pub mod decide;
 pub mod decision;
+mod eligibility;
 pub mod estimate;
 mod grading;
 mod groups_around;

@@ -1,0 +1,88 @@
+//! Which nodes one decision may name, worked out once for either ranking source (the walk, the
+//! rank index): the pod's own filters, this replica's share, what the scores that count other
+//! pods keep, and the job's own bounds.
+
+use std::sync::Arc;
+
+use super::affinity_sums::AffinitySumsCache;
+use super::constraints::eligible_nodes;
+use super::context::DecisionCtx;
+use super::partition::partition_for;
+use super::per_job::within_bounds;
+use super::pod_level::{Around, Surroundings, restrict};
+use super::replica::{Partition, Replica};
+use crate::config::PlacementConfig;
+use crate::config::scheduler::SchedulerConfig;
+
+/// The nodes a decision may name, by view position.
+pub(super) struct Eligibility {
+    /// Those the pod's own filters pass.
+    pub node_eligible: Arc<[u32]>,
+    /// This replica's share, when replicas partition the nodes.
+    pub partition: Option<Partition>,
+    /// Those the scores that count other pods keep, when such scores apply.
+    pub kept: Option<Arc<[u32]>>,
+    /// Those the filters that count other pods pass, when such filters or scores apply: as
+    /// feasible to the scheduler as the kept ones, so its sample is sized by all of them.
+    pub passing: Option<Arc<[u32]>>,
+    /// Of the kept nodes, those within the job's own bounds, when it has any.
+    pub bounded: Option<Vec<u32>>,
+}
+
+impl Eligibility {
+    /// Works it out for the pod of `ctx` as `replica` decides it. The scores that count
+    /// other pods read the ledger's groups, or, with `sums`, InterPodAffinity's sums a rank
+    /// index keeps across decisions.
+    pub(super) fn of(
+        ctx: &DecisionCtx<'_>,
+        replica: &Replica,
+        sums: Option<&AffinitySumsCache>,
+    ) -> Eligibility {
+        let DecisionCtx {
+            pod,
+            view,
+            ledger,
+            policy,
+            scheduler,
+            ..
+        } = *ctx;
+        let node_eligible = eligible_nodes(&pod.constraints, view);
+        let partition = partition_for(ctx, replica, &node_eligible);
+        let restriction = ledger.and_then(|ledger| {
+            let mirrored = partition.as_ref().map_or(&[][..], |p| &p.mirrored);
+            let around = match sums {
+                Some(sums) => Around::Kept { sums, mirrored },
+                None => Around::Read { mirrored },
+            };
+            let at = Surroundings {
+                facts: &pod.facts,
+                view,
+                ledger,
+            };
+            restrict(at, &node_eligible, around, affinity_gap(policy, scheduler))
+        });
+        let (kept, passing) = restriction.map_or((None, None), |r| (Some(r.kept), Some(r.passing)));
+        let bounded = ledger.and_then(|ledger| {
+            let allowed = kept.as_deref().unwrap_or(&node_eligible);
+            within_bounds(allowed, &pod.facts, view, ledger, &policy.per_job)
+        });
+        Eligibility {
+            node_eligible,
+            partition,
+            kept,
+            passing,
+            bounded,
+        }
+    }
+}
+
+/// The NodeAffinity points between a first-tier node and a node of the next tier (or an
+/// unnamed one), as the scheduler weighs them when a first-tier node is in its sample.
+fn affinity_gap(policy: &PlacementConfig, scheduler: &SchedulerConfig) -> i64 {
+    let first = policy.tiers.first().map_or(0, |t| i64::from(t.weight));
+    let next = policy.tiers.get(1).map_or(0, |t| i64::from(t.weight));
+    if first <= 0 {
+        return 0;
+    }
+    scheduler.weights.node_affinity * 100 * (first - next).max(0) / first
+}
