@@ -299,7 +299,10 @@ fn rows_table(rows: &[NodeAssessment]) -> String {
             (Ok(()), true, false) => "yes".to_string(),
         };
         let tier = match (r.tier, r.avoided) {
-            (Some(t), _) => t.to_string(),
+            (Some(t), _) => match r.graded {
+                Some(weight) => format!("{t}@{weight}"),
+                None => t.to_string(),
+            },
             (None, true) => "avoid".to_string(),
             (None, false) => "-".to_string(),
         };

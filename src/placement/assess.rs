@@ -33,6 +33,8 @@ pub struct NodeAssessment {
     pub beyond_job_bounds: bool,
     /// Tier number (1-based) when the node was chosen.
     pub tier: Option<usize>,
+    /// Its term's weight where grading set it below its tier's.
+    pub graded: Option<i32>,
     pub avoided: bool,
     /// Predicted landing probability.
     pub landing: f64,
@@ -93,6 +95,11 @@ pub fn assess_all(
                 _ => None,
             };
             let cautious = load_with(node, inflight.extra(index, node), policy.uncertainty);
+            // The tier that names the node, and its term's weight.
+            let named = decision.tiers.iter().enumerate().find_map(|(k, t)| {
+                let n = t.nodes.iter().find(|n| n.name == node.name)?;
+                Some((k, n.weight))
+            });
             NodeAssessment {
                 name: node.name.clone(),
                 heat: heat(&load, &node.scale, &policy.weights),
@@ -114,11 +121,10 @@ pub fn assess_all(
                 beyond_job_bounds: within_bounds.as_ref().is_some_and(|kept| {
                     u32::try_from(index).map_or(true, |i| kept.binary_search(&i).is_err())
                 }),
-                tier: decision
-                    .tiers
-                    .iter()
-                    .position(|t| t.nodes.iter().any(|n| n.name == node.name))
-                    .map(|p| p + 1),
+                tier: named.map(|(k, _)| k + 1),
+                graded: named
+                    .filter(|&(k, weight)| weight < decision.tiers[k].weight)
+                    .map(|(_, weight)| weight),
                 avoided: decision.avoid.iter().any(|n| n.name == node.name),
                 landing: decision
                     .landing

@@ -18,7 +18,7 @@ pub struct RankedNode {
     /// Label-keyed terms can name this node: its value of the label is its name. Otherwise
     /// (or when terms go by name) a `metadata.name` requirement names it.
     pub by_label: bool,
-    /// The weight of the term that names it: its tier's, graded within the first tier when
+    /// The weight of the term that names it: its tier's, graded within its tier when
     /// the scheduler samples (for the avoid list: the avoid term's).
     pub weight: i32,
 }
