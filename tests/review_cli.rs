@@ -103,6 +103,25 @@ fn observe_mode_says_what_the_webhook_would_have_done() {
     );
 }
 
+/// The explanation (standard error) of reviewing the example TaskManager on the nodes of
+/// `snapshot` (a `--metrics-file`), with `args`.
+fn review_on_snapshot(snapshot: &str, args: &[&str]) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("snapshot.json");
+    std::fs::write(&path, snapshot).expect("snapshot written");
+    let out = bin()
+        .arg("review")
+        .arg(repo("examples/taskmanager-review.json"))
+        .arg("--metrics-file")
+        .arg(&path)
+        .args(args)
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{stderr}");
+    stderr
+}
+
 /// (stdout, stderr) of `review --explain` on the example review changed by `edit`.
 fn review_edited(edit: impl FnOnce(&mut serde_json::Value)) -> (String, String) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -126,22 +145,10 @@ fn review_edited(edit: impl FnOnce(&mut serde_json::Value)) -> (String, String) 
 
 #[test]
 fn unlabelled_nodes_are_said_to_match_no_selector() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("snapshot.json");
-    std::fs::write(
-        &path,
+    let stderr = review_on_snapshot(
         r#"{"nodes":[{"name":"worker-01","cpu":0.2},{"name":"worker-02","cpu":0.4}]}"#,
-    )
-    .expect("snapshot written");
-    let out = bin()
-        .arg("review")
-        .arg(repo("examples/taskmanager-review.json"))
-        .arg("--metrics-file")
-        .arg(&path)
-        .output()
-        .expect("runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+        &[],
+    );
     assert!(
         stderr.contains("note: the nodes carry no labels (no cluster was read"),
         "{stderr}"
@@ -260,8 +267,6 @@ fn the_templates_own_spread_per_node_is_noted() {
 /// heat, and the table says which weight each got.
 #[test]
 fn a_sampled_decision_shows_its_graded_tier() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("snapshot.json");
     // 400 nodes of 16 cores: twenty cool ones from 5% busy, three percent apart (a 2-core
     // TaskManager adds 12.5%), the rest 90% busy.
     let nodes: Vec<serde_json::Value> = (0..400)
@@ -275,18 +280,8 @@ fn a_sampled_decision_shows_its_graded_tier() {
             })
         })
         .collect();
-    std::fs::write(&path, serde_json::json!({ "nodes": nodes }).to_string())
-        .expect("snapshot written");
-    let out = bin()
-        .arg("review")
-        .arg(repo("examples/taskmanager-review.json"))
-        .arg("--metrics-file")
-        .arg(&path)
-        .arg("--explain")
-        .output()
-        .expect("runs");
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(out.status.success(), "{stderr}");
+    let snapshot = serde_json::json!({ "nodes": nodes }).to_string();
+    let stderr = review_on_snapshot(&snapshot, &["--explain"]);
     let tiers: Vec<String> = rows(&stderr).into_iter().map(|r| r.4).collect();
     let first: Vec<&String> = tiers
         .iter()

@@ -1,6 +1,7 @@
 //! The odds each named node lands the pod, over every start of the run.
 
 use super::Window;
+use crate::scheduler::scores::MAX_NODE_SCORE;
 
 /// A preferred node as the scheduler weighs it inside a run.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -30,9 +31,6 @@ impl Named {
         points * affinity_weight + self.score
     }
 }
-
-/// `framework.MaxNodeScore`: what a normalised score is scaled to.
-const MAX_NODE_SCORE: i64 = 100;
 
 /// Landing odds of each named node: the best key inside the run wins, equal keys share; a node
 /// that may have filled passes the pod, for the odds it has, to the next best inside the run.
