@@ -6,7 +6,11 @@
 //! lands on the best-scored tier-1 node inside its run. A tier-1 node that sits alone in its
 //! stretch of the order takes every pod whose run covers that stretch, which independent
 //! sampling odds would badly under-count; this model counts it exactly (up to the density of
-//! infeasible nodes, taken as even).
+//! infeasible nodes, taken as even). A node the scheduler listed at its start has no place
+//! anyone outside knows (`order`): it is in a run by the sample's odds, independently of the
+//! others, and enough of them cover every run but for `placement.sample_miss` odds
+//! (`coverage`); among the nodes in a run, NodeAffinity's normalised points and the resource
+//! scores decide (`odds`).
 
 mod coverage;
 mod odds;
