@@ -16,7 +16,7 @@ pub(super) fn predict_landing(
     ctx: &DecisionCtx<'_>,
     tiers: &[Vec<(Candidate, i64)>],
     window: Window,
-    mut coverage: Coverage,
+    coverage: Coverage,
 ) -> Vec<(String, f64)> {
     let DecisionCtx {
         pod,
@@ -41,10 +41,9 @@ pub(super) fn predict_landing(
         return Vec::new();
     };
     let mut nodes: Vec<usize> = first.iter().map(|(c, _)| c.index).collect();
+    // `coverage` already holds tier 1: adding its nodes again would count those without a
+    // known place twice.
     let mut named: Vec<Named> = first.iter().map(|&(c, w)| named_at(c.index, w)).collect();
-    for t in &named {
-        coverage.add(t.position);
-    }
     let may_fill = named.iter().any(|t| t.available < 1.0);
     if may_fill || !coverage.complete() {
         // With every tier-1 node sure to have room, a later node only takes the runs that
