@@ -14,7 +14,7 @@
 //!
 //! ```text
 //! bash tests/kube/build.sh && cargo bench --bench apiserver_latency
-//! NODES=5000 RUNNING=50000 RATES=50,200,500 SECONDS_PER_RATE=10 (defaults)
+//! NODES=5000 RUNNING=50000 RATES=50,200,500 SECONDS_PER_RATE=10 REPLICAS=2 (defaults)
 //! ```
 
 #[path = "../tests/real_cluster/balancer.rs"]
@@ -63,6 +63,9 @@ struct Row {
     webhook_mean: Option<f64>,
     webhook_p50: Option<f64>,
     webhook_p99: Option<f64>,
+    /// Mean time inside the webhook's handler, over every replica (a forwarded review counts
+    /// on both: the sender's time includes the decider's).
+    handler_mean: Option<f64>,
 }
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {
@@ -112,6 +115,22 @@ fn histogram(metrics: &str) -> (Vec<(f64, f64)>, f64, f64) {
         }
     }
     (merged, sum, count)
+}
+
+/// The webhook replicas' own review-duration histogram: (sum, count) over every replica.
+async fn handler_seconds(cluster: &Cluster) -> (f64, f64) {
+    let value = |l: &str| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok());
+    let (mut sum, mut count) = (0.0, 0.0);
+    for text in cluster.metrics().await {
+        for line in text.lines() {
+            if line.starts_with("placement_webhook_review_duration_seconds_sum") {
+                sum += value(line).unwrap_or(0.0);
+            } else if line.starts_with("placement_webhook_review_duration_seconds_count") {
+                count += value(line).unwrap_or(0.0);
+            }
+        }
+    }
+    (sum, count)
 }
 
 /// The `q` quantile between two histogram readings, interpolated inside its bucket.
@@ -209,8 +228,10 @@ async fn measure(cluster: &Cluster, what: &str, rates: &[usize], seconds: usize)
         // Warm the connections and the webhook's caches.
         drive(cluster, 20, 1, &format!("warm-{rate}")).await;
         let (before, sum0, count0) = histogram(&cluster.plane.metrics());
+        let (handled0, reviews0) = handler_seconds(cluster).await;
         let (latencies, failed) = drive(cluster, rate, seconds, &format!("tm-{rate}")).await;
         let (after, sum1, count1) = histogram(&cluster.plane.metrics());
+        let (handled1, reviews1) = handler_seconds(cluster).await;
         let calls = count1 - count0;
         rows.push(Row {
             what: what.to_string(),
@@ -222,6 +243,8 @@ async fn measure(cluster: &Cluster, what: &str, rates: &[usize], seconds: usize)
             webhook_mean: (calls > 0.0).then(|| (sum1 - sum0) / calls),
             webhook_p50: histogram_quantile(&before, &after, 0.5),
             webhook_p99: histogram_quantile(&before, &after, 0.99),
+            handler_mean: (what == "placement-webhook" && reviews1 > reviews0)
+                .then(|| (handled1 - handled0) / (reviews1 - reviews0)),
         });
         eprintln!("{what} at {rate}/s: done");
     }
@@ -231,7 +254,14 @@ async fn measure(cluster: &Cluster, what: &str, rates: &[usize], seconds: usize)
 /// Two minimal webhooks with the webhook's serving pair, behind a balancer of their own.
 async fn start_minimal(cluster: &Cluster) -> (Vec<Process>, Balancer) {
     let status = std::process::Command::new("cargo")
-        .args(["build", "--release", "--example", "minimal_webhook"])
+        // The bench profile, as `cargo bench` built the library: no rebuild either way.
+        .args([
+            "build",
+            "--profile",
+            "bench",
+            "--example",
+            "minimal_webhook",
+        ])
         .status()
         .expect("cargo");
     assert!(status.success(), "building examples/minimal_webhook failed");
@@ -311,7 +341,7 @@ async fn main() {
             )
         })
         .collect();
-    setup.replicas = 2;
+    setup.replicas = env_usize("REPLICAS", 2);
     setup.scheduler = None;
     let started = Instant::now();
     let Some(cluster) = Cluster::start(setup).await else {
@@ -346,7 +376,7 @@ async fn main() {
         support::kube::KUBERNETES_VERSION
     );
     println!(
-        "{:<18} {:>6} {:>7} {:>6} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9}",
+        "{:<18} {:>6} {:>7} {:>6} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}",
         "webhook",
         "rate/s",
         "created",
@@ -357,7 +387,8 @@ async fn main() {
         "call p50",
         "call p99",
         "p99 / min",
-        "call p99 / min"
+        "call p99 / min",
+        "handler ms"
     );
     let minimal = |rate: usize| {
         rows.iter()
@@ -366,7 +397,7 @@ async fn main() {
     for row in &rows {
         let base = minimal(row.rate);
         println!(
-            "{:<18} {:>6} {:>7} {:>6} {:>9.1} {:>9.1} {:>10} {:>10} {:>10} {:>9} {:>9}",
+            "{:<18} {:>6} {:>7} {:>6} {:>9.1} {:>9.1} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}",
             row.what,
             row.rate,
             row.created,
@@ -378,6 +409,8 @@ async fn main() {
             ms(row.webhook_p99),
             ratio(Some(row.p99), base.map(|b| b.p99)),
             ratio(row.webhook_p99, base.and_then(|b| b.webhook_p99)),
+            row.handler_mean
+                .map_or("-".into(), |s| format!("{:.2}", s * 1000.0)),
         );
     }
 }

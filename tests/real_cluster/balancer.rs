@@ -23,6 +23,10 @@ impl Balancer {
                 let Ok((mut inbound, _)) = listener.accept().await else {
                     continue;
                 };
+                // kube-proxy forwards in the kernel and adds no delay of its own; a userspace
+                // copy with Nagle on would hold a response's second segment for the peer's
+                // delayed ACK (about 40 ms) and hide both webhooks' latency behind it.
+                let _ = inbound.set_nodelay(true);
                 let start = next.fetch_add(1, Ordering::Relaxed);
                 let backends = backends.clone();
                 tokio::spawn(async move {
@@ -31,6 +35,7 @@ impl Balancer {
                     for i in 0..backends.len() {
                         let backend = backends[(start + i) % backends.len()];
                         if let Ok(mut outbound) = TcpStream::connect(backend).await {
+                            let _ = outbound.set_nodelay(true);
                             let _ =
                                 tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
                             return;
