@@ -9,12 +9,14 @@
 //!
 //! For each, the create's own p50/p99 (timed by the client: the apiserver's whole path) and the
 //! apiserver's `apiserver_admission_webhook_admission_duration_seconds` for the webhook (mean
-//! and p50/p99 from its buckets), as ratios to the minimal webhook. No scheduler runs: the
-//! created pods stay Pending and are deleted between rows.
+//! and p50/p99 from its buckets), as ratios to the minimal webhook, and the replicas' own time
+//! in their handler. The webhook and the minimal one take turns for `ROUNDS` rounds; each
+//! figure is the median over the rounds, and every round's p99 is printed beside it. No
+//! scheduler runs: the created pods stay Pending and are deleted between rows.
 //!
 //! ```text
 //! bash tests/kube/build.sh && cargo bench --bench apiserver_latency
-//! NODES=5000 RUNNING=50000 RATES=50,200,500 SECONDS_PER_RATE=10 REPLICAS=2 (defaults)
+//! NODES=5000 RUNNING=50000 RATES=50,200,500 SECONDS_PER_RATE=10 REPLICAS=2 ROUNDS=3 (defaults)
 //! ```
 
 #[path = "../tests/real_cluster/balancer.rs"]
@@ -221,7 +223,13 @@ async fn clear(cluster: &Cluster) {
     }
 }
 
-async fn measure(cluster: &Cluster, what: &str, rates: &[usize], seconds: usize) -> Vec<Row> {
+async fn measure(
+    cluster: &Cluster,
+    what: &str,
+    rates: &[usize],
+    seconds: usize,
+    round: usize,
+) -> Vec<Row> {
     let mut rows = Vec::new();
     for &rate in rates {
         clear(cluster).await;
@@ -246,7 +254,7 @@ async fn measure(cluster: &Cluster, what: &str, rates: &[usize], seconds: usize)
             handler_mean: (what == "placement-webhook" && reviews1 > reviews0)
                 .then(|| (handled1 - handled0) / (reviews1 - reviews0)),
         });
-        eprintln!("{what} at {rate}/s: done");
+        eprintln!("round {round}: {what} at {rate}/s: done");
     }
     rows
 }
@@ -294,6 +302,45 @@ async fn start_minimal(cluster: &Cluster) -> (Vec<Process>, Balancer) {
     (processes, Balancer::start(backends).await)
 }
 
+/// One row per webhook and rate: the median of each figure over the rounds, and every round's
+/// p99 (to see the spread).
+fn medians(samples: &[Row], rates: &[usize]) -> Vec<(Row, Vec<f64>)> {
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied()
+    };
+    let mut rows = Vec::new();
+    for what in ["placement-webhook", "minimal webhook", "no webhook"] {
+        for &rate in rates {
+            let of: Vec<&Row> = samples
+                .iter()
+                .filter(|r| r.what == what && r.rate == rate)
+                .collect();
+            if of.is_empty() {
+                continue;
+            }
+            let all = |f: fn(&Row) -> Option<f64>| median(of.iter().filter_map(|r| f(r)).collect());
+            let p99s: Vec<f64> = of.iter().map(|r| r.p99).collect();
+            rows.push((
+                Row {
+                    what: what.to_string(),
+                    rate,
+                    created: of.iter().map(|r| r.created).sum(),
+                    failed: of.iter().map(|r| r.failed).sum(),
+                    p50: all(|r| Some(r.p50)).unwrap_or(f64::NAN),
+                    p99: all(|r| Some(r.p99)).unwrap_or(f64::NAN),
+                    webhook_mean: all(|r| r.webhook_mean),
+                    webhook_p50: all(|r| r.webhook_p50),
+                    webhook_p99: all(|r| r.webhook_p99),
+                    handler_mean: all(|r| r.handler_mean),
+                },
+                p99s,
+            ));
+        }
+    }
+    rows
+}
+
 fn ms(v: Option<f64>) -> String {
     v.map_or("-".into(), |s| format!("{:.1}", s * 1000.0))
 }
@@ -311,6 +358,7 @@ async fn main() {
     let nodes = env_usize("NODES", 5000);
     let running = env_usize("RUNNING", 50_000);
     let seconds = env_usize("SECONDS_PER_RATE", 10);
+    let rounds = env_usize("ROUNDS", 3).max(1);
     let rates: Vec<usize> = std::env::var("RATES")
         .unwrap_or_else(|_| "50,200,500".into())
         .split(',')
@@ -353,30 +401,45 @@ async fn main() {
         started.elapsed()
     );
 
-    let mut rows = measure(&cluster, "placement-webhook", &rates, seconds).await;
-
+    // The registration as installed, to come back to after each round of the minimal webhook.
+    let installed = cluster.plane.kubectl(&[
+        "get",
+        "mutatingwebhookconfiguration",
+        CONFIGURATION,
+        "-o",
+        "jsonpath={.webhooks[0].clientConfig.url}",
+    ]);
     let (_minimal, minimal_balancer) = start_minimal(&cluster).await;
-    webhook::register_at(
-        &cluster.plane,
-        &format!("https://127.0.0.1:{}/mutate", minimal_balancer.addr.port()),
-        &cluster.certs.ca_bundle,
-    );
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    rows.extend(measure(&cluster, "minimal webhook", &rates, seconds).await);
-
+    let minimal_url = format!("https://127.0.0.1:{}/mutate", minimal_balancer.addr.port());
+    // The two webhooks take turns, round after round: a machine this loaded drifts (and at the
+    // highest rate tips over now and then), so one row each would compare two moments.
+    let mut samples = Vec::new();
+    for round in 1..=rounds {
+        for (what, url) in [
+            ("placement-webhook", installed.as_str()),
+            ("minimal webhook", minimal_url.as_str()),
+        ] {
+            webhook::register_at(&cluster.plane, url, &cluster.certs.ca_bundle);
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            samples.extend(measure(&cluster, what, &rates, seconds, round).await);
+        }
+    }
     cluster
         .plane
         .kubectl(&["delete", "mutatingwebhookconfiguration", CONFIGURATION]);
     tokio::time::sleep(Duration::from_secs(3)).await;
-    rows.extend(measure(&cluster, "no webhook", &rates, seconds).await);
+    for round in 1..=rounds {
+        samples.extend(measure(&cluster, "no webhook", &rates, seconds, round).await);
+    }
+    let rows = medians(&samples, &rates);
 
     println!(
         "\npod CREATE through kube-apiserver {}: {nodes} nodes, {running} running pods, \
-         {seconds} s per rate",
+         {seconds} s per rate, medians of {rounds} rounds",
         support::kube::KUBERNETES_VERSION
     );
     println!(
-        "{:<18} {:>6} {:>7} {:>6} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}",
+        "{:<18} {:>6} {:>7} {:>6} {:>7} {:>8} {:>9} {:>8} {:>8} {:>9} {:>8} {:>7}  p99 per round",
         "webhook",
         "rate/s",
         "created",
@@ -392,12 +455,14 @@ async fn main() {
     );
     let minimal = |rate: usize| {
         rows.iter()
-            .find(|r| r.what == "minimal webhook" && r.rate == rate)
+            .find(|(r, _)| r.what == "minimal webhook" && r.rate == rate)
+            .map(|(r, _)| r)
     };
-    for row in &rows {
+    for (row, p99s) in &rows {
         let base = minimal(row.rate);
+        let per_round: Vec<String> = p99s.iter().map(|s| format!("{:.1}", s * 1000.0)).collect();
         println!(
-            "{:<18} {:>6} {:>7} {:>6} {:>9.1} {:>9.1} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}",
+            "{:<18} {:>6} {:>7} {:>6} {:>7.1} {:>8.1} {:>9} {:>8} {:>8} {:>9} {:>8} {:>7}  {}",
             row.what,
             row.rate,
             row.created,
@@ -411,6 +476,7 @@ async fn main() {
             ratio(row.webhook_p99, base.and_then(|b| b.webhook_p99)),
             row.handler_mean
                 .map_or("-".into(), |s| format!("{:.2}", s * 1000.0)),
+            per_round.join(" / "),
         );
     }
 }
