@@ -4,7 +4,7 @@
 //! burst of TaskManagers created through the apiserver 8 at a time as Flink's resource manager
 //! does, the real kube-scheduler binding them under its own default sampling. Then the same
 //! burst with no webhook, and the model's rows for the same cluster (the fast closed loop of
-//! tests/closed_loop.rs): ideal water-filling, water-filling inside each pod's sample, the
+//! tests/it/closed_loop.rs): ideal water-filling, water-filling inside each pod's sample, the
 //! model's own webhook and no-webhook runs.
 //!
 //! Targets checked where the scheduler scores every node (40 nodes), at 500 nodes and at 2,000

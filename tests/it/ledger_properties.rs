@@ -2,7 +2,7 @@
 //! scans every entry, on random sequences of charge, bind, forget and expire: same entries,
 //! same shares, same per-node load and requests.
 
-mod seeded;
+use crate::seeded;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

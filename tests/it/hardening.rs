@@ -1,7 +1,7 @@
 //! Clients that stall or send too much: they must not hold the server, and it keeps serving
 //! others.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

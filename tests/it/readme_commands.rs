@@ -263,6 +263,6 @@ fn shell_blocks_are_read() {
     );
     assert!(runnable(&lines[0]).is_some());
     assert!(runnable(&lines[1]).is_none());
-    assert!(runnable("cargo test --test closed_loop -- --nocapture").is_none());
+    assert!(runnable("cargo test --test it closed_loop:: -- --nocapture").is_none());
     assert!(runnable("PROPTEST_EXPLORE=1 cargo test --test x").is_none());
 }

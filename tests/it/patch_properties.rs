@@ -1,7 +1,7 @@
 //! Property: for any pod shape the webhook may meet, the patch applies, yields a valid Pod,
 //! preserves everything that was there, and only adds.
 
-mod seeded;
+use crate::seeded;
 
 use json_patch::PatchOperation;
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, Pod};

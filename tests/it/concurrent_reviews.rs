@@ -14,7 +14,7 @@ const REVIEWS: usize = 96;
 const WORKERS: usize = 4;
 
 fn body(k: usize) -> Vec<u8> {
-    let example = include_str!("../examples/taskmanager-review.json");
+    let example = include_str!("../../examples/taskmanager-review.json");
     example
         .replace(
             "3f2a9c01-b7de-4c55-9e1a-0d4b6f8e2c17",

@@ -5,7 +5,7 @@
 //! Needs `promtool` (Debian package `prometheus`). Without it the tests fail under CI=true and
 //! say SKIPPED elsewhere, as the tests that need a Prometheus do.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

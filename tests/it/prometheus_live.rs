@@ -2,7 +2,7 @@
 //!
 //! Needs the `prometheus` binary: under `CI=true` its absence fails these tests.
 
-mod support;
+use crate::support;
 
 use placement_webhook::inflight::note::DecisionNote;
 use placement_webhook::inflight::shared::SharedLedger;

@@ -2,7 +2,7 @@
 //! snapshot file, its JSON against the library's report, its answers to bad input, and the
 //! gauge a running server exposes on /metrics.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 

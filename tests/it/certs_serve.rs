@@ -3,7 +3,7 @@
 //! and a second run (a rotation: new CA with --force, or a new certificate from the kept CA with
 //! --keep-ca) reaches the running server without a restart.
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -5,7 +5,7 @@
 //! Needs kubectl (`.ci/validate-manifests.sh` installs one when it is missing). Without it the
 //! tests fail under CI=true and only print a note elsewhere.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -1,6 +1,6 @@
 //! Realistic reviews through the real HTTPS server: every answer checked, every patch applied.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, SystemTime};
 

@@ -3,7 +3,7 @@
 //! review already forwarded is decided where it arrives; a decider that does not answer, or
 //! does not serve the replicas' own certificate, leaves the review to the replica that got it.
 
-mod support;
+use crate::support;
 
 use placement_webhook::app::{self, Running, StartOptions};
 use placement_webhook::certs::{self, CertRequest};

@@ -8,7 +8,7 @@
 //! capacity, in-flight network load, generated heat weights and tiers, both node-match styles,
 //! and the avoid term. Properties are read off the terms that go into the patch.
 
-mod seeded;
+use crate::seeded;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

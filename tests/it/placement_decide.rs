@@ -1,6 +1,6 @@
 //! `placement::decide` on hand-made clusters: what is preferred, what never is.
 
-mod seeded;
+use crate::seeded;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! forgets, expiry, the pod watch's bound requests and bound pods of the job, a new view), both
 //! give the same decision for every pod shape at every step.
 
-mod seeded;
+use crate::seeded;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

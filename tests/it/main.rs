@@ -1,0 +1,38 @@
+//! The tests that need no control plane, one module per area, in one binary (one link, one
+//! copy of the dependencies on disk). Some start a real Prometheus (Debian `prometheus`) or the
+//! webhook over real TLS; under `CI=true` a missing Prometheus fails them. The tests against a
+//! real kube-apiserver and kube-scheduler are the other binary, `tests/real_cluster`: they run
+//! one at a time, each with the machine to itself.
+
+#[path = "../seeded/mod.rs"]
+mod seeded;
+#[path = "../support/mod.rs"]
+mod support;
+
+mod admission_tls;
+mod certs_serve;
+mod closed_loop;
+mod concurrent_reviews;
+mod deploy_manifests;
+mod error_messages;
+mod forwarding;
+mod fuzz_regressions;
+mod hardening;
+mod hotspots;
+mod inventory_kube;
+mod ledger_properties;
+mod log_format;
+mod monitoring;
+mod patch_properties;
+mod placement_decide;
+mod placement_properties;
+mod pod_level;
+mod prometheus_faults;
+mod prometheus_live;
+mod rank_index;
+mod readme_commands;
+mod review_cli;
+mod scheduler_model;
+mod scheduler_spread_affinity;
+mod sibling_estimates;
+mod simulate_cli;
