@@ -23,17 +23,17 @@ use x509_parser::time::ASN1Time;
 
 /// File names inside the output directory; `tls.crt`/`tls.key` are also the keys of a
 /// `kubernetes.io/tls` Secret, so the directory can become one as it is.
-pub const CA_FILE: &str = "ca.crt";
-pub const CERT_FILE: &str = "tls.crt";
-pub const KEY_FILE: &str = "tls.key";
+pub(crate) const CA_FILE: &str = "ca.crt";
+pub(crate) const CERT_FILE: &str = "tls.crt";
+pub(crate) const KEY_FILE: &str = "tls.key";
 /// The CA's private key: never part of the Secret, only for signing the next serving certificate.
-pub const CA_KEY_FILE: &str = "ca.key";
+pub(crate) const CA_KEY_FILE: &str = "ca.key";
 
 /// Certificates start this long before "now", so a node whose clock lags a little accepts them.
 const BACKDATE_SECONDS: i64 = 3600;
 
 /// Longest validity accepted, in days (about 100 years).
-pub const MAX_DAYS: u32 = 36_500;
+pub(crate) const MAX_DAYS: u32 = 36_500;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CertsError {
@@ -125,7 +125,7 @@ impl Bundle {
 
 /// The DNS names a Service is reached by, shortest first; the apiserver uses
 /// `<service>.<namespace>.svc`.
-pub fn service_dns_names(service: &str, namespace: &str) -> Vec<String> {
+pub(crate) fn service_dns_names(service: &str, namespace: &str) -> Vec<String> {
     vec![
         service.to_string(),
         format!("{service}.{namespace}"),

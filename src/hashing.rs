@@ -6,10 +6,10 @@
 pub type HashMap<K, V> = foldhash::HashMap<K, V>;
 
 #[cfg(not(fuzzing))]
-pub type HashSet<K> = foldhash::HashSet<K>;
+pub(crate) type HashSet<K> = foldhash::HashSet<K>;
 
 #[cfg(fuzzing)]
-pub type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
+pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
 
 #[cfg(fuzzing)]
-pub type HashSet<K> = std::collections::HashSet<K, foldhash::fast::FixedState>;
+pub(crate) type HashSet<K> = std::collections::HashSet<K, foldhash::fast::FixedState>;

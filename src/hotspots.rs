@@ -98,7 +98,7 @@ pub struct JobSummary {
 
 /// A job as the report names it: the Flink cluster id (`app` label) of its TaskManagers, or
 /// `owner:<uid>` for a steered pod without Flink's labels.
-pub fn job_name(job: &JobKey) -> String {
+pub(crate) fn job_name(job: &JobKey) -> String {
     match &job.by {
         JobBy::App(app) => app.clone(),
         JobBy::Owner(uid) => format!("owner:{uid}"),
@@ -107,7 +107,7 @@ pub fn job_name(job: &JobKey) -> String {
 
 /// The running TaskManagers a snapshot file describes: its `pods` that name a `node`, a job,
 /// and are TaskManagers (`component: taskmanager`) or steered.
-pub fn placed_from_snapshot(snapshot: &LoadSnapshot) -> Vec<PlacedPod> {
+pub(crate) fn placed_from_snapshot(snapshot: &LoadSnapshot) -> Vec<PlacedPod> {
     let mut placed: Vec<PlacedPod> = snapshot
         .pods
         .iter()
@@ -134,7 +134,7 @@ pub fn placed_from_snapshot(snapshot: &LoadSnapshot) -> Vec<PlacedPod> {
 
 /// The report for `pods` running on the nodes of `view`. `hot` must be the thresholds the view
 /// was built with (it only names the crossed dimensions; whether a node is hot is the view's).
-pub fn report(view: &ClusterView, pods: &[PlacedPod], hot: &HotThresholds) -> Report {
+pub(crate) fn report(view: &ClusterView, pods: &[PlacedPod], hot: &HotThresholds) -> Report {
     let dimensions = |n: &NodeView| -> Vec<&'static str> {
         hot_dimensions(&n.load, &n.scale, hot)
             .into_iter()

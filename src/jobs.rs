@@ -7,10 +7,10 @@ use std::fmt;
 use k8s_openapi::api::core::v1::Pod;
 
 /// The label Flink's native Kubernetes integration sets to the cluster id on every pod.
-pub const APP_LABEL: &str = "app";
+pub(crate) const APP_LABEL: &str = "app";
 /// `component: taskmanager` marks a TaskManager (`jobmanager` its JobManager).
-pub const COMPONENT_LABEL: &str = "component";
-pub const TASKMANAGER: &str = "taskmanager";
+pub(crate) const COMPONENT_LABEL: &str = "component";
+pub(crate) const TASKMANAGER: &str = "taskmanager";
 
 /// A job: its namespace and either the Flink cluster id of its TaskManagers or the pods' owner.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -29,7 +29,7 @@ pub enum JobBy {
 
 impl JobKey {
     /// The job of a pod with these labels and owner; `None` when neither says.
-    pub fn of(
+    pub(crate) fn of(
         namespace: &str,
         labels: &BTreeMap<String, String>,
         owner: Option<&str>,
@@ -48,7 +48,7 @@ impl JobKey {
 
     /// The job of `pod`; `namespace` stands in when the object names none (a CREATE review
     /// may carry the namespace in the request only).
-    pub fn of_pod(pod: &Pod, namespace: &str) -> Option<Self> {
+    pub(crate) fn of_pod(pod: &Pod, namespace: &str) -> Option<Self> {
         let meta = &pod.metadata;
         let namespace = meta
             .namespace
@@ -75,14 +75,14 @@ impl fmt::Display for JobKey {
 
 /// The Flink cluster id of a TaskManager (the `app` label of a `component: taskmanager` pod);
 /// `None` for other pods.
-pub fn taskmanager_app(labels: &BTreeMap<String, String>) -> Option<&str> {
+pub(crate) fn taskmanager_app(labels: &BTreeMap<String, String>) -> Option<&str> {
     let app = labels.get(APP_LABEL)?;
     (labels.get(COMPONENT_LABEL).map(String::as_str) == Some(TASKMANAGER) && !app.is_empty())
         .then_some(app.as_str())
 }
 
 /// The uid of the pod's controller owner, else of its first owner.
-pub fn owner_uid(pod: &Pod) -> Option<&str> {
+pub(crate) fn owner_uid(pod: &Pod) -> Option<&str> {
     let owners = pod.metadata.owner_references.as_deref()?;
     owners
         .iter()
@@ -92,7 +92,7 @@ pub fn owner_uid(pod: &Pod) -> Option<&str> {
 }
 
 /// The labels [`JobKey::of`] reads, and nothing else: what is worth keeping per running pod.
-pub fn job_labels(labels: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+pub(crate) fn job_labels(labels: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     labels
         .iter()
         .filter(|(k, _)| *k == APP_LABEL || *k == COMPONENT_LABEL)

@@ -31,14 +31,14 @@ struct SelectorTermJson<'a> {
 
 /// A node selector requirement as JSON borrowing its strings.
 #[derive(Debug, Clone, Serialize)]
-pub struct RequirementJson<'a> {
+pub(crate) struct RequirementJson<'a> {
     key: &'a str,
     operator: &'static str,
     values: Vec<&'a str>,
 }
 
 impl<'a> RequirementJson<'a> {
-    pub fn new(key: &'a str, operator: &'static str, values: Vec<&'a str>) -> Self {
+    pub(crate) fn new(key: &'a str, operator: &'static str, values: Vec<&'a str>) -> Self {
         RequirementJson {
             key,
             operator,
@@ -47,7 +47,7 @@ impl<'a> RequirementJson<'a> {
     }
 
     /// The same requirement as the k8s type.
-    pub fn to_k8s(&self) -> NodeSelectorRequirement {
+    pub(crate) fn to_k8s(&self) -> NodeSelectorRequirement {
         NodeSelectorRequirement {
             key: self.key.to_string(),
             operator: self.operator.to_string(),
@@ -58,7 +58,7 @@ impl<'a> RequirementJson<'a> {
 
 impl<'a> TermJson<'a> {
     /// A term whose requirements (expressions and fields) all AND together.
-    pub fn new(
+    pub(crate) fn new(
         weight: i32,
         match_expressions: Vec<RequirementJson<'a>>,
         match_fields: Vec<RequirementJson<'a>>,

@@ -21,21 +21,21 @@ impl Readiness {
     }
 
     /// The node and pod watches run; readiness now waits for their first lists.
-    pub fn set_cluster_access(&self) {
+    pub(crate) fn set_cluster_access(&self) {
         self.cluster_access.store(true, Ordering::Release);
     }
 
     /// The node watch has completed its first list and published the node inventory.
-    pub fn set_nodes_synced(&self) {
+    pub(crate) fn set_nodes_synced(&self) {
         self.nodes_synced.store(true, Ordering::Release);
     }
 
     /// The pod watch has completed its first list and charged the pods it found.
-    pub fn set_pods_synced(&self) {
+    pub(crate) fn set_pods_synced(&self) {
         self.pods_synced.store(true, Ordering::Release);
     }
 
-    pub fn has_cluster_access(&self) -> bool {
+    pub(crate) fn has_cluster_access(&self) -> bool {
         self.cluster_access.load(Ordering::Acquire)
     }
 
@@ -48,12 +48,12 @@ impl Readiness {
     }
 
     /// Both watches have completed their first list (false without cluster access).
-    pub fn inventory_synced(&self) -> bool {
+    pub(crate) fn inventory_synced(&self) -> bool {
         self.nodes_synced() && self.pods_synced()
     }
 
     /// `Ok` when ready; otherwise what is missing, in one line.
-    pub fn check(&self, has_snapshot: bool) -> Result<(), String> {
+    pub(crate) fn check(&self, has_snapshot: bool) -> Result<(), String> {
         let mut missing = Vec::new();
         if !has_snapshot {
             missing.push("no node-load snapshot yet");

@@ -196,7 +196,7 @@ fn one_line(text: &str) -> String {
 }
 
 /// A native-mode TaskManager of the given size, as the apiserver passes it after defaulting.
-pub fn taskmanager(cpu_cores: f64, memory: &str) -> Value {
+pub(crate) fn taskmanager(cpu_cores: f64, memory: &str) -> Value {
     let cpu = format!("{}m", (cpu_cores * 1000.0).round() as i64);
     json!({
         "apiVersion": "v1",
@@ -270,7 +270,7 @@ pub fn first_share(split: &[f64], replicas: usize) -> Result<Option<f64>, Simula
 }
 
 /// The methods compared, in table order.
-pub fn methods(request: &Request) -> [Method; 3] {
+pub(crate) fn methods(request: &Request) -> [Method; 3] {
     [
         Method::NoWebhook,
         Method::Webhook(timing(request)),

@@ -102,7 +102,7 @@ pub struct PodReading {
 }
 
 impl PodReading {
-    pub fn job(&self) -> Option<crate::jobs::JobKey> {
+    pub(crate) fn job(&self) -> Option<crate::jobs::JobKey> {
         crate::jobs::JobKey::of(&self.namespace, &self.labels, self.owner.as_deref())
     }
 }
@@ -132,7 +132,7 @@ pub enum SnapshotError {
 
 impl LoadSnapshot {
     /// Parses and validates the documented snapshot format.
-    pub fn from_json(text: &str) -> Result<Self, SnapshotError> {
+    pub(crate) fn from_json(text: &str) -> Result<Self, SnapshotError> {
         let snapshot: LoadSnapshot = serde_json::from_str(text).map_err(SnapshotError::Parse)?;
         snapshot.validate()?;
         Ok(snapshot)
@@ -229,14 +229,19 @@ mod rfc3339_opt {
 
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(value: &Option<SystemTime>, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(
+        value: &Option<SystemTime>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
         match value {
             Some(t) => s.serialize_str(&humantime::format_rfc3339_millis(*t).to_string()),
             None => s.serialize_none(),
         }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SystemTime>, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<SystemTime>, D::Error> {
         let text: Option<String> = Option::deserialize(d)?;
         text.map(|t| humantime::parse_rfc3339_weak(&t).map_err(serde::de::Error::custom))
             .transpose()

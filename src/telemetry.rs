@@ -36,7 +36,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 5] = [
+    pub(crate) const ALL: [Outcome; 5] = [
         Outcome::Patched,
         Outcome::Skipped,
         Outcome::FailedOpen,
@@ -44,7 +44,7 @@ impl Outcome {
         Outcome::Rejected,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Outcome::Patched => "patched",
             Outcome::Skipped => "skipped",
@@ -104,7 +104,7 @@ pub enum Landing {
 }
 
 impl Landing {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Landing::FirstTier => "first_tier",
             Landing::OtherTier => "other_tier",
@@ -417,12 +417,12 @@ impl Metrics {
         }
     }
 
-    pub fn count_review(&self, outcome: Outcome) {
+    pub(crate) fn count_review(&self, outcome: Outcome) {
         self.reviews.get_or_create(&OutcomeLabels { outcome }).inc();
     }
 
     /// Counts one review sent on to the deciding replica, by `result` (see [`ForwardLabels`]).
-    pub fn count_forward(&self, result: &'static str) {
+    pub(crate) fn count_forward(&self, result: &'static str) {
         self.forwarded
             .get_or_create(&ForwardLabels { result })
             .inc();
@@ -430,7 +430,7 @@ impl Metrics {
 
     /// Counts one steered pod seen bound; `heat` is the heat its node had at decision time,
     /// when the decision knew that node.
-    pub fn count_landing(&self, place: Landing, heat: Option<f64>) {
+    pub(crate) fn count_landing(&self, place: Landing, heat: Option<f64>) {
         self.landings
             .get_or_create(&LandingLabels { r#where: place })
             .inc();
@@ -442,7 +442,7 @@ impl Metrics {
     /// Counts one observed pod seen bound: the heat now of the node the scheduler chose and of
     /// the node the webhook would have chosen, and whether the pod landed on a hot node the
     /// webhook would have avoided.
-    pub fn count_observed(&self, landed: Option<NodeHeat>, would: Option<NodeHeat>) {
+    pub(crate) fn count_observed(&self, landed: Option<NodeHeat>, would: Option<NodeHeat>) {
         for (placement, node) in [(Placement::Scheduler, landed), (Placement::Webhook, would)] {
             if let Some(node) = node.filter(|n| n.heat.is_finite()) {
                 self.observed_heat
@@ -456,13 +456,13 @@ impl Metrics {
     }
 
     /// Nodes known from the apiserver.
-    pub fn set_inventory_nodes(&self, nodes: usize) {
+    pub(crate) fn set_inventory_nodes(&self, nodes: usize) {
         self.inventory_nodes
             .set(i64::try_from(nodes).unwrap_or(i64::MAX));
     }
 
     /// Whether the node and pod watches have completed their first list.
-    pub fn set_inventory_ready(&self, ready: bool) {
+    pub(crate) fn set_inventory_ready(&self, ready: bool) {
         self.inventory_ready.set(i64::from(ready));
     }
 

@@ -2,7 +2,7 @@
 //! internal. A placement webhook never rejects a pod.
 
 mod pod_read;
-pub mod review;
+pub(crate) mod review;
 
 use crate::inflight::shared::SharedLedger;
 use std::sync::Arc;
@@ -27,14 +27,14 @@ use crate::telemetry::Outcome;
 use crate::view::{ClusterView, ViewStore};
 use review::{API_VERSION, KIND, RequestIn, ResponseOut, ReviewIn, ReviewOut};
 
-pub const SKIP_ANNOTATION: &str = "placement-webhook.io/skip";
+pub(crate) const SKIP_ANNOTATION: &str = "placement-webhook.io/skip";
 
 /// The values of [`SKIP_ANNOTATION`] that opt a pod out, compared ASCII case-insensitively
 /// (`"True"`, `"YES"`); the registration's `matchConditions` lists the same.
 pub const SKIP_VALUES: [&str; 4] = ["true", "yes", "1", "on"];
 
 /// Whether `value` of [`SKIP_ANNOTATION`] opts the pod out.
-pub fn skips(value: &str) -> bool {
+pub(crate) fn skips(value: &str) -> bool {
     SKIP_VALUES.iter().any(|v| v.eq_ignore_ascii_case(value))
 }
 
@@ -187,7 +187,7 @@ impl Admission {
     }
 
     /// Routes pods to `scheduler_name` only while `lease` says its scheduler is alive.
-    pub fn routing_by(mut self, lease: Arc<SchedulerLease>) -> Self {
+    pub(crate) fn routing_by(mut self, lease: Arc<SchedulerLease>) -> Self {
         self.lease = Some(lease);
         self
     }
@@ -215,18 +215,18 @@ impl Admission {
     }
 
     /// Reads the live replicas from `replicas` (where the membership watch publishes them).
-    pub fn sharing_replicas(mut self, replicas: Arc<ArcSwapOption<ReplicaSet>>) -> Self {
+    pub(crate) fn sharing_replicas(mut self, replicas: Arc<ArcSwapOption<ReplicaSet>>) -> Self {
         self.replicas = replicas;
         self
     }
 
     /// Where the membership watch publishes the live replicas.
-    pub fn replicas(&self) -> &Arc<ArcSwapOption<ReplicaSet>> {
+    pub(crate) fn replicas(&self) -> &Arc<ArcSwapOption<ReplicaSet>> {
         &self.replicas
     }
 
     /// This replica as a decision sees it.
-    pub fn replica(&self) -> Replica {
+    pub(crate) fn replica(&self) -> Replica {
         Replica {
             salt: self.salt,
             set: self.replicas.load_full(),
@@ -267,7 +267,7 @@ impl Admission {
     }
 
     /// The decision for `pod` against `view` as things stand, charging nothing.
-    pub fn dry_decide(&self, pod: &Pod, view: &ClusterView) -> Decision {
+    pub(crate) fn dry_decide(&self, pod: &Pod, view: &ClusterView) -> Decision {
         self.align_ledger(view);
         let route = self.route(SystemTime::now());
         self.decide_with(
@@ -278,7 +278,7 @@ impl Admission {
         )
     }
 
-    pub fn ledger(&self) -> &Arc<SharedLedger> {
+    pub(crate) fn ledger(&self) -> &Arc<SharedLedger> {
         &self.ledger
     }
 
@@ -289,7 +289,7 @@ impl Admission {
     }
 
     /// Answers one request. Never fails: problems become `allowed: true` without a patch.
-    pub fn answer(&self, request: &RequestIn, now: SystemTime) -> Answer {
+    pub(crate) fn answer(&self, request: &RequestIn, now: SystemTime) -> Answer {
         let view = self.store.current();
         let age = view.as_ref().map(|v| v.age(now).as_secs_f64());
         let (mut saturated, mut named_none, mut fell_back) = (false, false, false);
@@ -538,7 +538,7 @@ impl Admission {
 
     /// Why the server answers `request` without writing anything, in a sentence, when it is
     /// not a pod to steer (an internal problem, which fails open, is not such a reason).
-    pub fn why_skipped(&self, request: &RequestIn) -> Option<String> {
+    pub(crate) fn why_skipped(&self, request: &RequestIn) -> Option<String> {
         if !is_pod_create(request) {
             let what = match (
                 request.resource.group.as_str(),
@@ -591,11 +591,11 @@ impl Admission {
         })
     }
 
-    pub fn config(&self) -> &Config {
+    pub(crate) fn config(&self) -> &Config {
         &self.config
     }
 
-    pub fn store(&self) -> &ViewStore {
+    pub(crate) fn store(&self) -> &ViewStore {
         &self.store
     }
 }

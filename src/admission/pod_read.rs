@@ -101,7 +101,7 @@ impl From<SpecParts> for PodSpec {
 }
 
 /// The Pod in `json` with only the fields this webhook reads set.
-pub fn read_pod(json: &str) -> Result<Pod, serde_json::Error> {
+pub(crate) fn read_pod(json: &str) -> Result<Pod, serde_json::Error> {
     use serde::de::Error;
     let parts: PodParts = serde_json::from_str(json)?;
     if parts.api_version.as_deref().is_some_and(|v| v != "v1") {

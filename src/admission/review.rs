@@ -10,13 +10,13 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-pub const API_VERSION: &str = "admission.k8s.io/v1";
-pub const KIND: &str = "AdmissionReview";
+pub(crate) const API_VERSION: &str = "admission.k8s.io/v1";
+pub(crate) const KIND: &str = "AdmissionReview";
 
 // `expecting`: what an error says was expected, in the API's words, not this type's name.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", expecting = "an AdmissionReview object")]
-pub struct ReviewIn {
+pub(crate) struct ReviewIn {
     pub api_version: String,
     pub kind: String,
     pub request: Option<RequestIn>,
@@ -94,7 +94,7 @@ fn as_is<S: serde::Serializer>(text: &Option<String>, serializer: S) -> Result<S
 
 impl ResponseOut {
     /// `allowed: true`, nothing changed.
-    pub fn allow(uid: &str) -> Self {
+    pub(crate) fn allow(uid: &str) -> Self {
         ResponseOut {
             uid: uid.to_string(),
             allowed: true,
@@ -103,7 +103,7 @@ impl ResponseOut {
     }
 
     /// Attaches a JSONPatch: `patchType` and `patch` always together.
-    pub fn with_patch(
+    pub(crate) fn with_patch(
         mut self,
         patch: &crate::patch::JsonPatch,
     ) -> Result<Self, serde_json::Error> {
@@ -114,7 +114,7 @@ impl ResponseOut {
     }
 
     /// A warning the apiserver will keep: one line, bounded length.
-    pub fn with_warning(mut self, text: &str) -> Self {
+    pub(crate) fn with_warning(mut self, text: &str) -> Self {
         let line: String = text
             .chars()
             .map(|c| if c.is_control() { ' ' } else { c })
@@ -124,7 +124,7 @@ impl ResponseOut {
         self
     }
 
-    pub fn into_review(self) -> ReviewOut {
+    pub(crate) fn into_review(self) -> ReviewOut {
         ReviewOut {
             api_version: API_VERSION,
             kind: KIND,

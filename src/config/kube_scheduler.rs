@@ -20,10 +20,10 @@ use super::scheduler::{
     ResourceWeight, SchedulerConfig, ScoringStrategy, ScoringStrategyType, UtilizationShapePoint,
 };
 
-pub const API_VERSION: &str = "kubescheduler.config.k8s.io/v1";
-pub const KIND: &str = "KubeSchedulerConfiguration";
+pub(crate) const API_VERSION: &str = "kubescheduler.config.k8s.io/v1";
+pub(crate) const KIND: &str = "KubeSchedulerConfiguration";
 /// The name of a profile that gives none (upstream `v1.DefaultSchedulerName`).
-pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
+pub(crate) const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
 
 const TAINT_TOLERATION: &str = "TaintToleration";
 const NODE_AFFINITY: &str = "NodeAffinity";
@@ -81,7 +81,7 @@ pub fn load(
 
 /// The leader Lease the scheduler of the file at `path` renews, with upstream's defaults
 /// (`kube-system/kube-scheduler`); `None` when it runs without leader election.
-pub fn load_leader_lease(path: &Path) -> Result<Option<LeaseRef>, KubeSchedulerConfigError> {
+pub(crate) fn load_leader_lease(path: &Path) -> Result<Option<LeaseRef>, KubeSchedulerConfigError> {
     let text = std::fs::read_to_string(path).map_err(|error| KubeSchedulerConfigError::Read {
         path: path.display().to_string(),
         error,
@@ -90,7 +90,7 @@ pub fn load_leader_lease(path: &Path) -> Result<Option<LeaseRef>, KubeSchedulerC
 }
 
 /// As [`load_leader_lease`], from the file's text; `origin` names it in errors.
-pub fn leader_lease(
+pub(crate) fn leader_lease(
     text: &str,
     origin: &str,
 ) -> Result<Option<LeaseRef>, KubeSchedulerConfigError> {
@@ -125,7 +125,7 @@ pub fn leader_lease(
 }
 
 /// As [`load`], from the file's text; `origin` names it in errors.
-pub fn parse(
+pub(crate) fn parse(
     text: &str,
     origin: &str,
     scheduler_name: &str,

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub mod forward;
-pub mod inflight;
+pub(crate) mod forward;
+pub(crate) mod inflight;
 pub mod kube_scheduler;
-pub mod names;
+pub(crate) mod names;
 pub mod prometheus;
 
 use names::is_qualified_name;
@@ -18,9 +18,11 @@ use prometheus::PrometheusConfig;
 
 pub mod scheduler;
 
-pub use forward::ForwardConfig;
-pub use inflight::{DEFAULT_MAX_INFLIGHT, DEFAULT_MAX_LANDINGS, EstimateConfig, InflightConfig};
-pub use scheduler::SchedulerConfig;
+pub(crate) use forward::ForwardConfig;
+pub(crate) use inflight::{
+    DEFAULT_MAX_INFLIGHT, DEFAULT_MAX_LANDINGS, EstimateConfig, InflightConfig,
+};
+pub(crate) use scheduler::SchedulerConfig;
 
 /// A Lease: for the scheduler's, its `leaderElection.resourceNamespace` and `resourceName`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -142,17 +144,17 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub fn writes_affinity(self) -> bool {
+    pub(crate) fn writes_affinity(self) -> bool {
         matches!(self, Mode::Affinity | Mode::Both)
     }
-    pub fn writes_scheduler_name(self) -> bool {
+    pub(crate) fn writes_scheduler_name(self) -> bool {
         matches!(self, Mode::SchedulerName | Mode::Both)
     }
     /// Decides and charges the ledger, but leaves the pod's placement terms alone.
-    pub fn observes_only(self) -> bool {
+    pub(crate) fn observes_only(self) -> bool {
         self == Mode::Observe
     }
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Mode::Affinity => "affinity",
             Mode::SchedulerName => "schedulerName",
@@ -253,7 +255,7 @@ pub struct PerJob {
 }
 
 impl PerJob {
-    pub fn is_off(&self) -> bool {
+    pub(crate) fn is_off(&self) -> bool {
         self.max_per_node.is_none() && self.max_per_zone.is_none()
     }
 }
@@ -367,7 +369,7 @@ pub enum NodeMatch {
 }
 
 /// The label every kubelet sets, one value per node.
-pub const HOSTNAME_LABEL: &str = crate::scheduler::well_known::HOSTNAME;
+pub(crate) const HOSTNAME_LABEL: &str = crate::scheduler::well_known::HOSTNAME;
 
 /// By the hostname label: a tier is one term, not one per node, so a steered pod carries a
 /// few KB of affinity at 5,000 nodes instead of about 15 KB.

@@ -1,7 +1,7 @@
 //! Name syntax the apiserver enforces, checked when the config is loaded.
 
 /// A label key as the apiserver validates it: `[prefix/]name`, prefix a DNS subdomain.
-pub fn is_qualified_name(key: &str) -> bool {
+pub(crate) fn is_qualified_name(key: &str) -> bool {
     let (prefix, name) = match key.rsplit_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, key),

@@ -131,7 +131,7 @@ impl PrometheusConfig {
         }
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         let mut problems = Vec::new();
         match reqwest::Url::parse(&self.url) {
             Ok(u) if matches!(u.scheme(), "http" | "https") => {}
@@ -178,11 +178,11 @@ impl PrometheusConfig {
 }
 
 /// The placeholders a query template may hold.
-pub const PLACEHOLDERS: [&str; 4] = ["by", "window", "exclude_devices", "extra_selector"];
+pub(crate) const PLACEHOLDERS: [&str; 4] = ["by", "window", "exclude_devices", "extra_selector"];
 
 impl QueryTemplates {
     /// Every template that is set, with its key.
-    pub fn all(&self) -> impl Iterator<Item = (&'static str, &str)> {
+    pub(crate) fn all(&self) -> impl Iterator<Item = (&'static str, &str)> {
         [
             ("cpu", Some(&self.cpu)),
             ("network", Some(&self.network)),
@@ -210,7 +210,7 @@ fn placeholders(template: &str) -> impl Iterator<Item = &str> {
 /// `extra_selector` as the matchers it holds, each with its comma: `a="x",b=~"y",`. Checks
 /// each is `label op "value"`, so a typo is a config error at start rather than a PromQL
 /// error at every refresh.
-pub fn matchers(selector: &str) -> Result<String, String> {
+pub(crate) fn matchers(selector: &str) -> Result<String, String> {
     let mut out = String::new();
     let mut rest = selector.trim();
     while !rest.is_empty() {
@@ -277,7 +277,7 @@ pub enum NodeMapping {
 
 impl NodeMapping {
     /// The label every query aggregates by.
-    pub fn group_label(&self) -> &str {
+    pub(crate) fn group_label(&self) -> &str {
         match self {
             NodeMapping::Label { name } => name,
             NodeMapping::Uname | NodeMapping::InternalIp => "instance",

@@ -146,7 +146,7 @@ pub struct UtilizationShapePoint {
 
 impl SchedulerConfig {
     /// Every problem found, named by its key.
-    pub fn problems(&self) -> Vec<String> {
+    pub(crate) fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
         if self.percentage_of_nodes_to_score > 100 {
             problems.push("scheduler.percentage_of_nodes_to_score must be 0..100".into());

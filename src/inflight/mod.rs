@@ -7,7 +7,7 @@ pub(crate) mod changes;
 mod interner;
 pub mod ledger;
 pub mod note;
-pub mod occupancy;
+pub(crate) mod occupancy;
 pub mod pod_groups;
 pub(crate) mod running;
 pub mod shared;

@@ -150,7 +150,7 @@ impl Occupancy {
     }
 
     /// The node number and group number pod `uid` is counted under, if it is.
-    pub fn grouped(&self, uid: &str) -> Option<(u32, u32)> {
+    pub(crate) fn grouped(&self, uid: &str) -> Option<(u32, u32)> {
         self.pods.get(&pod_key(uid)).map(|p| (p.node, p.group))
     }
 

@@ -12,11 +12,11 @@ use kube::{Client, Config};
 use tracing::{info, warn};
 
 /// How long the first call to the apiserver may take before we give up on it.
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Sent with every apiserver request, so that audit logs, metrics and API Priority and Fairness
 /// name this component and its version (kube sends no User-Agent of its own).
-pub const USER_AGENT: &str = concat!("placement-webhook/", env!("CARGO_PKG_VERSION"));
+pub(crate) const USER_AGENT: &str = concat!("placement-webhook/", env!("CARGO_PKG_VERSION"));
 
 /// A client from the in-cluster environment or a kubeconfig, checked with one request.
 ///
@@ -33,13 +33,13 @@ pub async fn try_client() -> Option<Client> {
 }
 
 /// Backoff between attempts to reach a configured apiserver that does not answer.
-pub const RETRY_FIRST: Duration = Duration::from_secs(1);
-pub const RETRY_MAX: Duration = Duration::from_secs(60);
+pub(crate) const RETRY_FIRST: Duration = Duration::from_secs(1);
+pub(crate) const RETRY_MAX: Duration = Duration::from_secs(60);
 
 /// A client once the apiserver answers. `None` at once when there is no cluster configuration
 /// (snapshot-only mode); a configured apiserver that does not answer is retried with backoff
 /// (1 s doubling to 60 s) until it does, or until `shutdown`.
-pub async fn connect(shutdown: impl std::future::Future<Output = ()>) -> Option<Client> {
+pub(crate) async fn connect(shutdown: impl std::future::Future<Output = ()>) -> Option<Client> {
     let config = match Config::infer().await {
         Ok(config) => config,
         Err(error) => {

@@ -30,7 +30,7 @@ struct Renewal {
 
 /// The routed scheduler's liveness, as its Lease tells it.
 #[derive(Debug, Default)]
-pub struct SchedulerLease {
+pub(crate) struct SchedulerLease {
     last: ArcSwapOption<Renewal>,
     /// Lapsed after this long without a renewal, when sooner than the Lease's duration.
     lapses_after: Option<Duration>,
@@ -43,7 +43,7 @@ const MISSED_RENEWALS: u32 = 3;
 impl SchedulerLease {
     /// Liveness of `lease`: lapsed once [`MISSED_RENEWALS`] of its renewals are missing (when
     /// it says how often it is renewed) or its duration has run out.
-    pub fn of(lease: &LeaseRef) -> Self {
+    pub(crate) fn of(lease: &LeaseRef) -> Self {
         SchedulerLease {
             last: ArcSwapOption::empty(),
             lapses_after: lease.renewed_every.map(|every| every * MISSED_RENEWALS),
@@ -55,7 +55,7 @@ impl SchedulerLease {
     /// timed on this replica's clock from when the renewal was seen (as client-go's leader
     /// election times other candidates, so clock skew between machines does not count). An
     /// unknown Lease (not listed yet, missing, without a holder) is not alive.
-    pub fn alive(&self, now: SystemTime) -> bool {
+    pub(crate) fn alive(&self, now: SystemTime) -> bool {
         self.last.load().as_deref().is_some_and(|r| {
             let lapses_after = self
                 .lapses_after
@@ -66,7 +66,7 @@ impl SchedulerLease {
     }
 
     /// Takes the Lease as listed or watched at `now` (`None`: it is gone).
-    pub fn update(&self, lease: Option<&Lease>, now: SystemTime) {
+    pub(crate) fn update(&self, lease: Option<&Lease>, now: SystemTime) {
         let last = self.last.load_full();
         let renewal = lease.and_then(|lease| {
             let spec = lease.spec.as_ref()?;
@@ -100,7 +100,7 @@ pub fn acquired(lease: Option<&Lease>) -> Option<SystemTime> {
 
 /// Keeps the routed scheduler's `state` up to date from its Lease until `shutdown`; the
 /// last renewal stands while the watch is down, and ages out by itself.
-pub async fn follow_routed(
+pub(crate) async fn follow_routed(
     client: Client,
     which: LeaseRef,
     state: Arc<SchedulerLease>,

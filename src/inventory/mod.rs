@@ -6,7 +6,7 @@ pub use crate::facts::{Inventory, NodeFacts};
 pub mod client;
 pub mod lease;
 pub mod listing;
-pub mod namespaces;
+pub(crate) mod namespaces;
 pub mod nodes;
 pub mod pods;
 pub mod replicas;

@@ -16,7 +16,7 @@ use crate::inflight::shared::SharedLedger;
 use crate::scheduler::pods::Labels;
 
 /// Every namespace's labels (a namespace without labels maps to an empty set).
-pub fn labels_of<'a>(
+pub(crate) fn labels_of<'a>(
     namespaces: impl IntoIterator<Item = &'a PartialObjectMeta<Namespace>>,
 ) -> BTreeMap<String, Labels> {
     namespaces
@@ -31,7 +31,7 @@ pub fn labels_of<'a>(
 /// Watches namespaces' metadata and hands their labels to the ledger whenever they change,
 /// until `shutdown`. Watch errors are retried with backoff; the last labels stand meanwhile.
 #[tracing::instrument(name = "namespace_watch", skip_all)]
-pub async fn watch_namespaces(
+pub(crate) async fn watch_namespaces(
     client: Client,
     ledger: Arc<SharedLedger>,
     shutdown: impl Future<Output = ()> + Send,

@@ -21,7 +21,7 @@ use crate::snapshot::Taint;
 use crate::view::ViewStore;
 
 /// Node status heartbeats change objects often; the view is rebuilt at most this often.
-pub const PUBLISH_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const PUBLISH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The facts the placement code needs from one Node, keyed by its name.
 pub fn node_facts(node: &Node) -> (String, NodeFacts) {

@@ -187,7 +187,7 @@ fn heard_if_recent(ledger: &mut Ledger, id: &str) {
 ///
 /// The tier is read off the pod's own preferred terms: the node named by the heaviest term is
 /// first tier, a node named by a lighter one another tier, any other node elsewhere.
-pub fn landing_of(ledger: &mut Ledger, pod: &Pod) -> Option<(Landing, Option<f64>)> {
+pub(crate) fn landing_of(ledger: &mut Ledger, pod: &Pod) -> Option<(Landing, Option<f64>)> {
     let note = note_of(pod).filter(|n| n.mode != Mode::Observe.as_str())?;
     let node = occupied_node(pod, false)?;
     let heats = ledger.take_decision(&note.id)?;
@@ -236,7 +236,7 @@ fn note_of(pod: &Pod) -> Option<DecisionNote> {
 
 /// An observed pod (observe mode) this replica decided, seen bound.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Observed {
+pub(crate) struct Observed {
     /// Where the scheduler put it.
     pub landed: String,
     /// Where the webhook would have put it first, when it named a node.
@@ -245,7 +245,7 @@ pub struct Observed {
 
 /// Where a bound pod this replica observed landed, and where the webhook would have put it;
 /// once per pod (`None` afterwards, for steered pods and for pods another replica decided).
-pub fn observed_of(ledger: &mut Ledger, pod: &Pod) -> Option<Observed> {
+pub(crate) fn observed_of(ledger: &mut Ledger, pod: &Pod) -> Option<Observed> {
     let note = note_of(pod).filter(|n| n.mode == Mode::Observe.as_str())?;
     let node = occupied_node(pod, false)?;
     ledger.take_decision(&note.id)?;
@@ -269,7 +269,7 @@ fn steered_at(pod: &Pod, now_instant: Instant, now_wall: SystemTime) -> Option<I
 }
 
 /// Finished pods hold no requests; when a pod finishes, the watch reports it deleted.
-pub const UNFINISHED_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
+pub(crate) const UNFINISHED_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
 
 /// What the watch tells about this replica's decisions once their pods are bound.
 enum Seen {

@@ -24,7 +24,7 @@ pub struct Identity {
 
 impl Identity {
     /// From the downward API's `POD_NAME` and `POD_NAMESPACE`; `None` when either is unset.
-    pub fn from_env(service: &str) -> Option<Self> {
+    pub(crate) fn from_env(service: &str) -> Option<Self> {
         let read = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         Some(Identity {
             pod: read("POD_NAME")?,
@@ -45,7 +45,7 @@ pub struct Member {
 impl Member {
     /// The member every replica forwards its reviews to: the lowest-named one that can be
     /// reached. All replicas that know the same members pick the same one.
-    pub fn decider(members: &[Member]) -> Option<&Member> {
+    pub(crate) fn decider(members: &[Member]) -> Option<&Member> {
         members
             .iter()
             .filter(|m| m.url.is_some())
@@ -56,7 +56,7 @@ impl Member {
 /// The pods behind the Service's ready endpoints (an endpoint whose readiness is unknown counts
 /// as ready, as the EndpointSlice API says it should be read), sorted by name. A pod listed in
 /// several slices (dual stack) counts once, with the first address found.
-pub fn members_of<'a>(slices: impl IntoIterator<Item = &'a EndpointSlice>) -> Vec<Member> {
+pub(crate) fn members_of<'a>(slices: impl IntoIterator<Item = &'a EndpointSlice>) -> Vec<Member> {
     let mut members: Vec<Member> = slices
         .into_iter()
         .flat_map(|slice| {
@@ -100,7 +100,7 @@ pub fn members_of<'a>(slices: impl IntoIterator<Item = &'a EndpointSlice>) -> Ve
 /// change, until `shutdown`. Watch errors are retried with backoff; the last members keep
 /// serving meanwhile.
 #[tracing::instrument(name = "replica_watch", skip_all, fields(service = %identity.service))]
-pub async fn watch_replicas(
+pub(crate) async fn watch_replicas(
     client: Client,
     identity: &Identity,
     publish: impl Fn(&[Member]) + Send,

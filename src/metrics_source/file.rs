@@ -10,7 +10,7 @@ use crate::snapshot::{LoadSnapshot, SnapshotError};
 use crate::view::ViewStore;
 
 /// The example cluster shipped in `examples/cluster.json`, used by `review` when no source is given.
-pub const EMBEDDED_EXAMPLE: &str = include_str!("../../examples/cluster.json");
+pub(crate) const EMBEDDED_EXAMPLE: &str = include_str!("../../examples/cluster.json");
 
 pub fn embedded_example() -> Result<LoadSnapshot, SnapshotError> {
     LoadSnapshot::from_json(EMBEDDED_EXAMPLE)
@@ -18,7 +18,7 @@ pub fn embedded_example() -> Result<LoadSnapshot, SnapshotError> {
 
 /// Loads `path` into `store` now, then re-reads it every `every` and publishes it when its
 /// bytes changed and still parse (a bad edit keeps the last good snapshot).
-pub fn spawn_file_source(
+pub(crate) fn spawn_file_source(
     path: PathBuf,
     store: Arc<ViewStore>,
     every: Duration,

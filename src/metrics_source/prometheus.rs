@@ -40,7 +40,7 @@ pub struct QueryPlan {
 }
 
 impl QueryPlan {
-    pub fn new(config: &PrometheusConfig) -> Self {
+    pub(crate) fn new(config: &PrometheusConfig) -> Self {
         let window = format!("{}s", config.rate_window.as_secs().max(1));
         // The device regex sits inside a PromQL string literal.
         let devices = config
@@ -403,7 +403,7 @@ fn with_causes(error: &dyn std::error::Error) -> String {
 
 /// The source's state, logged when it changes rather than on every refresh or request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Health {
+pub(crate) enum Health {
     Starting,
     /// The last refresh published a snapshot of this many nodes, leaving out this many.
     Fresh {
@@ -418,7 +418,7 @@ pub enum Health {
 
 impl Health {
     /// The state after a refresh, given how old the newest published snapshot is.
-    pub fn after(
+    pub(crate) fn after(
         refreshed: Option<(usize, usize)>,
         age: Option<Duration>,
         max_staleness: Duration,
@@ -432,7 +432,7 @@ impl Health {
 }
 
 /// Refreshes every `refresh_interval` until `shutdown` completes.
-pub fn spawn_refresher(
+pub(crate) fn spawn_refresher(
     source: Arc<PrometheusSource>,
     store: Arc<ViewStore>,
     ledger: Arc<SharedLedger>,

@@ -300,7 +300,7 @@ impl<'a> Mapper<'a> {
 
 /// `10.0.0.1:9100` → `10.0.0.1`, `[fd00::1]:9100` → `fd00::1`, `node-1` → `node-1`.
 /// Node names never contain `:`, so dropping a port suffix is safe.
-pub fn host_of(instance: &str) -> &str {
+pub(crate) fn host_of(instance: &str) -> &str {
     if let Some(rest) = instance.strip_prefix('[') {
         return rest.split(']').next().unwrap_or(rest);
     }

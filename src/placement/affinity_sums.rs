@@ -41,7 +41,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl AffinitySumsCache {
     /// InterPodAffinity's scores of `candidates` (view positions) for this pod, as
     /// [`super::pod_level::around_affinity_scores`] gives them.
-    pub fn scores(
+    pub(crate) fn scores(
         &self,
         facts: &PodFacts<'_>,
         view: &ClusterView,
@@ -58,7 +58,7 @@ impl AffinitySumsCache {
     /// What `read` makes of InterPodAffinity's score for this pod (the kept sums brought up
     /// to date), with `mirrored` pods like this one counted for this read only; `None` when
     /// the ledger is not aligned with `view`.
-    pub fn read<R>(
+    pub(crate) fn read<R>(
         &self,
         facts: &PodFacts<'_>,
         view: &ClusterView,

@@ -31,7 +31,7 @@ pub enum Ineligible {
 }
 
 impl Ineligible {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Ineligible::NotReady => "not-ready",
             Ineligible::Cordoned => "cordoned",
@@ -95,7 +95,7 @@ impl<'a> PodConstraints<'a> {
     }
 
     /// The scheduler's filters that we can see, in the order it applies them.
-    pub fn check(&self, node: &NodeView) -> Result<(), Ineligible> {
+    pub(crate) fn check(&self, node: &NodeView) -> Result<(), Ineligible> {
         if !node.ready {
             return Err(Ineligible::NotReady);
         }

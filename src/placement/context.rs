@@ -63,14 +63,14 @@ pub(super) struct InFlight<'a> {
 }
 
 impl<'a> InFlight<'a> {
-    pub fn new(ledger: Option<&'a Ledger>, view: &ClusterView) -> Self {
+    pub(crate) fn new(ledger: Option<&'a Ledger>, view: &ClusterView) -> Self {
         InFlight {
             ledger,
             aligned: ledger.is_some_and(|l| l.is_aligned(view.id)),
         }
     }
 
-    pub fn extra(&self, position: usize, node: &NodeView) -> Option<NodeExtra> {
+    pub(crate) fn extra(&self, position: usize, node: &NodeView) -> Option<NodeExtra> {
         let ledger = self.ledger?;
         if self.aligned {
             ledger.extra_at(position)
@@ -79,7 +79,7 @@ impl<'a> InFlight<'a> {
         }
     }
 
-    pub fn bound(&self, position: usize, node: &NodeView) -> Option<&'a NodeRequests> {
+    pub(crate) fn bound(&self, position: usize, node: &NodeView) -> Option<&'a NodeRequests> {
         let ledger = self.ledger?;
         if self.aligned {
             ledger.bound_at(position)

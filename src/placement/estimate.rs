@@ -39,7 +39,7 @@ pub struct Estimate {
 /// `min_running` (or for an unknown time). With fewer than `min_siblings` of them the request
 /// stands: never zero, never a guess from too little. The CPU estimate is kept between
 /// `min_cpu_cores` and the limit; network uses the siblings that report it, else the request's.
-pub fn estimate(
+pub(crate) fn estimate(
     request: PodLoad,
     cpu_limit: Option<f64>,
     siblings: &[SiblingLoad],

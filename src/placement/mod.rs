@@ -1,28 +1,28 @@
 //! Pure placement decisions: from a pod, the cluster view and the policy to ranked nodes and terms.
 
-pub mod affinity_sums;
-pub mod assess;
-pub mod constraints;
+pub(crate) mod affinity_sums;
+pub(crate) mod assess;
+pub(crate) mod constraints;
 mod context;
 pub mod decide;
-pub mod decision;
+pub(crate) mod decision;
 mod eligibility;
-pub mod estimate;
+pub(crate) mod estimate;
 mod grading;
 mod groups_around;
 pub mod landing;
 pub mod own_spread;
 mod partition;
-pub mod per_job;
+pub(crate) mod per_job;
 pub mod pod_level;
 mod predict;
-pub mod rank_index;
-pub mod replica;
-pub mod selector;
+pub(crate) mod rank_index;
+pub(crate) mod replica;
+pub(crate) mod selector;
 mod spread_cover;
 mod spread_settle;
-pub mod standing;
-pub mod unsteered;
+pub(crate) mod standing;
+pub(crate) mod unsteered;
 mod walk;
 
 pub use assess::{After, NodeAssessment, assess_all};

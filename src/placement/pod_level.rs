@@ -31,7 +31,7 @@ use super::groups_around::{
 /// Whether the pod's eligibility depends on the pods around it: it has a `DoNotSchedule`
 /// spread constraint or a required pod (anti-)affinity term, or some bound pod's required
 /// anti-affinity selects it.
-pub fn applies(facts: &PodFacts<'_>, ledger: &Ledger) -> bool {
+pub(crate) fn applies(facts: &PodFacts<'_>, ledger: &Ledger) -> bool {
     facts
         .spread_constraints
         .iter()
@@ -179,7 +179,7 @@ pub(crate) struct AroundFilters<'a> {
 
 impl<'a> AroundFilters<'a> {
     /// `namespaces`: every namespace's labels (the ledger's, from the namespace watch).
-    pub fn new(
+    pub(crate) fn new(
         facts: &PodFacts<'a>,
         view: &'a ClusterView,
         pods: &'a [ExistingPod],
@@ -194,7 +194,7 @@ impl<'a> AroundFilters<'a> {
     }
 
     /// Why the node at `position` cannot take the pod, if it cannot.
-    pub fn check(&self, facts: &PodFacts<'_>, position: usize) -> Result<(), Ineligible> {
+    pub(crate) fn check(&self, facts: &PodFacts<'_>, position: usize) -> Result<(), Ineligible> {
         let Some(node) = self.nodes.get(position) else {
             return Ok(());
         };

@@ -24,8 +24,6 @@ use crate::view::ClusterView;
 
 mod ranking;
 
-pub use ranking::Restricted;
-
 /// Pod shapes indexed per view; others are decided by walking every node. A burst is a few
 /// shapes (one per Flink job), and each index holds a few hundred kilobytes at 5,000 nodes.
 pub(crate) const MAX_SHAPES: usize = 16;
@@ -80,7 +78,7 @@ impl RankIndexes {
 
     /// A slot's index, exclusively. A panic while updating may have left it half-updated:
     /// then it is dropped and built again.
-    pub fn lock(slot: &Slot) -> MutexGuard<'_, Option<RankIndex>> {
+    pub(crate) fn lock(slot: &Slot) -> MutexGuard<'_, Option<RankIndex>> {
         slot.lock().unwrap_or_else(|e| {
             let mut index = e.into_inner();
             *index = None;
@@ -89,7 +87,7 @@ impl RankIndexes {
     }
 
     /// Shapes indexed for the current view.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.shapes
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -211,7 +209,7 @@ fn name_ranks(view: &ClusterView) -> Arc<[u32]> {
 
 /// One pod shape's nodes, ranked as of the ledger's `mark`.
 #[derive(Debug)]
-pub struct RankIndex {
+pub(crate) struct RankIndex {
     view_id: u64,
     mark: ChangeMark,
     /// By view position; `None` for nodes the shape's filters exclude.

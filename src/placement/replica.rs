@@ -58,7 +58,7 @@ impl ReplicaSet {
         Self::new(me, members)
     }
 
-    pub fn members(&self) -> &[String] {
+    pub(crate) fn members(&self) -> &[String] {
         &self.members
     }
 
@@ -83,7 +83,7 @@ impl ReplicaSet {
     }
 
     /// Share of `view`'s nodes this replica owns.
-    pub fn share(&self, view: &ClusterView) -> f64 {
+    pub(crate) fn share(&self, view: &ClusterView) -> f64 {
         let owned = self.owned(view);
         if owned.is_empty() {
             return 0.0;
@@ -160,7 +160,7 @@ impl Partition {
 
     /// Pods the other replicas are taken to be putting on the node at `position`, for its
     /// room: those of the fill, at least one where its last room is left to its owner.
-    pub fn taken_at(&self, position: usize) -> u32 {
+    pub(crate) fn taken_at(&self, position: usize) -> u32 {
         if !self.weighs_as_foreign(position) {
             return 0;
         }

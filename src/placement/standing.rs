@@ -296,7 +296,7 @@ pub(super) struct Candidate {
 impl Candidate {
     /// Coolest first. A NIC is never pushed past the hot threshold to relieve CPU: such nodes
     /// come last. The position settles what the tie rank does not (a 32-bit hash collision).
-    pub fn order(&self, other: &Self) -> std::cmp::Ordering {
+    pub(crate) fn order(&self, other: &Self) -> std::cmp::Ordering {
         self.heat
             .nic_over
             .cmp(&other.heat.nic_over)

@@ -95,7 +95,7 @@ impl<'a> PodFilters<'a> {
     }
 
     /// PodTopologySpread, then InterPodAffinity.
-    pub fn check(&self, pod: &PodFacts<'_>, node: &ModelNode) -> Result<(), Unfit> {
+    pub(crate) fn check(&self, pod: &PodFacts<'_>, node: &ModelNode) -> Result<(), Unfit> {
         if let Some(spread) = &self.spread {
             spread.check(pod, node).map_err(Unfit::TopologySpread)?;
         }

@@ -24,7 +24,7 @@ impl Domains {
     }
 
     /// What [`Domains::of`] holds, as a list a memo can keep and [`Domains::from`] reads back.
-    pub fn numbered(nodes: &[ModelNode], key: &str) -> Vec<u32> {
+    pub(crate) fn numbered(nodes: &[ModelNode], key: &str) -> Vec<u32> {
         let mut by_value: HashMap<&str, u32> = HashMap::default();
         let mut numbers: Vec<u32> = nodes
             .iter()

@@ -48,7 +48,7 @@ pub struct AffinityTerms {
 
 impl AffinityTerms {
     /// The terms of `affinity`, `None` when it has no pod (anti-)affinity term at all.
-    pub fn of(affinity: Option<&Affinity>) -> Option<Self> {
+    pub(crate) fn of(affinity: Option<&Affinity>) -> Option<Self> {
         let affinity = affinity?;
         Self::of_parts(
             affinity.pod_affinity.as_ref(),
@@ -130,7 +130,7 @@ impl<T> Default for AlikeMemo<T> {
 
 impl<T> AlikeMemo<T> {
     /// The answer for `pod`: the last one when `pod` is alike the last pod asked about.
-    pub fn get(&mut self, pod: &ExistingPod, compute: impl FnOnce() -> T) -> &T {
+    pub(crate) fn get(&mut self, pod: &ExistingPod, compute: impl FnOnce() -> T) -> &T {
         let key = (
             pod.namespace.as_ptr(),
             Arc::as_ptr(&pod.labels),

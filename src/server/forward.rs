@@ -22,7 +22,7 @@ use crate::inventory::replicas::Member;
 use crate::server::tls::{ServerTls, TlsError};
 
 /// Marks a review one replica sent to another: it is decided where it arrives.
-pub const FORWARDED_BY: &str = "x-placement-webhook-forwarded-by";
+pub(crate) const FORWARDED_BY: &str = "x-placement-webhook-forwarded-by";
 
 /// Where this replica's reviews are decided.
 pub struct Forwarder {
@@ -72,7 +72,7 @@ pub enum ForwardError {
 
 /// Why the forwarding client could not be built.
 #[derive(Debug, thiserror::Error)]
-pub enum ForwarderError {
+pub(crate) enum ForwarderError {
     #[error("TLS for forwarding: {0}")]
     Tls(#[from] TlsError),
     #[error("HTTP client for forwarding: {0}")]
@@ -81,7 +81,11 @@ pub enum ForwarderError {
 
 impl Forwarder {
     /// A forwarder for replica `me` that trusts peers serving the same certificate as `tls`.
-    pub fn new(me: &str, tls: &ServerTls, settings: ForwardConfig) -> Result<Self, ForwarderError> {
+    pub(crate) fn new(
+        me: &str,
+        tls: &ServerTls,
+        settings: ForwardConfig,
+    ) -> Result<Self, ForwarderError> {
         let client = reqwest::Client::builder()
             .tls_backend_preconfigured(tls.peer_client_config()?)
             .http1_only()
@@ -101,7 +105,7 @@ impl Forwarder {
     }
 
     /// Follows the current members: forwards to their decider unless that is this replica.
-    pub fn follow(&self, members: &[Member]) {
+    pub(crate) fn follow(&self, members: &[Member]) {
         let peer = Member::decider(members)
             .filter(|d| d.name != self.me)
             .and_then(|d| {
@@ -132,7 +136,7 @@ impl Forwarder {
 
     /// Sends `body` to the decider and waits at most `forward.timeout`, and at most half of
     /// what is left until `until`.
-    pub async fn forward(&self, body: Bytes, until: Instant) -> Forwarded {
+    pub(crate) async fn forward(&self, body: Bytes, until: Instant) -> Forwarded {
         let Some(peer) = self.decider.load_full() else {
             return Forwarded::NotSent;
         };

@@ -1,8 +1,8 @@
 //! The HTTPS server: TLS accept loop, HTTP/1.1 connections, graceful shutdown.
 
 pub mod forward;
-pub mod routes;
-pub mod tls;
+pub(crate) mod routes;
+pub(crate) mod tls;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -14,14 +14,14 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tracing::{debug, info, warn};
 
-pub use routes::{AppState, router};
-pub use tls::ServerTls;
+pub(crate) use routes::{AppState, router};
+pub(crate) use tls::ServerTls;
 
 /// How long in-flight reviews get to finish after a shutdown signal.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Serves `state` on `listener` until `shutdown` resolves, then lets open requests finish.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     tls: Arc<ServerTls>,
     state: Arc<AppState>,

@@ -21,7 +21,7 @@ use crate::readiness::Readiness;
 use crate::server::forward::{FORWARDED_BY, Forwarded, Forwarder};
 use crate::telemetry::{Metrics, ModeLabels, Outcome};
 
-pub struct AppState {
+pub(crate) struct AppState {
     pub admission: Admission,
     pub metrics: Arc<Metrics>,
     pub limits: Limits,
@@ -34,7 +34,7 @@ pub struct AppState {
 
 impl AppState {
     /// State without cluster access: ready once a snapshot exists.
-    pub fn new(admission: Admission, metrics: Arc<Metrics>, limits: Limits) -> Self {
+    pub(crate) fn new(admission: Admission, metrics: Arc<Metrics>, limits: Limits) -> Self {
         AppState {
             permits: Semaphore::new(limits.max_concurrent_reviews),
             admission,
@@ -46,19 +46,19 @@ impl AppState {
     }
 
     /// Uses `readiness`, which the inventory watches update.
-    pub fn with_readiness(mut self, readiness: Arc<Readiness>) -> Self {
+    pub(crate) fn with_readiness(mut self, readiness: Arc<Readiness>) -> Self {
         self.readiness = readiness;
         self
     }
 
     /// Sends reviews on to the deciding replica `forwarder` follows.
-    pub fn with_forwarder(mut self, forwarder: Arc<Forwarder>) -> Self {
+    pub(crate) fn with_forwarder(mut self, forwarder: Arc<Forwarder>) -> Self {
         self.forwarder = Some(forwarder);
         self
     }
 }
 
-pub fn router(state: Arc<AppState>) -> Router {
+pub(crate) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/mutate", post(mutate))
         .route("/healthz", get(|| async { "ok" }))

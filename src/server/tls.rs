@@ -37,7 +37,7 @@ const SELF_SIGNED_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 /// Messages name the offending file and include the underlying cause, because they end up
 /// verbatim in logs.
 #[derive(Debug, thiserror::Error)]
-pub enum TlsError {
+pub(crate) enum TlsError {
     #[error("cannot read {}: {error}", path.display())]
     Read {
         path: PathBuf,
@@ -71,7 +71,7 @@ pub enum TlsError {
 
 /// Where the served certificate comes from.
 #[derive(Debug, Clone)]
-pub enum CertSource {
+pub(crate) enum CertSource {
     /// PEM files, re-read by [`ServerTls::reload`]. `cert` may hold the leaf followed by
     /// intermediates.
     Files { cert: PathBuf, key: PathBuf },
@@ -119,7 +119,7 @@ impl ServerTls {
     /// localhost/127.0.0.1/::1).
     ///
     /// `client_ca`: when set, every client must present a certificate chaining to that CA.
-    pub fn new(source: CertSource, client_ca: Option<&Path>) -> Result<Self, TlsError> {
+    pub(crate) fn new(source: CertSource, client_ca: Option<&Path>) -> Result<Self, TlsError> {
         // Built explicitly: more than one rustls provider is linked into the binary, so the
         // process default is ambiguous.
         let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -184,7 +184,7 @@ impl ServerTls {
     }
 
     /// An acceptor for the current configuration; cheap to clone, and it keeps seeing reloads.
-    pub fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
+    pub(crate) fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
         tokio_rustls::TlsAcceptor::from(self.config.clone())
     }
 
@@ -193,7 +193,7 @@ impl ServerTls {
     ///
     /// A bad pair keeps the old certificate and returns the error. Self-signed mode never
     /// reloads.
-    pub fn reload(&self) -> Result<bool, TlsError> {
+    pub(crate) fn reload(&self) -> Result<bool, TlsError> {
         let Some(files) = &self.files else {
             return Ok(false);
         };
@@ -221,7 +221,7 @@ impl ServerTls {
 
     /// Calls [`reload`](Self::reload) every `every` until `shutdown` resolves. Logs each change
     /// once, and each distinct error once until it changes or clears.
-    pub fn spawn_reloader(
+    pub(crate) fn spawn_reloader(
         self: Arc<Self>,
         every: Duration,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -287,7 +287,7 @@ impl ServerTls {
     /// A client configuration for talking to the other replicas: it trusts exactly the
     /// certificate this server serves at the moment of each handshake (every replica mounts the
     /// same Secret), so no name or CA needs to be known, and a peer proves it holds the key.
-    pub fn peer_client_config(&self) -> Result<rustls::ClientConfig, TlsError> {
+    pub(crate) fn peer_client_config(&self) -> Result<rustls::ClientConfig, TlsError> {
         let verifier = SameCertificate {
             current: self.current.clone(),
             provider: self.provider.clone(),

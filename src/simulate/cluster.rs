@@ -121,13 +121,13 @@ impl Cluster {
     }
 
     /// The pods already running as the scheduler model sees them.
-    pub fn existing_pods(&self) -> Vec<ExistingPod> {
+    pub(crate) fn existing_pods(&self) -> Vec<ExistingPod> {
         self.bound_pods()
             .map(|(pod, k)| ExistingPod::of(pod, k))
             .collect()
     }
 
-    pub fn namespace_labels(&self) -> &BTreeMap<String, Labels> {
+    pub(crate) fn namespace_labels(&self) -> &BTreeMap<String, Labels> {
         &self.namespace_labels
     }
 
@@ -155,12 +155,12 @@ impl Cluster {
     }
 
     /// Real CPU busy fraction of node `i` with `pods` burst pods on it.
-    pub fn cpu_after(&self, i: usize, pods: usize, burst: &Burst) -> f64 {
+    pub(crate) fn cpu_after(&self, i: usize, pods: usize, burst: &Burst) -> f64 {
         self.snapshot.nodes[i].cpu + pods as f64 * burst.cpu_cores / self.cores[i]
     }
 
     /// NIC use of node `i` with `pods` burst pods on it, when its capacity is known.
-    pub fn nic_after(&self, i: usize, pods: usize, burst: &Burst) -> Option<f64> {
+    pub(crate) fn nic_after(&self, i: usize, pods: usize, burst: &Burst) -> Option<f64> {
         let bytes = self.snapshot.nodes[i]
             .network_bytes_per_second
             .unwrap_or(0.0)
@@ -172,7 +172,7 @@ impl Cluster {
     /// tainted, not selected, full by requests, spread, pod affinity against the running pods);
     /// `None`: the node can take it. The same filters decide where the other methods may
     /// place, ideal water-filling included.
-    pub fn unfit(&self, burst: &Burst) -> Vec<Option<Unfit>> {
+    pub(crate) fn unfit(&self, burst: &Burst) -> Vec<Option<Unfit>> {
         let Some(pod) = super::pod_of(&burst.pod) else {
             return vec![None; self.nodes.len()];
         };
@@ -187,7 +187,7 @@ impl Cluster {
     }
 
     /// max(CPU, NIC) of node `i` with `pods` burst pods on it.
-    pub fn bottleneck(&self, i: usize, pods: usize, burst: &Burst) -> f64 {
+    pub(crate) fn bottleneck(&self, i: usize, pods: usize, burst: &Burst) -> f64 {
         let cpu = self.cpu_after(i, pods, burst);
         self.nic_after(i, pods, burst).map_or(cpu, |n| cpu.max(n))
     }

@@ -12,7 +12,7 @@
 //! with them and the burst's pods bound so far in view (PodTopologySpread, InterPodAffinity),
 //! and the webhook's replicas list them through their pod watch before the burst.
 
-pub mod cluster;
+pub(crate) mod cluster;
 pub mod figures;
 mod pods;
 mod webhook;
@@ -91,7 +91,7 @@ impl Timing {
     }
 
     /// Which replica the apiserver sends pod `index` to.
-    pub fn replica_for(&self, index: usize) -> usize {
+    pub(crate) fn replica_for(&self, index: usize) -> usize {
         let present = self.members_at(index);
         match self.first_share {
             // An even spread of the first replica's share over the burst.
@@ -211,7 +211,7 @@ pub fn run(
 }
 
 /// [`run`], calling `tick` once per pod placed (progress for long runs).
-pub fn run_observed(
+pub(crate) fn run_observed(
     cluster: &Cluster,
     config: &Config,
     burst: &Burst,

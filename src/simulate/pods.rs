@@ -23,7 +23,7 @@ pub(super) struct PodsInView<'c> {
 
 impl<'c> PodsInView<'c> {
     /// The cluster's running pods, before the burst.
-    pub fn new(cluster: &'c Cluster) -> Self {
+    pub(crate) fn new(cluster: &'c Cluster) -> Self {
         PodsInView {
             pods: cluster.existing_pods(),
             namespace_labels: cluster.namespace_labels(),
@@ -31,16 +31,16 @@ impl<'c> PodsInView<'c> {
     }
 
     /// A burst pod bound to node `node` (an index into the cluster's nodes).
-    pub fn bind(&mut self, pod: &Pod, node: usize) {
+    pub(crate) fn bind(&mut self, pod: &Pod, node: usize) {
         self.pods.push(ExistingPod::of(pod, node));
     }
 
-    pub fn cluster_pods(&self) -> ClusterPods<'_> {
+    pub(crate) fn cluster_pods(&self) -> ClusterPods<'_> {
         ClusterPods::new(&self.pods, self.namespace_labels)
     }
 
     /// One scheduling cycle with these pods in view.
-    pub fn schedule(
+    pub(crate) fn schedule(
         &self,
         scheduler: &mut Scheduler,
         facts: &PodFacts<'_>,
@@ -51,7 +51,7 @@ impl<'c> PodsInView<'c> {
 
     /// Indexes of the nodes every modelled filter accepts for the pod, those that look at
     /// these pods included (spread DoNotSchedule, required pod (anti-)affinity both ways).
-    pub fn feasible(&self, facts: &PodFacts<'_>, nodes: &[ModelNode]) -> Vec<usize> {
+    pub(crate) fn feasible(&self, facts: &PodFacts<'_>, nodes: &[ModelNode]) -> Vec<usize> {
         let cluster = self.cluster_pods();
         let others = PodFilters::new(facts, nodes, &cluster);
         (0..nodes.len())
@@ -63,7 +63,7 @@ impl<'c> PodsInView<'c> {
     /// pod (anti-)affinity score best: ideal water-filling honours what the pod asks for as
     /// the scheduler will (at weight 2 these scores outweigh the resource scores), so the bound
     /// is one the scheduler can reach. All of them when the pod asks for nothing of the kind.
-    pub fn best_scored(
+    pub(crate) fn best_scored(
         &self,
         facts: &PodFacts<'_>,
         nodes: &[ModelNode],

@@ -23,7 +23,7 @@ pub struct NodeScale {
 
 impl NodeScale {
     /// Network load as a fraction of the scale; 0 on a cluster with no traffic at all.
-    pub fn network_fraction(&self, bytes_per_second: f64) -> f64 {
+    pub(crate) fn network_fraction(&self, bytes_per_second: f64) -> f64 {
         if self.network_bytes_per_second > 0.0 {
             bytes_per_second / self.network_bytes_per_second
         } else {
@@ -33,7 +33,7 @@ impl NodeScale {
 }
 
 /// The weighted mean of the load fractions. Fractions may exceed 1 once in-flight pods are added.
-pub fn heat(load: &Load, scale: &NodeScale, weights: &HeatWeights) -> f64 {
+pub(crate) fn heat(load: &Load, scale: &NodeScale, weights: &HeatWeights) -> f64 {
     let total = weights.cpu + weights.network + weights.memory;
     if total <= 0.0 {
         return 0.0;
@@ -64,7 +64,7 @@ pub enum Dimension {
 
 impl Dimension {
     /// As reports name it (`hotspots`).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Dimension::Cpu => "cpu",
             Dimension::Network => "network",
@@ -73,7 +73,7 @@ impl Dimension {
     }
 
     /// As the compact columns of `review --explain` name it.
-    pub fn short(self) -> &'static str {
+    pub(crate) fn short(self) -> &'static str {
         match self {
             Dimension::Cpu => "cpu",
             Dimension::Network => "nic",
@@ -84,7 +84,11 @@ impl Dimension {
 
 /// Which thresholds of [`is_hot`] the load crosses, in the order cpu, network, memory; empty
 /// exactly when the node is not hot.
-pub fn hot_dimensions(load: &Load, scale: &NodeScale, hot: &HotThresholds) -> Vec<Dimension> {
+pub(crate) fn hot_dimensions(
+    load: &Load,
+    scale: &NodeScale,
+    hot: &HotThresholds,
+) -> Vec<Dimension> {
     let mut out = Vec::new();
     if load.cpu >= hot.cpu {
         out.push(Dimension::Cpu);

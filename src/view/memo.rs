@@ -47,7 +47,7 @@ impl NodeListMemo {
         list
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lock().len()
     }
 

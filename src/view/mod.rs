@@ -2,8 +2,8 @@
 //!
 //! Handlers never wait on Prometheus or the kube API: they load an `Arc<ClusterView>`.
 
-pub mod heat;
-pub mod memo;
+pub(crate) mod heat;
+pub(crate) mod memo;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -231,7 +231,7 @@ impl ClusterView {
 
     /// The nodes, in view order, as the scheduler model's filters read them (names, labels,
     /// taints, cordons; not requests).
-    pub fn model_nodes(&self) -> &[ModelNode] {
+    pub(crate) fn model_nodes(&self) -> &[ModelNode] {
         self.model_nodes.get_or_init(|| {
             self.nodes
                 .iter()
@@ -248,7 +248,7 @@ impl ClusterView {
         self.index.get(name).map(|&i| &self.nodes[i])
     }
 
-    pub fn age(&self, now: SystemTime) -> std::time::Duration {
+    pub(crate) fn age(&self, now: SystemTime) -> std::time::Duration {
         self.taken_at
             .and_then(|t| now.duration_since(t).ok())
             .unwrap_or_default()
@@ -283,7 +283,7 @@ impl ViewStore {
         self.view.load_full()
     }
 
-    pub fn snapshot(&self) -> Option<Arc<LoadSnapshot>> {
+    pub(crate) fn snapshot(&self) -> Option<Arc<LoadSnapshot>> {
         self.lock().snapshot.clone()
     }
 

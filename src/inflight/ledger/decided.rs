@@ -73,7 +73,7 @@ impl Ledger {
 
     /// Pods this replica decided that the pod watch has not reported yet: how far behind the
     /// watch runs, in this replica's own pods.
-    pub fn unheard(&self) -> usize {
+    pub(crate) fn unheard(&self) -> usize {
         self.unheard
     }
 }

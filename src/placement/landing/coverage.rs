@@ -34,7 +34,7 @@ pub(crate) struct Coverage {
 impl Coverage {
     /// Coverage of `window`'s runs; nodes without a known position cover every run but for
     /// `miss` odds once there are enough of them.
-    pub fn new(window: Window, miss: f64) -> Self {
+    pub(crate) fn new(window: Window, miss: f64) -> Self {
         let fraction = if window.n == 0 {
             1.0
         } else {
@@ -78,7 +78,7 @@ impl Coverage {
     /// A node at `place` (`None`: anywhere) would be in some run that may hold no chosen node:
     /// the stretch between the chosen nodes around it is longer than a run, or it could be
     /// anywhere and some run still is.
-    pub fn adds(&self, place: Option<usize>) -> bool {
+    pub(crate) fn adds(&self, place: Option<usize>) -> bool {
         if self.anywhere >= self.anywhere_enough {
             return false;
         }
@@ -94,7 +94,7 @@ impl Coverage {
         }
     }
 
-    pub fn add(&mut self, place: Option<usize>) {
+    pub(crate) fn add(&mut self, place: Option<usize>) {
         let Some(position) = place else {
             self.anywhere += 1;
             return;
@@ -139,7 +139,7 @@ impl Coverage {
     }
 
     /// Every run holds a chosen node (those that could be anywhere: but for the `miss` odds).
-    pub fn complete(&self) -> bool {
+    pub(crate) fn complete(&self) -> bool {
         self.anywhere >= self.anywhere_enough || !self.chosen.is_empty() && self.long_gaps == 0
     }
 }

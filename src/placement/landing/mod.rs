@@ -17,7 +17,7 @@ mod odds;
 mod order;
 
 pub(crate) use coverage::{Coverage, tier_size_for_sample};
-pub use odds::Named;
+pub(crate) use odds::Named;
 pub(crate) use odds::landing_odds;
 pub use order::{Positions, order_positions};
 

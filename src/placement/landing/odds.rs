@@ -5,7 +5,7 @@ use crate::scheduler::scores::MAX_NODE_SCORE;
 
 /// A preferred node as the scheduler weighs it inside a run.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Named {
+pub(crate) struct Named {
     /// Its position in the scheduler's order; `None`: anywhere in it, so in a run by the
     /// sample's odds, independently of the others.
     pub position: Option<usize>,

@@ -9,7 +9,7 @@ use crate::placement::standing::{Candidate, Ranking, Standing, cover_in_order};
 
 impl RankIndex {
     /// The ranking of the nodes `allowed` marks (by view position), or of every node.
-    pub fn ranking<'a>(&'a self, allowed: Option<&'a [bool]>) -> Restricted<'a> {
+    pub(crate) fn ranking<'a>(&'a self, allowed: Option<&'a [bool]>) -> Restricted<'a> {
         let few = allowed.and_then(|allowed| {
             let count = allowed.iter().filter(|&&kept| kept).count();
             (count * FEW_BELOW < allowed.len()).then(|| self.few(allowed, count))
@@ -66,7 +66,7 @@ struct Few {
 
 /// An index read over some nodes only: those the scores of the plugins that count pods keep
 /// for one pod (see `pod_level::best_scored`), which other pods of its shape may not share.
-pub struct Restricted<'a> {
+pub(crate) struct Restricted<'a> {
     index: &'a RankIndex,
     allowed: Option<&'a [bool]>,
     few: Option<Few>,
