@@ -96,10 +96,10 @@ pub struct CertRequest {
 #[derive(Clone)]
 pub struct Bundle {
     pub ca_pem: String,
-    pub cert_pem: String,
-    pub key_pem: String,
+    pub(crate) cert_pem: String,
+    pub(crate) key_pem: String,
     /// The CA's key when the CA is new; `None` when an existing CA signed (nothing to write).
-    pub ca_key_pem: Option<String>,
+    pub(crate) ca_key_pem: Option<String>,
 }
 
 impl fmt::Debug for Bundle {
@@ -316,11 +316,11 @@ fn check_dns_label(what: &'static str, value: &str) -> Result<(), CertsError> {
 /// Where [`write_files`] put the files.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Written {
-    pub ca: PathBuf,
+    pub(crate) ca: PathBuf,
     pub cert: PathBuf,
     pub key: PathBuf,
     /// The CA's key, when the CA is new (else the CA files were kept).
-    pub ca_key: Option<PathBuf>,
+    pub(crate) ca_key: Option<PathBuf>,
 }
 
 impl fmt::Display for Written {

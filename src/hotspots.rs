@@ -21,12 +21,12 @@ use crate::view::{ClusterView, NodeView};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
     /// When the node readings were taken (RFC 3339), when known.
-    pub taken_at: Option<String>,
+    pub(crate) taken_at: Option<String>,
     /// The thresholds that make a node hot (`placement.hot`).
-    pub thresholds: Thresholds,
+    pub(crate) thresholds: Thresholds,
     pub totals: Totals,
     /// Every node hot on measured load, hottest first.
-    pub hot_nodes: Vec<HotNode>,
+    pub(crate) hot_nodes: Vec<HotNode>,
     /// Every TaskManager on a hot node, by namespace, job, node and pod.
     pub taskmanagers_on_hot_nodes: Vec<Row>,
     /// Every job with running TaskManagers: the ones with most on hot nodes first.
@@ -35,16 +35,16 @@ pub struct Report {
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Thresholds {
-    pub cpu: f64,
-    pub network: f64,
-    pub memory: f64,
+    pub(crate) cpu: f64,
+    pub(crate) network: f64,
+    pub(crate) memory: f64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Totals {
     /// Nodes with readings.
-    pub nodes: usize,
-    pub hot_nodes: usize,
+    pub(crate) nodes: usize,
+    pub(crate) hot_nodes: usize,
     pub taskmanagers: usize,
     pub on_hot_nodes: usize,
     /// TaskManagers carrying the webhook's decision annotation.
@@ -58,14 +58,14 @@ pub struct Totals {
 pub struct HotNode {
     pub node: String,
     /// CPU busy fraction.
-    pub cpu: f64,
+    pub(crate) cpu: f64,
     /// Network as a fraction of the NIC's capacity (of the busiest node's traffic when the
     /// capacity is unknown; then it never makes the node hot).
-    pub network: f64,
-    pub memory: f64,
-    pub heat: f64,
+    pub(crate) network: f64,
+    pub(crate) memory: f64,
+    pub(crate) heat: f64,
     /// Which thresholds it crosses: `cpu`, `network`, `memory`.
-    pub hot_dimensions: Vec<&'static str>,
+    pub(crate) hot_dimensions: Vec<&'static str>,
     pub taskmanagers: usize,
     pub steered: usize,
 }
@@ -77,11 +77,11 @@ pub struct Row {
     /// See [`job_name`].
     pub job: String,
     pub node: String,
-    pub pod: String,
-    pub node_cpu: f64,
-    pub node_network: f64,
-    pub node_memory: f64,
-    pub hot_dimensions: Vec<&'static str>,
+    pub(crate) pod: String,
+    pub(crate) node_cpu: f64,
+    pub(crate) node_network: f64,
+    pub(crate) node_memory: f64,
+    pub(crate) hot_dimensions: Vec<&'static str>,
     pub steered: bool,
 }
 

@@ -15,8 +15,8 @@ pub(crate) const TASKMANAGER: &str = "taskmanager";
 /// A job: its namespace and either the Flink cluster id of its TaskManagers or the pods' owner.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct JobKey {
-    pub namespace: String,
-    pub by: JobBy,
+    pub(crate) namespace: String,
+    pub(crate) by: JobBy,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

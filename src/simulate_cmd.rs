@@ -42,10 +42,10 @@ pub struct Request {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NodeAfter {
     pub node: String,
-    pub cpu_before: f64,
-    pub cpu_after: f64,
+    pub(crate) cpu_before: f64,
+    pub(crate) cpu_after: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub nic_after: Option<f64>,
+    pub(crate) nic_after: Option<f64>,
     pub pods: usize,
 }
 
@@ -61,20 +61,20 @@ pub struct MethodReport {
 /// The whole answer; the document `--json` prints. Field names are stable.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
-    pub nodes: usize,
+    pub(crate) nodes: usize,
     pub pods: usize,
-    pub pod_cpu_cores: f64,
-    pub pod_network_bytes_per_second: f64,
+    pub(crate) pod_cpu_cores: f64,
+    pub(crate) pod_network_bytes_per_second: f64,
     /// The CPU hot threshold: `onto_busy` counts pods landing at or above it.
-    pub hot_cpu: f64,
+    pub(crate) hot_cpu: f64,
     /// Nodes the scheduler's filters reject for the pod before the burst (cordoned, tainted,
     /// not selected, full by requests): no method can place there.
-    pub unfit_nodes: usize,
-    pub scenario: Scenario,
+    pub(crate) unfit_nodes: usize,
+    pub(crate) scenario: Scenario,
     pub methods: Vec<MethodReport>,
     /// Per node, sorted by CPU before the burst: what the SVG draws.
     #[serde(skip)]
-    pub bars: Vec<Bar>,
+    pub(crate) bars: Vec<Bar>,
 }
 
 /// How the webhook hears of the burst (the `simulate` flags that shape its row).
@@ -83,28 +83,28 @@ pub struct Scenario {
     /// Webhook replicas sharing the burst.
     pub replicas: usize,
     /// Delay between a bind and the webhook hearing of it, in milliseconds.
-    pub bind_lag_ms: f64,
+    pub(crate) bind_lag_ms: f64,
     /// Share of the reviews the first replica gets (`--split`); absent: round robin.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_share: Option<f64>,
     /// Every review decided by one replica (`forward.enabled`, with several replicas).
-    pub one_decider: bool,
+    pub(crate) one_decider: bool,
 }
 
 /// One bar of the picture.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Bar {
     pub node: String,
-    pub cpu_before: f64,
-    pub added_without: f64,
-    pub added_with: f64,
+    pub(crate) cpu_before: f64,
+    pub(crate) added_without: f64,
+    pub(crate) added_with: f64,
     /// What ideal water-filling adds.
-    pub added_ideal: f64,
+    pub(crate) added_ideal: f64,
     /// Why the node could not take the pod at all; `None`: it could.
-    pub unfit: Option<Unfit>,
+    pub(crate) unfit: Option<Unfit>,
     /// Its NIC was at or above the hot threshold before the burst: the webhook steers away
     /// from it whatever its CPU.
-    pub nic_hot: bool,
+    pub(crate) nic_hot: bool,
 }
 
 #[derive(Debug, thiserror::Error)]

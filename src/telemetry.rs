@@ -64,32 +64,32 @@ impl EncodeLabelValue for Outcome {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
-    pub outcome: Outcome,
+    pub(crate) outcome: Outcome,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ModeLabels {
-    pub mode: &'static str,
+    pub(crate) mode: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ForwardLabels {
     /// `answered`, `failed` (decided here) or `resting` (decided here after a recent failure).
-    pub result: &'static str,
+    pub(crate) result: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HotJobLabels {
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// As `hotspots` names it: the `app` label, or `owner:<uid>`.
-    pub job: String,
+    pub(crate) job: String,
     /// `true` for pods the webhook steered, `false` for the others.
-    pub steered: &'static str,
+    pub(crate) steered: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct QueryLabels {
-    pub query: &'static str,
+    pub(crate) query: &'static str,
 }
 
 /// Where a steered pod was bound, compared with the nodes it was steered to.
@@ -156,7 +156,7 @@ impl EncodeLabelValue for Placement {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PlacementLabels {
-    pub placement: Placement,
+    pub(crate) placement: Placement,
 }
 
 /// Upper bounds of the landing-heat histogram: heat is 0 (idle) .. 1 (saturated), a little
@@ -167,27 +167,27 @@ const LANDING_HEAT_BUCKETS: [f64; 14] = [
 
 pub struct Metrics {
     registry: Registry,
-    pub reviews: Family<OutcomeLabels, Counter>,
-    pub review_duration: Histogram,
-    pub patches: Family<ModeLabels, Counter>,
-    pub snapshot_age_seconds: Gauge<f64, AtomicU64>,
-    pub nodes_in_snapshot: Gauge,
-    pub prometheus_query_errors: Family<QueryLabels, Counter>,
-    pub prometheus_refresh_duration: Histogram,
-    pub inflight_entries: Gauge,
-    pub inflight_unheard: Gauge,
-    pub inflight_evicted: Counter,
-    pub saturated_decisions: Counter,
-    pub empty_decisions: Counter,
-    pub scheduler_fallbacks: Counter,
-    pub forwarded: Family<ForwardLabels, Counter>,
+    pub(crate) reviews: Family<OutcomeLabels, Counter>,
+    pub(crate) review_duration: Histogram,
+    pub(crate) patches: Family<ModeLabels, Counter>,
+    pub(crate) snapshot_age_seconds: Gauge<f64, AtomicU64>,
+    pub(crate) nodes_in_snapshot: Gauge,
+    pub(crate) prometheus_query_errors: Family<QueryLabels, Counter>,
+    pub(crate) prometheus_refresh_duration: Histogram,
+    pub(crate) inflight_entries: Gauge,
+    pub(crate) inflight_unheard: Gauge,
+    pub(crate) inflight_evicted: Counter,
+    pub(crate) saturated_decisions: Counter,
+    pub(crate) empty_decisions: Counter,
+    pub(crate) scheduler_fallbacks: Counter,
+    pub(crate) forwarded: Family<ForwardLabels, Counter>,
     pub landings: Family<LandingLabels, Counter>,
-    pub landing_heat: Histogram,
-    pub observed_heat: Family<PlacementLabels, Histogram, fn() -> Histogram>,
-    pub observed_hot_landings: Counter,
-    pub inventory_nodes: Gauge,
-    pub inventory_ready: Gauge,
-    pub taskmanagers_on_hot_nodes: Family<HotJobLabels, Gauge>,
+    pub(crate) landing_heat: Histogram,
+    pub(crate) observed_heat: Family<PlacementLabels, Histogram, fn() -> Histogram>,
+    pub(crate) observed_hot_landings: Counter,
+    pub(crate) inventory_nodes: Gauge,
+    pub(crate) inventory_ready: Gauge,
+    pub(crate) taskmanagers_on_hot_nodes: Family<HotJobLabels, Gauge>,
     /// Held while that family is rebuilt and while the registry is encoded, so that a scrape
     /// never sees it half rebuilt by another.
     hot_jobs_lock: Mutex<()>,

@@ -57,19 +57,19 @@ pub enum BadReview {
 #[derive(Debug)]
 pub struct Answer {
     pub review: ReviewOut,
-    pub outcome: Outcome,
+    pub(crate) outcome: Outcome,
     /// Set when a patch was written.
-    pub mode: Option<&'static str>,
+    pub(crate) mode: Option<&'static str>,
     pub snapshot_age_secs: Option<f64>,
     /// Every feasible node was hot: the least bad were named.
-    pub saturated: bool,
+    pub(crate) saturated: bool,
     /// A pod was decided for and no node was named, or none of those named is predicted to
     /// take it (none feasible, or none with room): it goes by the scheduler's own scores, and
     /// nothing is charged.
-    pub named_none: bool,
+    pub(crate) named_none: bool,
     /// Steered with affinity for the default scheduler because the scheduler that
     /// `spec.schedulerName` would name has let its Lease lapse.
-    pub fell_back: bool,
+    pub(crate) fell_back: bool,
 }
 
 /// A decision written into a response.

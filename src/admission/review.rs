@@ -17,20 +17,18 @@ pub(crate) const KIND: &str = "AdmissionReview";
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", expecting = "an AdmissionReview object")]
 pub(crate) struct ReviewIn {
-    pub api_version: String,
-    pub kind: String,
-    pub request: Option<RequestIn>,
+    pub(crate) api_version: String,
+    pub(crate) kind: String,
+    pub(crate) request: Option<RequestIn>,
 }
 
 #[derive(Debug, Deserialize, Default)]
 #[serde(expecting = "a resource object (group, version, resource)")]
 pub struct GroupVersionResource {
     #[serde(default)]
-    pub group: String,
+    pub(crate) group: String,
     #[serde(default)]
-    pub version: String,
-    #[serde(default)]
-    pub resource: String,
+    pub(crate) resource: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -39,35 +37,35 @@ pub struct GroupVersionResource {
     expecting = "an AdmissionReview request object"
 )]
 pub struct RequestIn {
-    pub uid: String,
+    pub(crate) uid: String,
     #[serde(default)]
-    pub resource: GroupVersionResource,
+    pub(crate) resource: GroupVersionResource,
     #[serde(default)]
-    pub sub_resource: Option<String>,
+    pub(crate) sub_resource: Option<String>,
     #[serde(default)]
-    pub namespace: Option<String>,
+    pub(crate) namespace: Option<String>,
     #[serde(default)]
     pub name: Option<String>,
-    pub operation: String,
+    pub(crate) operation: String,
     /// The object as raw JSON: read once, into a Pod, when the review is one to steer.
     #[serde(default)]
     pub object: Option<Box<RawValue>>,
     #[serde(default)]
-    pub dry_run: Option<bool>,
+    pub(crate) dry_run: Option<bool>,
 }
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReviewOut {
-    pub api_version: &'static str,
-    pub kind: &'static str,
+    pub(crate) api_version: &'static str,
+    pub(crate) kind: &'static str,
     pub response: ResponseOut,
 }
 
 #[derive(Debug, Serialize, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ResponseOut {
-    pub uid: String,
+    pub(crate) uid: String,
     pub allowed: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub patch_type: Option<&'static str>,
@@ -75,7 +73,7 @@ pub struct ResponseOut {
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "as_is")]
     pub patch: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub audit_annotations: BTreeMap<String, String>,
 }

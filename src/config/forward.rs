@@ -15,10 +15,10 @@ pub struct ForwardConfig {
     /// Longest wait for the deciding replica's answer (at most half of the apiserver's
     /// remaining budget is ever spent on it).
     #[serde(with = "humantime_serde")]
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// After a failed forward, how long this replica decides by itself before trying again.
     #[serde(with = "humantime_serde")]
-    pub retry_after: Duration,
+    pub(crate) retry_after: Duration,
 }
 
 impl Default for ForwardConfig {

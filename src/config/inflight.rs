@@ -22,16 +22,16 @@ pub struct InflightConfig {
     #[serde(with = "humantime_serde")]
     pub ttl: Duration,
     /// Estimated network load of one pod.
-    pub network_bytes_per_second: f64,
+    pub(crate) network_bytes_per_second: f64,
     /// CPU assumed for a pod that declares no request or limit.
-    pub default_cpu_cores: f64,
+    pub(crate) default_cpu_cores: f64,
     /// Estimating a new pod's load from the running pods of its job.
-    pub estimate: EstimateConfig,
+    pub(crate) estimate: EstimateConfig,
     /// Most steered pods remembered at once; past it the oldest charges are dropped early.
     pub max_entries: usize,
     /// Most (pod, node) predicted landings remembered at once, over all pods; past it the oldest
     /// charges are dropped early too.
-    pub max_landings: usize,
+    pub(crate) max_landings: usize,
 }
 
 impl Default for InflightConfig {
@@ -53,15 +53,15 @@ impl Default for InflightConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct EstimateConfig {
     /// Siblings with readings needed to use them; fewer: the request.
-    pub min_siblings: usize,
+    pub(crate) min_siblings: usize,
     /// Which percentile of the siblings' readings (0.5: the median; higher is more cautious).
-    pub percentile: f64,
+    pub(crate) percentile: f64,
     /// The CPU estimate never goes below this many cores (idle siblings do not make a pod free).
-    pub min_cpu_cores: f64,
+    pub(crate) min_cpu_cores: f64,
     /// A sibling counts once it has run this long: a rate over a window longer than its life
     /// reads low. At least the Prometheus rate window.
     #[serde(with = "humantime_serde")]
-    pub min_running: Duration,
+    pub(crate) min_running: Duration,
 }
 
 impl Default for EstimateConfig {

@@ -28,8 +28,8 @@ pub(crate) use scheduler::SchedulerConfig;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LeaseRef {
-    pub namespace: String,
-    pub name: String,
+    pub(crate) namespace: String,
+    pub(crate) name: String,
     /// How often its holder renews it (`leaderElection.retryPeriod`, upstream 2 s). Three
     /// periods without a renewal and it counts as lapsed, when that comes before its
     /// `leaseDurationSeconds` run out. Unset: only `leaseDurationSeconds` counts.
@@ -38,7 +38,7 @@ pub struct LeaseRef {
         with = "humantime_serde",
         skip_serializing_if = "Option::is_none"
     )]
-    pub renewed_every: Option<Duration>,
+    pub(crate) renewed_every: Option<Duration>,
 }
 
 impl LeaseRef {

@@ -72,23 +72,23 @@ pub enum Auth {
 #[serde(default, deny_unknown_fields)]
 pub struct QueryTemplates {
     /// CPU busy fraction, 0..1.
-    pub cpu: String,
+    pub(crate) cpu: String,
     /// Receive + transmit bytes per second.
-    pub network: String,
+    pub(crate) network: String,
     /// CPU cores, for the in-flight ledger when no inventory knows the node.
-    pub cpu_cores: Option<String>,
+    pub(crate) cpu_cores: Option<String>,
     /// NIC speed in bytes per second.
-    pub network_capacity: Option<String>,
+    pub(crate) network_capacity: Option<String>,
     /// Memory used fraction, 0..1.
-    pub memory: Option<String>,
+    pub(crate) memory: Option<String>,
     /// `instance` → `nodename`, used by the `uname` node mapping only.
-    pub uname: String,
+    pub(crate) uname: String,
     /// CPU cores used by each running TaskManager, labelled `namespace` and `pod` (cAdvisor
     /// series, as kube-prometheus-stack scrapes them): new pods of a job are estimated from
     /// their running siblings.
-    pub pod_cpu: Option<String>,
+    pub(crate) pod_cpu: Option<String>,
     /// Receive + transmit bytes per second of each pod, labelled `namespace` and `pod`.
-    pub pod_network: Option<String>,
+    pub(crate) pod_network: Option<String>,
 }
 
 impl Default for QueryTemplates {

@@ -67,9 +67,9 @@ impl Default for SchedulerConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct PluginWeights {
     pub node_affinity: i64,
-    pub node_resources_fit: i64,
-    pub balanced_allocation: i64,
-    pub taint_toleration: i64,
+    pub(crate) node_resources_fit: i64,
+    pub(crate) balanced_allocation: i64,
+    pub(crate) taint_toleration: i64,
 }
 
 impl Default for PluginWeights {
@@ -140,8 +140,8 @@ pub struct ResourceWeight {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UtilizationShapePoint {
-    pub utilization: i64,
-    pub score: i64,
+    pub(crate) utilization: i64,
+    pub(crate) score: i64,
 }
 
 impl SchedulerConfig {

@@ -57,8 +57,8 @@ impl CompactRequests {
 pub struct NodeRequests {
     /// As written; `pods` counts the pods.
     pub requested: Resources,
-    pub non_zero_milli_cpu: i64,
-    pub non_zero_memory: i64,
+    pub(crate) non_zero_milli_cpu: i64,
+    pub(crate) non_zero_memory: i64,
 }
 
 /// 16 bytes a pod: the node and the request shape are numbers into tables of their own.

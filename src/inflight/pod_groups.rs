@@ -24,7 +24,7 @@ use crate::scheduler::pods::{AffinityTerms, Labels};
 #[derive(Debug, Clone, PartialEq)]
 pub struct PodGroup {
     pub(crate) namespace: Arc<str>,
-    pub labels: Arc<Labels>,
+    pub(crate) labels: Arc<Labels>,
     pub(crate) terms: Option<Arc<AffinityTerms>>,
 }
 
@@ -93,7 +93,7 @@ struct GroupSlot {
 #[derive(Debug, Clone)]
 pub(crate) struct GroupChange {
     pub(crate) group: Arc<PodGroup>,
-    pub node: u32,
+    pub(crate) node: u32,
     pub(crate) delta: i32,
 }
 

@@ -238,9 +238,9 @@ fn note_of(pod: &Pod) -> Option<DecisionNote> {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Observed {
     /// Where the scheduler put it.
-    pub landed: String,
+    pub(crate) landed: String,
     /// Where the webhook would have put it first, when it named a node.
-    pub would: Option<String>,
+    pub(crate) would: Option<String>,
 }
 
 /// Where a bound pod this replica observed landed, and where the webhook would have put it;

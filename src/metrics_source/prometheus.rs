@@ -29,14 +29,14 @@ const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 /// The queries of one refresh, rendered once from the templates.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueryPlan {
-    pub cpu: String,
-    pub network: String,
-    pub cpu_cores: Option<String>,
-    pub network_capacity: Option<String>,
-    pub memory: Option<String>,
-    pub uname: Option<String>,
-    pub pod_cpu: Option<String>,
-    pub pod_network: Option<String>,
+    pub(crate) cpu: String,
+    pub(crate) network: String,
+    pub(crate) cpu_cores: Option<String>,
+    pub(crate) network_capacity: Option<String>,
+    pub(crate) memory: Option<String>,
+    pub(crate) uname: Option<String>,
+    pub(crate) pod_cpu: Option<String>,
+    pub(crate) pod_network: Option<String>,
 }
 
 impl QueryPlan {
@@ -119,7 +119,7 @@ pub enum SourceError {
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueryFailure {
     pub query: &'static str,
-    pub error: String,
+    pub(crate) error: String,
 }
 
 /// Why a refresh published nothing.

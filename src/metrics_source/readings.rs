@@ -16,8 +16,8 @@ use crate::snapshot::{LoadSnapshot, NodeLoad, PodReading};
 /// One series of an instant vector: its labels and value.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
-    pub labels: HashMap<String, String>,
-    pub value: f64,
+    pub(crate) labels: HashMap<String, String>,
+    pub(crate) value: f64,
 }
 
 /// What a query's response body can be besides a vector.
@@ -107,9 +107,9 @@ pub enum BuildError {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BuildReport {
     /// Series whose labels named no node.
-    pub unmapped_series: usize,
+    pub(crate) unmapped_series: usize,
     /// NaN or infinite values, ignored.
-    pub non_finite_values: usize,
+    pub(crate) non_finite_values: usize,
     /// Nodes with a CPU reading but no network reading, or the reverse: left out.
     pub incomplete_nodes: Vec<String>,
 }

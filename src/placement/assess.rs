@@ -15,38 +15,38 @@ use crate::view::heat::{Load, heat, is_hot};
 pub struct NodeAssessment {
     pub name: String,
     /// Heat now (weighted), with in-flight pods.
-    pub heat: f64,
+    pub(crate) heat: f64,
     pub load: Load,
-    pub network_fraction: f64,
+    pub(crate) network_fraction: f64,
     pub eligibility: Result<(), Ineligible>,
     /// Requests fit in what is left of allocatable.
-    pub fits: bool,
-    pub hot: bool,
+    pub(crate) fits: bool,
+    pub(crate) hot: bool,
     /// What the decision ranks the node on for this pod (eligible nodes whose requests fit).
-    pub ranked: Option<PodHeat>,
+    pub(crate) ranked: Option<PodHeat>,
     /// The utilisation the pod would leave behind, per dimension it loads.
-    pub after: After,
+    pub(crate) after: After,
     /// Another replica's node: ranked as if its owner had just put a pod there too.
-    pub foreign: bool,
+    pub(crate) foreign: bool,
     /// Beyond the job's own bounds (`placement.per_job`): named only when no cool node is
     /// within them.
     pub beyond_job_bounds: bool,
     /// Tier number (1-based) when the node was chosen.
-    pub tier: Option<usize>,
+    pub(crate) tier: Option<usize>,
     /// Its term's weight where grading set it below its tier's.
-    pub graded: Option<i32>,
-    pub avoided: bool,
+    pub(crate) graded: Option<i32>,
+    pub(crate) avoided: bool,
     /// Predicted landing probability.
-    pub landing: f64,
+    pub(crate) landing: f64,
 }
 
 /// The utilisation a pod would leave behind on a node: CPU always, the NIC when the pod carries
 /// network, memory when the policy weighs it. In-flight pods counted as the decision counts them.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct After {
-    pub cpu: f64,
-    pub nic: Option<f64>,
-    pub memory: Option<f64>,
+    pub(crate) cpu: f64,
+    pub(crate) nic: Option<f64>,
+    pub(crate) memory: Option<f64>,
 }
 
 /// Every node's assessment for the decision `decision` taken by `replica`, in view order

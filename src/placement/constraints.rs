@@ -56,7 +56,7 @@ pub struct PodConstraints<'a> {
     required_terms: Option<&'a [NodeSelectorTerm]>,
     pub(crate) tolerations: &'a [Toleration],
     /// Requirements the pinning rules add for this pod (ANDed).
-    pub pinning: Vec<NodeSelectorRequirement>,
+    pub(crate) pinning: Vec<NodeSelectorRequirement>,
 }
 
 impl<'a> PodConstraints<'a> {

@@ -13,12 +13,12 @@ use crate::view::{ClusterView, NodeView};
 /// The inputs of one decision, passed whole to each of its steps.
 #[derive(Clone, Copy)]
 pub struct DecisionCtx<'a> {
-    pub pod: &'a PodDemand<'a>,
-    pub view: &'a ClusterView,
+    pub(crate) pod: &'a PodDemand<'a>,
+    pub(crate) view: &'a ClusterView,
     /// This replica's charges and the pod watch's picture; `None` before either exists.
-    pub ledger: Option<&'a Ledger>,
-    pub policy: &'a PlacementConfig,
-    pub scheduler: &'a SchedulerConfig,
+    pub(crate) ledger: Option<&'a Ledger>,
+    pub(crate) policy: &'a PlacementConfig,
+    pub(crate) scheduler: &'a SchedulerConfig,
     /// The ledger's counts read per node of `view`.
     pub(super) inflight: InFlight<'a>,
 }
@@ -59,7 +59,7 @@ pub struct PodDemand<'a> {
 #[derive(Clone, Copy)]
 pub(super) struct InFlight<'a> {
     ledger: Option<&'a Ledger>,
-    pub aligned: bool,
+    pub(crate) aligned: bool,
 }
 
 impl<'a> InFlight<'a> {

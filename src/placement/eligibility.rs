@@ -17,16 +17,16 @@ use crate::config::scheduler::SchedulerConfig;
 /// The nodes a decision may name, by view position.
 pub(super) struct Eligibility {
     /// Those the pod's own filters pass.
-    pub node_eligible: Arc<[u32]>,
+    pub(crate) node_eligible: Arc<[u32]>,
     /// This replica's share, when replicas partition the nodes.
-    pub partition: Option<Partition>,
+    pub(crate) partition: Option<Partition>,
     /// Those the scores that count other pods keep, when such scores apply.
-    pub kept: Option<Arc<[u32]>>,
+    pub(crate) kept: Option<Arc<[u32]>>,
     /// Those the filters that count other pods pass, when such filters or scores apply: as
     /// feasible to the scheduler as the kept ones, so its sample is sized by all of them.
-    pub passing: Option<Arc<[u32]>>,
+    pub(crate) passing: Option<Arc<[u32]>>,
     /// Of the kept nodes, those within the job's own bounds, when it has any.
-    pub bounded: Option<Vec<u32>>,
+    pub(crate) bounded: Option<Vec<u32>>,
 }
 
 impl Eligibility {

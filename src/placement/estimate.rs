@@ -28,8 +28,8 @@ impl fmt::Display for LoadSource {
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Estimate {
-    pub load: PodLoad,
-    pub source: LoadSource,
+    pub(crate) load: PodLoad,
+    pub(crate) source: LoadSource,
 }
 
 /// The load to charge for a new pod whose request-based estimate is `request`, whose CPU

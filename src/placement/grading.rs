@@ -6,10 +6,10 @@ use crate::config::PlacementConfig;
 /// What grading reads from the decision: whether the scheduler samples, how far the near-ties
 /// of the best reach, and one pod's worth of heat.
 pub(super) struct Grading {
-    pub sampled: bool,
-    pub tie_limit: Option<f64>,
+    pub(crate) sampled: bool,
+    pub(crate) tie_limit: Option<f64>,
     /// What this pod adds to the best node's bottleneck.
-    pub pod_adds: f64,
+    pub(crate) pod_adds: f64,
 }
 
 /// Each chosen node's weight, tier by tier (`tiers` as `policy.tiers` lists them): its tier's,

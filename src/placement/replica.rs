@@ -133,22 +133,22 @@ impl From<u64> for Replica {
 #[derive(Debug, Clone)]
 pub(super) struct Partition {
     /// By position in the view, 1 for this replica's nodes.
-    pub owned: Arc<[u32]>,
+    pub(crate) owned: Arc<[u32]>,
     /// The rank the other replicas' unheard pods are taken to have filled their coolest nodes
     /// to (see [`Replica::mirrors`]); minus infinity when they are not.
-    pub foreign_level: f64,
+    pub(crate) foreign_level: f64,
     /// Where that fill puts those pods: (position, pods), by position. Their requests take
     /// room there.
-    pub filled: Vec<(usize, u32)>,
+    pub(crate) filled: Vec<(usize, u32)>,
     /// The pods like the one decided that the scores that count pods count on the other
     /// replicas' nodes: the fill's, and one on each node (see `partition::partition_for`).
-    pub mirrored: Vec<(usize, u32)>,
+    pub(crate) mirrored: Vec<(usize, u32)>,
     /// Another replica's node with room for one pod only is left to its owner (see
     /// [`Replica::unsampled`]).
-    pub last_room_theirs: bool,
+    pub(crate) last_room_theirs: bool,
     /// The other replicas decide next to nothing lately (see [`Replica::others_idle`]): their
     /// nodes rank as this one's own.
-    pub others_idle: bool,
+    pub(crate) others_idle: bool,
 }
 
 impl Partition {

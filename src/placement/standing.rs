@@ -191,13 +191,13 @@ fn normal_upper_tail(z: f64) -> f64 {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PodHeat {
     /// The highest utilisation: CPU, NIC when the pod carries network, memory when configured.
-    pub bottleneck: f64,
+    pub(crate) bottleneck: f64,
     /// The dimension of `bottleneck`.
-    pub by: Dimension,
+    pub(crate) by: Dimension,
     /// Their sum, to tell equal bottlenecks apart.
-    pub sum: f64,
+    pub(crate) sum: f64,
     /// The pod would take a NIC of known capacity to the hot threshold or past it.
-    pub nic_over: bool,
+    pub(crate) nic_over: bool,
     /// What candidates are ranked by: the bottleneck halfway through the pod (the level it
     /// sits at, as water fills a vessel), plus the NIC penalty for a pod without a network
     /// estimate, plus on another replica's node what one more pod adds there (see `replica`).
@@ -205,11 +205,11 @@ pub struct PodHeat {
     /// NIC-bound node, a large node that is busy) is not sent there ahead of a node that is
     /// cooler now but where it adds more; nor, as the level before it would have it, onto a
     /// small node where it adds a lot.
-    pub rank: f64,
+    pub(crate) rank: f64,
     /// For a pod without a network estimate, the node's NIC load (a share of its link speed,
     /// or of the busiest node's traffic; at most 1): what the NIC penalty and the tie order
     /// read. 0 for a pod whose traffic is ranked in `bottleneck`.
-    pub quiet_nic: f64,
+    pub(crate) quiet_nic: f64,
 }
 
 /// Near-ties are told apart by the NIC load of a pod without a network estimate, in steps of
@@ -288,9 +288,9 @@ pub(crate) fn pod_heat(
 /// One feasible node and how this pod would leave it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Candidate {
-    pub index: usize,
-    pub heat: PodHeat,
-    pub tie: u32,
+    pub(crate) index: usize,
+    pub(crate) heat: PodHeat,
+    pub(crate) tie: u32,
 }
 
 impl Candidate {

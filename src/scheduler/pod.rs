@@ -22,7 +22,7 @@ pub struct PodFacts<'a> {
     pub preferred_terms: &'a [PreferredSchedulingTerm],
     /// The pod's namespace and labels (PodTopologySpread, InterPodAffinity).
     pub(crate) namespace: &'a str,
-    pub labels: Option<&'a Labels>,
+    pub(crate) labels: Option<&'a Labels>,
     pub(crate) spread_constraints: &'a [TopologySpreadConstraint],
     pub(crate) pod_affinity: Option<&'a PodAffinity>,
     pub(crate) pod_anti_affinity: Option<&'a PodAntiAffinity>,

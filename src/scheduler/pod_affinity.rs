@@ -62,7 +62,7 @@ type KindAddress = (*const u8, *const Labels, *const AffinityTerms);
 #[derive(Debug, Clone, Copy)]
 pub struct PodKind<'a> {
     pub(crate) namespace: &'a str,
-    pub labels: &'a Labels,
+    pub(crate) labels: &'a Labels,
     pub(crate) terms: Option<&'a AffinityTerms>,
 }
 

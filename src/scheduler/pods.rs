@@ -25,7 +25,7 @@ pub(crate) static NO_LABELS: Labels = BTreeMap::new();
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExistingPod {
     pub(crate) namespace: Arc<str>,
-    pub labels: Arc<Labels>,
+    pub(crate) labels: Arc<Labels>,
     /// Index into the nodes of the cycle; a pod on a node the cycle does not list is ignored.
     pub node: usize,
     /// A deletion timestamp is set: PodTopologySpread no longer counts it.

@@ -22,14 +22,14 @@ use crate::server::forward::{FORWARDED_BY, Forwarded, Forwarder};
 use crate::telemetry::{Metrics, ModeLabels, Outcome};
 
 pub(crate) struct AppState {
-    pub admission: Admission,
-    pub metrics: Arc<Metrics>,
-    pub limits: Limits,
+    pub(crate) admission: Admission,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) limits: Limits,
     /// Reviews allowed in progress at once.
-    pub permits: Semaphore,
-    pub readiness: Arc<Readiness>,
+    pub(crate) permits: Semaphore,
+    pub(crate) readiness: Arc<Readiness>,
     /// Where reviews are decided when several replicas run; `None`: always here.
-    pub forwarder: Option<Arc<Forwarder>>,
+    pub(crate) forwarder: Option<Arc<Forwarder>>,
 }
 
 impl AppState {

@@ -21,11 +21,11 @@ use crate::snapshot::LoadSnapshot;
 /// scheduler model places on (allocatable and requests from the same snapshot).
 #[derive(Debug, Clone)]
 pub struct Cluster {
-    pub snapshot: LoadSnapshot,
+    pub(crate) snapshot: LoadSnapshot,
     pub nodes: Vec<ModelNode>,
     /// Real capacity for the load arithmetic.
-    pub cores: Vec<f64>,
-    pub nic: Vec<Option<f64>>,
+    pub(crate) cores: Vec<f64>,
+    pub(crate) nic: Vec<Option<f64>>,
     /// The nodes that joined after the scheduler started (indexes into `nodes`, in the order
     /// they joined): the end of their zones in its order.
     late: Vec<usize>,

@@ -22,7 +22,7 @@ pub struct Figures {
     /// Pods that landed on a node whose CPU or NIC was already at or above `busy` when they
     /// landed (earlier pods of the burst counted).
     pub onto_busy: usize,
-    pub busy: f64,
+    pub(crate) busy: f64,
     pub nodes_used: usize,
     pub most_pods_on_one_node: usize,
     /// Share of the pods with preferred nodes that had none in the scheduler's sample.

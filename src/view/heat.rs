@@ -5,17 +5,17 @@ use crate::config::{HeatWeights, HotThresholds};
 /// A node's load: CPU and memory as busy fractions, network in bytes per second.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Load {
-    pub cpu: f64,
-    pub network_bytes_per_second: f64,
-    pub memory: f64,
+    pub(crate) cpu: f64,
+    pub(crate) network_bytes_per_second: f64,
+    pub(crate) memory: f64,
 }
 
 /// What turns absolute loads into fractions for one node.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct NodeScale {
-    pub cpu_cores: f64,
+    pub(crate) cpu_cores: f64,
     /// NIC capacity when known, else the busiest node's traffic.
-    pub network_bytes_per_second: f64,
+    pub(crate) network_bytes_per_second: f64,
     /// The scale is the NIC's real capacity (not the busiest node's traffic), so a network
     /// fraction near 1 means a saturated link.
     pub network_is_capacity: bool,

@@ -51,10 +51,6 @@ impl NodeListMemo {
         self.lock().len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<[u32]>>> {
         // Only whole lists are inserted: a panic elsewhere leaves nothing half-written.
         self.lists.lock().unwrap_or_else(|e| e.into_inner())

@@ -26,29 +26,29 @@ use crate::view::heat::{Load, NodeScale};
 pub struct NodeView {
     pub name: String,
     /// Measured load, as fractions.
-    pub load: Load,
+    pub(crate) load: Load,
     pub scale: NodeScale,
     /// Heat of the measured load alone (no in-flight pods).
-    pub base_heat: f64,
+    pub(crate) base_heat: f64,
     /// Hot on the measured load alone.
-    pub base_hot: bool,
+    pub(crate) base_hot: bool,
     /// Shared with the snapshot or inventory it came from and the scheduler model's node.
     pub labels: Arc<BTreeMap<String, String>>,
     /// Every taint: NoSchedule / NoExecute filter, PreferNoSchedule scores.
-    pub taints: Vec<Taint>,
-    pub unschedulable: bool,
-    pub ready: bool,
+    pub(crate) taints: Vec<Taint>,
+    pub(crate) unschedulable: bool,
+    pub(crate) ready: bool,
     /// What the scheduler's NodeResourcesFit compares requests with; empty when unknown (then
     /// requests do not limit the node, as far as the webhook can tell).
-    pub allocatable: Resources,
+    pub(crate) allocatable: Resources,
     /// `allocatable` is not empty.
-    pub allocatable_known: bool,
+    pub(crate) allocatable_known: bool,
     /// Requests on the node known without the pod watch (the snapshot file's `requested`).
-    pub base_requested: NodeRequests,
+    pub(crate) base_requested: NodeRequests,
     /// When the node was created and the order the node watch delivered it in (see
     /// [`crate::facts::NodeFacts`]); `None` and 0 without an inventory.
     pub created: Option<SystemTime>,
-    pub arrival: u64,
+    pub(crate) arrival: u64,
 }
 
 /// All nodes with readings, sorted coolest first by `base_heat`. Built once and then only
@@ -59,17 +59,17 @@ pub struct ClusterView {
     /// Unique per built view: tables aligned with `nodes` (the ledger's node numbers) are
     /// valid for the view of this id only.
     pub id: u64,
-    pub taken_at: Option<SystemTime>,
+    pub(crate) taken_at: Option<SystemTime>,
     pub nodes: Vec<NodeView>,
     index: HashMap<String, usize>,
     /// Indexes into `nodes` of the nodes hot on measured load, hottest first.
     pub hot_nodes: Vec<usize>,
     /// Nodes the inventory knows that have no readings: never preferred.
-    pub nodes_without_metrics: usize,
+    pub(crate) nodes_without_metrics: usize,
     /// Measured load of the running pods of each job.
-    pub jobs: HashMap<JobKey, Vec<SiblingLoad>>,
+    pub(crate) jobs: HashMap<JobKey, Vec<SiblingLoad>>,
     /// Node lists computed once per pod shape (see `placement::eligible_nodes`).
-    pub memo: memo::NodeListMemo,
+    pub(crate) memo: memo::NodeListMemo,
     /// `nodes` as the scheduler model reads them, built on first use (pods whose filters count
     /// other pods).
     model_nodes: std::sync::OnceLock<Vec<ModelNode>>,
@@ -82,10 +82,10 @@ pub struct ClusterView {
 /// One running pod of a job, as measured.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SiblingLoad {
-    pub cpu_cores: f64,
-    pub network_bytes_per_second: Option<f64>,
+    pub(crate) cpu_cores: f64,
+    pub(crate) network_bytes_per_second: Option<f64>,
     /// How long it had been running when measured; `None` when unknown.
-    pub running_secs: Option<f64>,
+    pub(crate) running_secs: Option<f64>,
 }
 
 fn jobs_of(snapshot: &LoadSnapshot) -> HashMap<JobKey, Vec<SiblingLoad>> {

@@ -17,8 +17,8 @@ pub struct NodeExtra {
     /// Expected requests of steered pods not yet bound (probability-weighted).
     pub milli_cpu: f64,
     pub memory: f64,
-    pub non_zero_milli_cpu: f64,
-    pub non_zero_memory: f64,
+    pub(crate) non_zero_milli_cpu: f64,
+    pub(crate) non_zero_memory: f64,
     pub pods: f64,
     /// Variance of the count of steered pods not yet bound that land here: how far the pods
     /// arriving before the next one may stray from `pods`.

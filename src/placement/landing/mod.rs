@@ -26,7 +26,7 @@ use crate::view::ClusterView;
 /// The sample as a run of the order: `len` consecutive positions of `n`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Window {
-    pub n: usize,
+    pub(crate) n: usize,
     pub len: usize,
 }
 

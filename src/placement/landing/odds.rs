@@ -8,14 +8,14 @@ use crate::scheduler::scores::MAX_NODE_SCORE;
 pub(crate) struct Named {
     /// Its position in the scheduler's order; `None`: anywhere in it, so in a run by the
     /// sample's odds, independently of the others.
-    pub position: Option<usize>,
+    pub(crate) position: Option<usize>,
     /// The summed weights of the preferred terms it matches (0: none).
-    pub weight: i64,
+    pub(crate) weight: i64,
     /// Its resource score (NodeResourcesFit + BalancedAllocation, weighted).
-    pub score: i64,
+    pub(crate) score: i64,
     /// The odds it still has room when the scheduler reaches the pod (see
     /// `standing::fill_risk`): when it has none, the run's next best named node takes the pod.
-    pub available: f64,
+    pub(crate) available: f64,
 }
 
 impl Named {
