@@ -188,10 +188,8 @@ pub fn decide_indexed(
                 let mut index = RankIndexes::lock(&slot);
                 let index = RankIndex::up_to_date(&mut index, ctx, ledger, &replica);
                 // The job's own bounds hold while some cool node is within them.
-                let ranking = match bounded.as_deref() {
-                    Some(bounded) if index.ranking(Some(bounded)).best().is_some() => {
-                        index.ranking(Some(bounded))
-                    }
+                let ranking = match bounded.as_deref().map(|b| index.ranking(Some(b))) {
+                    Some(within) if within.best().is_some() => within,
                     _ => index.ranking(restricted.as_deref()),
                 };
                 let wide = restricted.is_some().then_some(|| index.ranking(None));

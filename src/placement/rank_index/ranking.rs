@@ -1,5 +1,6 @@
 //! Reading a rank index: its nodes in decision order, over every node or those a score keeps.
 
+use std::cell::OnceCell;
 use std::collections::BTreeSet;
 use std::ops::Bound::{Excluded, Unbounded};
 
@@ -18,6 +19,7 @@ impl RankIndex {
             index: self,
             allowed,
             few,
+            best: OnceCell::new(),
             cool_read: Vec::new(),
             cool_all_read: false,
         }
@@ -70,6 +72,9 @@ pub(crate) struct Restricted<'a> {
     index: &'a RankIndex,
     allowed: Option<&'a [bool]>,
     few: Option<Few>,
+    /// The first cool node read through: a decision asks for it several times, and finding
+    /// it walks the set past every node left out before it.
+    best: OnceCell<Option<Candidate>>,
     /// The cool nodes read through so far, in order. A decision scans them once per tier for
     /// the runs its tier leaves out, often to the end when the nodes read through leave
     /// stretches of the order empty: the set's walk past every node left out is done once.
@@ -151,7 +156,7 @@ impl Ranking for Restricted<'_> {
     }
 
     fn best(&self) -> Option<Candidate> {
-        self.cool().next()
+        *self.best.get_or_init(|| self.cool().next())
     }
 
     fn named(&mut self, used: usize, is_tied: &dyn Fn(&Candidate) -> bool) -> Vec<Candidate> {
