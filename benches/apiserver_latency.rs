@@ -78,11 +78,15 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[at]
 }
 
+/// The value of one line of Prometheus text format (the last field).
+fn sample_value(line: &str) -> Option<f64> {
+    line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok())
+}
+
 /// The webhook's admission-duration histogram: (buckets le -> cumulative count, sum, count).
 fn histogram(metrics: &str) -> (Vec<(f64, f64)>, f64, f64) {
     let matches =
         |l: &str| l.contains(&format!("name=\"{WEBHOOK_NAME}\"")) && l.contains("type=\"admit\"");
-    let value = |l: &str| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok());
     let mut buckets = Vec::new();
     let (mut sum, mut count) = (0.0, 0.0);
     for line in metrics.lines().filter(|l| matches(l)) {
@@ -98,13 +102,13 @@ fn histogram(metrics: &str) -> (Vec<(f64, f64)>, f64, f64) {
                         s.parse().unwrap_or(f64::NAN)
                     }
                 });
-            if let (Some(le), Some(v)) = (le, value(line)) {
+            if let (Some(le), Some(v)) = (le, sample_value(line)) {
                 buckets.push((le, v));
             }
         } else if line.starts_with(&format!("{METRIC}_sum{{")) {
-            sum += value(line).unwrap_or(0.0);
+            sum += sample_value(line).unwrap_or(0.0);
         } else if line.starts_with(&format!("{METRIC}_count{{")) {
-            count += value(line).unwrap_or(0.0);
+            count += sample_value(line).unwrap_or(0.0);
         }
     }
     // Several label sets (rejected, operation) share the buckets: add them up per bound.
@@ -121,14 +125,13 @@ fn histogram(metrics: &str) -> (Vec<(f64, f64)>, f64, f64) {
 
 /// The webhook replicas' own review-duration histogram: (sum, count) over every replica.
 async fn handler_seconds(cluster: &Cluster) -> (f64, f64) {
-    let value = |l: &str| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok());
     let (mut sum, mut count) = (0.0, 0.0);
     for text in cluster.metrics().await {
         for line in text.lines() {
             if line.starts_with("placement_webhook_review_duration_seconds_sum") {
-                sum += value(line).unwrap_or(0.0);
+                sum += sample_value(line).unwrap_or(0.0);
             } else if line.starts_with("placement_webhook_review_duration_seconds_count") {
-                count += value(line).unwrap_or(0.0);
+                count += sample_value(line).unwrap_or(0.0);
             }
         }
     }
