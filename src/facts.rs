@@ -28,6 +28,10 @@ pub struct NodeFacts {
     /// then watch events in the apiserver's order, which is the order the scheduler's own
     /// informer delivers them in. Orders nodes created within the same second.
     pub arrival: u64,
+    /// The watch delivered the node as it joined (an event after a complete list), so
+    /// `arrival` is the order it joined in; a node first seen in a list was numbered in name
+    /// order, which says nothing of its order among nodes created in the same second.
+    pub seen_joining: bool,
 }
 
 /// Every node the kube API reported, by name.

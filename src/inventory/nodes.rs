@@ -77,6 +77,7 @@ pub fn node_facts(node: &Node) -> (String, NodeFacts) {
             internal_ip,
             created,
             arrival: 0,
+            seen_joining: false,
         },
     )
 }
@@ -88,21 +89,23 @@ pub fn inventory_from(nodes: &[Arc<Node>]) -> Inventory {
     }
 }
 
-/// The order nodes arrived in, by uid: what [`NodeFacts::arrival`] holds.
+/// The order nodes arrived in, by uid: what [`NodeFacts::arrival`] and
+/// [`NodeFacts::seen_joining`] hold.
 #[derive(Debug, Default)]
 struct Arrivals {
     next: u64,
-    by_uid: crate::hashing::HashMap<String, u64>,
+    by_uid: crate::hashing::HashMap<String, (u64, bool)>,
 }
 
 impl Arrivals {
-    /// A node listed or watched: numbered the first time its uid is seen (a relist keeps the
-    /// numbers of the nodes it lists again).
-    fn saw(&mut self, node: &Node) {
+    /// A node listed or watched (`joining`: delivered by a watch event, as it joined):
+    /// numbered the first time its uid is seen (a relist keeps the numbers of the nodes it
+    /// lists again).
+    fn saw(&mut self, node: &Node, joining: bool) {
         if let Some(uid) = &node.metadata.uid
             && !self.by_uid.contains_key(uid)
         {
-            self.by_uid.insert(uid.clone(), self.next);
+            self.by_uid.insert(uid.clone(), (self.next, joining));
             self.next += 1;
         }
     }
@@ -124,13 +127,14 @@ impl Arrivals {
         }
     }
 
-    fn of(&self, node: &Node) -> u64 {
+    /// The node's number, and whether it was seen joining.
+    fn of(&self, node: &Node) -> (u64, bool) {
         node.metadata
             .uid
             .as_ref()
             .and_then(|uid| self.by_uid.get(uid))
             .copied()
-            .unwrap_or(u64::MAX)
+            .unwrap_or((u64::MAX, false))
     }
 }
 
@@ -211,13 +215,14 @@ impl Publisher {
         match event {
             // The reflector swaps its buffer in only at InitDone: the store is untouched before.
             Event::Init => {}
-            Event::InitApply(node) => self.arrivals.saw(node),
+            Event::InitApply(node) => self.arrivals.saw(node, false),
             Event::InitDone => {
                 self.ready = true;
                 self.dirty = true;
             }
+            // Only after a complete list: a node first seen here was created since.
             Event::Apply(node) => {
-                self.arrivals.saw(node);
+                self.arrivals.saw(node, true);
                 self.dirty = true;
             }
             Event::Delete(node) => {
@@ -248,8 +253,13 @@ impl Publisher {
                 .iter()
                 .map(|node| {
                     let (name, facts) = node_facts(node);
-                    let arrival = self.arrivals.of(node);
-                    (name, NodeFacts { arrival, ..facts })
+                    let (arrival, seen_joining) = self.arrivals.of(node);
+                    let facts = NodeFacts {
+                        arrival,
+                        seen_joining,
+                        ..facts
+                    };
+                    (name, facts)
                 })
                 .collect(),
         };
@@ -383,7 +393,7 @@ mod tests {
 
     /// Nodes are numbered in the order the watch delivered them first: the list's order, then
     /// watch events; a relist keeps the numbers, a node created again under the same name gets
-    /// a new one.
+    /// a new one. Only those a watch event delivered first were seen joining.
     #[test]
     fn arrival_is_the_order_nodes_were_first_delivered_in() {
         let node = |name: &str, uid: &str| -> Arc<Node> {
@@ -403,7 +413,7 @@ mod tests {
         p.note(&Event::Apply((*c).clone()));
         assert_eq!(
             [&a, &b, &c].map(|n| p.arrivals.of(n)),
-            [1, 0, 2],
+            [(1, false), (0, false), (2, true)],
             "list order, then watch order"
         );
         p.note(&Event::Init);
@@ -413,13 +423,23 @@ mod tests {
         p.arrivals.keep_only(&[a.clone(), c.clone()]);
         assert_eq!(
             [&a, &c].map(|n| p.arrivals.of(n)),
-            [1, 2],
+            [(1, false), (2, true)],
             "kept by a relist"
         );
-        assert_eq!(p.arrivals.of(&b), u64::MAX, "gone while relisting");
+        assert_eq!(p.arrivals.of(&b), (u64::MAX, false), "gone while relisting");
         p.note(&Event::Delete((*a).clone()));
         let again = node("a", "4");
         p.note(&Event::Apply((*again).clone()));
-        assert_eq!(p.arrivals.of(&again), 3, "created again: joins last");
+        assert_eq!(
+            p.arrivals.of(&again),
+            (3, true),
+            "created again: joins last"
+        );
+        // Created while the watch was down: its order among nodes of its second is not known.
+        let d = node("d", "5");
+        p.note(&Event::Init);
+        p.note(&Event::InitApply((*d).clone()));
+        p.note(&Event::InitDone);
+        assert_eq!(p.arrivals.of(&d), (4, false), "first seen in a relist");
     }
 }

@@ -49,6 +49,7 @@ pub struct NodeView {
     /// [`crate::facts::NodeFacts`]); `None` and 0 without an inventory.
     pub created: Option<SystemTime>,
     pub(crate) arrival: u64,
+    pub(crate) seen_joining: bool,
 }
 
 /// All nodes with readings, sorted coolest first by `base_heat`. Built once and then only
@@ -182,6 +183,7 @@ impl ClusterView {
                     },
                     created: facts.and_then(|f| f.created),
                     arrival: facts.map_or(0, |f| f.arrival),
+                    seen_joining: facts.is_some_and(|f| f.seen_joining),
                 })
             })
             .collect();

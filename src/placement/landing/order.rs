@@ -56,6 +56,9 @@ pub fn order_positions(view: &ClusterView, listed: ListedNodeOrder) -> Positions
                 }
             }
         }
+        for i in order_unknown_within_second(view, &late, &zones) {
+            positions[i] = Positions::ANYWHERE;
+        }
         positions
     }))
 }
@@ -81,6 +84,32 @@ fn joined_later(view: &ClusterView) -> Vec<usize> {
         (n.created.map(whole_seconds), n.arrival, n.name.as_str())
     });
     late
+}
+
+/// The late joiners whose place among the others of their zone created in the same second
+/// no one outside the scheduler knows: the watch listed some of them (after a restart of the
+/// webhook, or a gap in its watch) rather than seeing them join, and a list is in name order.
+/// The scheduler's informer had them in the order they joined. A burst of nodes joining at
+/// once (a cluster being built, an autoscaler's scale-up) puts hundreds in one second: placed
+/// by name, every one of them would be wrong by up to that many positions.
+fn order_unknown_within_second(view: &ClusterView, late: &[usize], zones: &[String]) -> Vec<usize> {
+    let mut groups: crate::hashing::HashMap<(&str, u64), (Vec<usize>, bool)> = Default::default();
+    for &i in late {
+        let node = &view.nodes[i];
+        let second = node.created.map_or(0, whole_seconds);
+        let (members, all_seen) = groups
+            .entry((zones[i].as_str(), second))
+            .or_insert_with(|| (Vec::new(), true));
+        members.push(i);
+        *all_seen &= node.seen_joining;
+    }
+    let mut unknown: Vec<usize> = groups
+        .into_values()
+        .filter(|(members, all_seen)| members.len() > 1 && !all_seen)
+        .flat_map(|(members, _)| members)
+        .collect();
+    unknown.sort_unstable();
+    unknown
 }
 
 fn whole_seconds(t: std::time::SystemTime) -> u64 {
@@ -114,7 +143,8 @@ mod tests {
                 .collect::<Vec<_>>(),
         }))
         .expect("snapshot");
-        let inventory = Inventory {
+        // `seen_joining`: the watch delivered each node as it joined, not in a list.
+        let inventory = |seen_joining: bool| Inventory {
             nodes: nodes
                 .iter()
                 .map(|&(name, created, arrival)| {
@@ -122,15 +152,17 @@ mod tests {
                         ready: true,
                         created,
                         arrival,
+                        seen_joining,
                         ..NodeFacts::default()
                     };
                     (name.to_string(), facts)
                 })
                 .collect(),
         };
+        let seen = inventory(true);
         // The nodes by position, those that could be anywhere first by name.
-        let placed = |since: Option<std::time::SystemTime>, listed: ListedNodeOrder| {
-            let view = ClusterView::build(&snapshot, Some(&inventory), &Default::default())
+        let placed_in = |inventory: &Inventory, since: Option<std::time::SystemTime>, listed| {
+            let view = ClusterView::build(&snapshot, Some(inventory), &Default::default())
                 .with_scheduler_since(since);
             let positions = order_positions(&view, listed);
             let mut names: Vec<(Option<usize>, String)> = view
@@ -142,6 +174,7 @@ mod tests {
             names.sort_unstable();
             names
         };
+        let placed = |since, listed| placed_in(&seen, since, listed);
         let order = |since| -> Vec<String> {
             let names = placed(since, ListedNodeOrder::ByName);
             assert!(names.iter().all(|(p, _)| p.is_some()));
@@ -172,5 +205,31 @@ mod tests {
             ])
         );
         assert!(known(None).iter().all(|(p, _)| p.is_none()));
+        // Listed by the watch (say after a restart of the webhook): the nodes that joined in
+        // the same second as others could be in either order, so anywhere; a node alone in its
+        // second keeps its place.
+        let listed = inventory(false);
+        assert_eq!(
+            placed_in(&listed, Some(since), ListedNodeOrder::ByName),
+            named(&[
+                (None, "c"),
+                (None, "e"),
+                (Some(0), "b"),
+                (Some(1), "d"),
+                (Some(2), "f"),
+                (Some(5), "a")
+            ])
+        );
+        assert_eq!(
+            placed_in(&listed, at(50), ListedNodeOrder::ByName),
+            named(&[
+                (None, "b"),
+                (None, "c"),
+                (None, "d"),
+                (None, "e"),
+                (Some(2), "f"),
+                (Some(5), "a")
+            ])
+        );
     }
 }
