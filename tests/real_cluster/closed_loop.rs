@@ -681,8 +681,8 @@ async fn five_hundred_nodes_default_sampling() {
     check_within_one_taskmanager("500 nodes", &run);
 }
 
-/// Half the nodes busy, most of their cores requested, 60 nodes joined late (0.456, 0.460 and
-/// 0.479 in three runs against ideal's 0.501).
+/// Half the nodes busy, most of their cores requested, 60 nodes joined late (0.502, 0.552 and
+/// 0.467 in three runs against ideal's 0.501; one TaskManager is 0.062 or 0.125).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_busy_nodes_default_sampling_late_joiners() {
     let _serial = serial().await;
@@ -702,10 +702,8 @@ async fn two_thousand_busy_nodes_default_sampling_late_joiners() {
     check_within_one_taskmanager("2,000 busy nodes", &run);
 }
 
-/// As at 2,000 nodes, with 150 late joiners. Not within one TaskManager of ideal every run
-/// (0.446, 0.415, 0.449, 0.745, 0.712, 0.405 against ideal's 0.432): a pod decided long before
-/// the scheduler reaches it can find every node it named full, and a stray onto a warm node
-/// sets the hottest. The run-independent check is that it stays far below no webhook.
+/// As at 2,000 nodes, with 150 late joiners (0.432, 0.438 and 0.425 in three runs against
+/// 0.432 inside each sample).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_thousand_busy_nodes_default_sampling_late_joiners() {
     let _serial = serial().await;
@@ -722,7 +720,7 @@ async fn five_thousand_busy_nodes_default_sampling_late_joiners() {
     let Some(run) = run(scenario).await else {
         return;
     };
-    check_far_below_no_webhook("5,000 busy nodes", &run);
+    check_within_one_taskmanager("5,000 busy nodes", &run);
 }
 
 /// As at 2,000 nodes with 60 late joiners, the scheduler restarted once they all exist: its
@@ -756,24 +754,27 @@ async fn two_thousand_busy_nodes_default_sampling_scheduler_restarted() {
     );
 }
 
-/// [`APART_ON_TWO_THOUSAND`] on the real scheduler.
+/// [`APART_ON_TWO_THOUSAND`] on the real scheduler (0.524 and 0.515 in two runs against
+/// ideal's 0.562: one TaskManager per node keeps every pod off the nodes ideal stacks).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_busy_nodes_template_apart() {
     let _serial = serial().await;
     let Some(run) = run(APART_ON_TWO_THOUSAND).await else {
         return;
     };
-    assert!(run.real_webhook.onto_busy < run.real_none.onto_busy);
+    check_within_one_taskmanager("2,000 busy nodes, apart", &run);
 }
 
-/// [`ZONE_SPREAD_ON_TWO_THOUSAND`] on the real scheduler.
+/// [`ZONE_SPREAD_ON_TWO_THOUSAND`] on the real scheduler. Within one TaskManager of ideal in
+/// four runs (0.510, 0.393, 0.520 and 0.354 against ideal's 0.408, one TaskManager 0.125), but
+/// one of them by 0.013: not held every run, so the check is that it beats no webhook.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_busy_nodes_template_zone_spread() {
     let _serial = serial().await;
     let Some(run) = run(ZONE_SPREAD_ON_TWO_THOUSAND).await else {
         return;
     };
-    assert!(run.real_webhook.onto_busy < run.real_none.onto_busy);
+    check_far_below_no_webhook("2,000 busy nodes, zone spread", &run);
 }
 
 /// Restarts the default scheduler and waits until the new one leads (its Lease acquired anew,
