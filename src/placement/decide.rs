@@ -20,10 +20,11 @@ use super::grading::{Grading, tier_weights};
 use super::landing::{Coverage, Window, order_positions, tier_size_for_sample};
 use super::predict::predict_landing;
 use super::rank_index::{RankIndex, RankIndexes};
+use super::ranking_source::{Indexed, RankingSource, Walks};
 use super::replica::Replica;
 use super::spread_cover::cover_spread_domains;
 use super::standing::{Candidate, Ranking, load_with, pod_heat, tie_breakers};
-use super::walk::{Walk, count_feasible};
+use super::walk::Walk;
 use crate::config::scheduler::SchedulerConfig;
 use crate::scheduler::num_feasible_nodes_to_find;
 use crate::view::ClusterView;
@@ -37,46 +38,89 @@ const MAX_TAKEN_AHEAD: usize = 200;
 /// membership (when known) which nodes are its own. Walks every node: the reference
 /// [`decide_indexed`] is held to.
 pub fn decide(ctx: &DecisionCtx<'_>, replica: impl Into<Replica>) -> Decision {
+    let replica = deciding(ctx, replica);
+    let eligibility = Eligibility::of(ctx, &replica, None);
+    let walks = Walks::new(ctx, &replica, &eligibility);
+    let picked = pick_from(ctx, &walks, &eligibility);
+    decision(ctx, &replica, &eligibility, picked)
+}
+
+/// [`decide`], reading the ranking of this pod's shape from `indexes` (brought up to date
+/// with the nodes the ledger changed since) instead of walking every node, when the ledger is
+/// aligned with the view. Same decision.
+pub fn decide_indexed(
+    ctx: &DecisionCtx<'_>,
+    replica: impl Into<Replica>,
+    indexes: &RankIndexes,
+) -> Decision {
     let DecisionCtx {
         pod,
         view,
+        ledger,
         policy,
         inflight,
         ..
     } = *ctx;
     let replica = deciding(ctx, replica);
-    let ties = tie_breakers(view, replica.salt);
-    let Eligibility {
-        node_eligible,
-        partition,
-        kept,
-        passing,
-        bounded,
-    } = Eligibility::of(ctx, &replica, None);
-    let eligible = kept.unwrap_or_else(|| node_eligible.clone());
-    let passing = passing.unwrap_or_else(|| node_eligible.clone());
-    // Counted once, whichever of the walks below reads it.
-    let feasible = std::cell::OnceCell::new();
-    let walk_over = |eligible: &[u32]| {
-        let mut walk = Walk::new(ctx, eligible, &ties, partition.as_ref());
-        if eligible.len() < passing.len() {
-            walk.feasible = *feasible.get_or_init(|| count_feasible(&passing, view, inflight, pod));
-        }
-        walk
+    let Some(ledger) = ledger.filter(|_| inflight.aligned) else {
+        return decide(ctx, replica);
     };
-    // The job's own bounds hold while some cool node is within them.
-    let walk = match bounded.map(|b| walk_over(&b)) {
-        Some(walk) if !walk.candidates.is_empty() => walk,
-        _ => walk_over(&eligible),
+    // Which nodes such a pod may take changes with every pod bound or steered, and the level
+    // the other replicas' unheard pods reach with every decision of a replica that mirrors
+    // them: the per-shape index follows neither; the walk does.
+    if super::pod_level::applies(&pod.facts, ledger) || replica.mirrors() {
+        return decide(ctx, replica);
+    }
+    let Some(slot) = indexes.slot(view, pod, policy, &replica) else {
+        return decide(ctx, replica);
     };
-    let wide = (eligible.len() < passing.len()).then_some(|| walk_over(&passing));
-    let mut picked = pick_cool_first(ctx, walk, wide);
+    // Scores that count other pods, and the job's own bounds, keep some nodes of the shape's
+    // ranking for this pod only: the index is read through them.
+    let eligibility = Eligibility::of(ctx, &replica, Some(indexes.affinity_sums()));
+    // The index is held while it catches up and is read, not while the answer is built.
+    let picked = {
+        let mut index = RankIndexes::lock(&slot);
+        let index = RankIndex::up_to_date(&mut index, ctx, ledger, &replica);
+        pick_from(ctx, &Indexed { index, view }, &eligibility)
+    };
+    decision(ctx, &replica, &eligibility, picked)
+}
+
+/// The tiers and the avoid list from `source`: within the job's own bounds while some cool
+/// node is there, else over the nodes the scores keep, else (when those hold no cool node)
+/// over every node that passes the filters.
+fn pick_from<S: RankingSource>(
+    ctx: &DecisionCtx<'_>,
+    source: &S,
+    eligibility: &Eligibility,
+) -> Picked {
+    let ranking = match eligibility.bounded.as_ref().map(|b| source.over(Some(b))) {
+        Some(within) if within.any_cool() => within,
+        _ => source.over(eligibility.kept.as_ref()),
+    };
+    let wide = eligibility.narrowed().then_some(|| source.over(None));
+    pick_cool_first(ctx, ranking, wide)
+}
+
+/// The decision from what was picked: the spread domains covered, then the weights, the
+/// avoid term and the landing.
+fn decision(
+    ctx: &DecisionCtx<'_>,
+    replica: &Replica,
+    eligibility: &Eligibility,
+    mut picked: Picked,
+) -> Decision {
+    let DecisionCtx {
+        pod, view, policy, ..
+    } = *ctx;
     let domains = super::pod_level::spread_domains(&pod.facts, view);
     if !domains.is_empty() && !picked.saturated {
         // Every spread domain, those this replica sees closed included: by the time the
         // scheduler reaches the pod, pods this replica has not heard of may have moved which
         // one is open.
-        let cool_anywhere = Walk::new(ctx, &node_eligible, &ties, partition.as_ref());
+        let ties = tie_breakers(view, replica.salt);
+        let partition = eligibility.partition.as_ref();
+        let cool_anywhere = Walk::new(ctx, &eligibility.node_eligible, &ties, partition);
         // Sized for the sample as the tiers are: a domain's few named nodes are often all
         // outside it, and the pod then stacks on whichever node its request scores favour.
         let per_domain = tier_size_for_sample(
@@ -137,68 +181,6 @@ fn deciding(ctx: &DecisionCtx<'_>, replica: impl Into<Replica>) -> Replica {
 /// The scheduler scores every feasible node of `view`, whatever passes its filters.
 fn scores_every_node(view: &ClusterView, scheduler: &SchedulerConfig) -> bool {
     nodes_to_score(view, scheduler) >= view.nodes.len() + view.nodes_without_metrics
-}
-
-/// [`decide`], reading the ranking of this pod's shape from `indexes` (brought up to date
-/// with the nodes the ledger changed since) instead of walking every node, when the ledger is
-/// aligned with the view. Same decision.
-pub fn decide_indexed(
-    ctx: &DecisionCtx<'_>,
-    replica: impl Into<Replica>,
-    indexes: &RankIndexes,
-) -> Decision {
-    let DecisionCtx {
-        pod,
-        view,
-        ledger,
-        policy,
-        inflight,
-        ..
-    } = *ctx;
-    let replica = deciding(ctx, replica);
-    match (ledger, inflight.aligned) {
-        // Which nodes such a pod may take changes with every pod bound or steered: the
-        // per-shape index does not follow that; the walk does.
-        (Some(ledger), true) if super::pod_level::applies(&pod.facts, ledger) => {
-            decide(ctx, replica)
-        }
-        // The level the other replicas' unheard pods reach moves with every decision: the
-        // index does not follow that either.
-        (Some(_), true) if replica.mirrors() => decide(ctx, replica),
-        (Some(ledger), true) => {
-            let Some(slot) = indexes.slot(view, pod, policy, &replica) else {
-                return decide(ctx, replica);
-            };
-            // Scores that count other pods, and the job's own bounds, keep some nodes of the
-            // shape's ranking for this pod only: the index is read through them.
-            let eligibility = Eligibility::of(ctx, &replica, Some(indexes.affinity_sums()));
-            let mask = |allowed: &[u32]| {
-                let mut mask = vec![false; view.nodes.len()];
-                for &position in allowed {
-                    if let Some(kept) = mask.get_mut(position as usize) {
-                        *kept = true;
-                    }
-                }
-                mask
-            };
-            let restricted = eligibility.kept.map(|allowed| mask(&allowed));
-            let bounded = eligibility.bounded.map(|allowed| mask(&allowed));
-            // The index is held while it catches up and is read, not while the answer is built.
-            let picked = {
-                let mut index = RankIndexes::lock(&slot);
-                let index = RankIndex::up_to_date(&mut index, ctx, ledger, &replica);
-                // The job's own bounds hold while some cool node is within them.
-                let ranking = match bounded.as_deref().map(|b| index.ranking(Some(b))) {
-                    Some(within) if within.best().is_some() => within,
-                    _ => index.ranking(restricted.as_deref()),
-                };
-                let wide = restricted.is_some().then_some(|| index.ranking(None));
-                pick_cool_first(ctx, ranking, wide)
-            };
-            finish(ctx, picked)
-        }
-        _ => decide(ctx, replica),
-    }
 }
 
 /// What a decision reads from the ranking; taken at once, so an index is held no longer.

@@ -2,6 +2,7 @@
 //! rank index): the pod's own filters, this replica's share, what the scores that count other
 //! pods keep, and the job's own bounds.
 
+use std::cell::OnceCell;
 use std::sync::Arc;
 
 use super::affinity_sums::AffinitySumsCache;
@@ -14,19 +15,48 @@ use super::replica::{Partition, Replica};
 use crate::config::PlacementConfig;
 use crate::config::scheduler::SchedulerConfig;
 
+/// Some nodes of the view, as the walk reads them (their positions) and as a rank index does
+/// (a mark per view position, made when first asked for).
+pub(super) struct Allowed {
+    pub(super) positions: Arc<[u32]>,
+    marks: OnceCell<Vec<bool>>,
+}
+
+impl Allowed {
+    fn new(positions: impl Into<Arc<[u32]>>) -> Self {
+        Allowed {
+            positions: positions.into(),
+            marks: OnceCell::new(),
+        }
+    }
+
+    /// A mark for each of the view's `nodes` positions: allowed or not.
+    pub(super) fn marks(&self, nodes: usize) -> &[bool] {
+        self.marks.get_or_init(|| {
+            let mut marks = vec![false; nodes];
+            for &position in self.positions.iter() {
+                if let Some(mark) = marks.get_mut(position as usize) {
+                    *mark = true;
+                }
+            }
+            marks
+        })
+    }
+}
+
 /// The nodes a decision may name, by view position.
 pub(super) struct Eligibility {
     /// Those the pod's own filters pass.
-    pub(crate) node_eligible: Arc<[u32]>,
+    pub(super) node_eligible: Arc<[u32]>,
     /// This replica's share, when replicas partition the nodes.
-    pub(crate) partition: Option<Partition>,
+    pub(super) partition: Option<Partition>,
     /// Those the scores that count other pods keep, when such scores apply.
-    pub(crate) kept: Option<Arc<[u32]>>,
+    pub(super) kept: Option<Allowed>,
     /// Those the filters that count other pods pass, when such filters or scores apply: as
     /// feasible to the scheduler as the kept ones, so its sample is sized by all of them.
-    pub(crate) passing: Option<Arc<[u32]>>,
+    pub(super) passing: Option<Arc<[u32]>>,
     /// Of the kept nodes, those within the job's own bounds, when it has any.
-    pub(crate) bounded: Option<Vec<u32>>,
+    pub(super) bounded: Option<Allowed>,
 }
 
 impl Eligibility {
@@ -66,6 +96,7 @@ impl Eligibility {
             let allowed = kept.as_deref().unwrap_or(&node_eligible);
             within_bounds(allowed, &pod.facts, view, ledger, &policy.per_job)
         });
+        let (kept, bounded) = (kept.map(Allowed::new), bounded.map(Allowed::new));
         Eligibility {
             node_eligible,
             partition,
@@ -73,6 +104,18 @@ impl Eligibility {
             passing,
             bounded,
         }
+    }
+
+    /// Every node that passes the filters, those the scores leave out included.
+    pub(super) fn passing(&self) -> &Arc<[u32]> {
+        self.passing.as_ref().unwrap_or(&self.node_eligible)
+    }
+
+    /// The scores that count other pods leave some of the nodes that pass the filters out.
+    pub(super) fn narrowed(&self) -> bool {
+        self.kept
+            .as_ref()
+            .is_some_and(|kept| kept.positions.len() < self.passing().len())
     }
 }
 

@@ -17,6 +17,7 @@ pub(crate) mod per_job;
 pub mod pod_level;
 mod predict;
 pub(crate) mod rank_index;
+mod ranking_source;
 pub(crate) mod replica;
 pub(crate) mod selector;
 mod spread_cover;

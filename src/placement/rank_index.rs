@@ -24,6 +24,8 @@ use crate::view::ClusterView;
 
 mod ranking;
 
+pub(super) use ranking::Restricted;
+
 /// Pod shapes indexed per view; others are decided by walking every node. A burst is a few
 /// shapes (one per Flink job), and each index holds a few hundred kilobytes at 5,000 nodes.
 pub(crate) const MAX_SHAPES: usize = 16;
