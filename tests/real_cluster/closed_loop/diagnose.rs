@@ -1,0 +1,169 @@
+//! What to read when a burst ends above its bound: the pods bound outside their first tier,
+//! how many first-tier nodes still had room, and the scheduler's real node order around them.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{NodeSelectorRequirement, Pod, PreferredSchedulingTerm};
+use kube::Api;
+use kube::api::ListParams;
+
+use super::generated::{Node, TASKMANAGER_CORES};
+use crate::fixture::{Cluster, decision, preferred};
+
+/// The nodes a preferred term names (`In`).
+fn term_nodes(term: &PreferredSchedulingTerm) -> Vec<String> {
+    let values = |reqs: &Option<Vec<NodeSelectorRequirement>>| {
+        reqs.iter()
+            .flatten()
+            .filter(|r| r.operator == "In")
+            .flat_map(|r| r.values.iter().flatten().cloned())
+            .collect::<Vec<_>>()
+    };
+    let mut all = values(&term.preference.match_expressions);
+    all.extend(values(&term.preference.match_fields));
+    all
+}
+
+/// The pods bound to a node none of their terms names: their sample held no named node (or
+/// none with room), so the scheduler's request scores, which do not see heat, chose.
+pub(super) fn bound_unnamed(pods: &[Pod]) -> std::collections::BTreeSet<String> {
+    pods.iter()
+        .filter(|pod| {
+            let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
+                return false;
+            };
+            !preferred(pod)
+                .iter()
+                .any(|t| term_nodes(t).iter().any(|n| n == node))
+        })
+        .filter_map(|pod| pod.metadata.name.clone())
+        .collect()
+}
+
+/// Every steered pod bound to a node outside its first tier, and every pod on the hottest node,
+/// with its decision note, what its terms named and how many first-tier nodes still had room:
+/// what to read when the hottest node is above the bound.
+pub(super) fn print_strays(
+    pods: &[Pod],
+    nodes: &[Node],
+    index: &BTreeMap<String, usize>,
+    (hottest, order): (Option<&str>, &BTreeMap<String, usize>),
+) {
+    let named = term_nodes;
+    // Cores requested on each node as the scheduler saw it, taking the pods to be bound in
+    // creation order (their names' order): which named nodes still had room for a pod.
+    let mut requested: BTreeMap<&str, f64> = nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.requested_cores))
+        .collect();
+    let mut in_order: Vec<&Pod> = pods.iter().collect();
+    in_order.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    for pod in in_order {
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
+            continue;
+        };
+        let terms = preferred(pod);
+        let room = |name: &str| {
+            index.get(name).is_some_and(|&i| {
+                f64::from(nodes[i].cores) - requested.get(name).copied().unwrap_or(0.0)
+                    >= TASKMANAGER_CORES - 1e-9
+            })
+        };
+        // The first tier's terms: graded under sampling, never below half its weight.
+        let top = terms.iter().map(|t| t.weight).max().unwrap_or(0);
+        let first_tier = |t: &&PreferredSchedulingTerm| 2 * t.weight > top;
+        let first: Vec<String> = terms.iter().filter(first_tier).flat_map(named).collect();
+        let first_with_room = (first.iter().filter(|n| room(n)).count(), first.len());
+        // The longest stretch of the scheduler's order between two first-tier nodes with room.
+        let mut places: Vec<usize> = first
+            .iter()
+            .filter(|n| room(n))
+            .filter_map(|n| order.get(n).copied())
+            .collect();
+        places.sort_unstable();
+        let widest_gap = places
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .chain(
+                places
+                    .first()
+                    .zip(places.last())
+                    .map(|(a, b)| a + order.len() - b),
+            )
+            .max();
+        if let Some(used) = requested.get_mut(node) {
+            *used += TASKMANAGER_CORES;
+        }
+        let term = terms.iter().find(|t| named(t).iter().any(|n| n == node));
+        let tier = term.map(|t| if first_tier(&t) { 1 } else { 2 });
+        if tier == Some(1) && Some(node) != hottest {
+            continue;
+        }
+        let cpu = index.get(node).map_or(f64::NAN, |&i| nodes[i].cpu);
+        let sizes: Vec<String> = terms
+            .iter()
+            .map(|t| format!("{}x{}", t.weight, named(t).len()))
+            .collect();
+        eprintln!(
+            "{}: {} on {node} (cpu before {cpu:.2}, tier {tier:?}), terms {sizes:?}, \
+             tier-1 nodes with room then {first_with_room:?}, widest gap {widest_gap:?}, note {:?}",
+            match tier {
+                None => "stray",
+                Some(1) => "on the hottest",
+                Some(_) => "on a later tier",
+            },
+            pod.metadata.name.as_deref().unwrap_or("?"),
+            decision(pod).unwrap_or("none")
+        );
+    }
+}
+
+/// Each node's place in the scheduler's order, when it ran before every node joined: zones
+/// round-robin, each zone's nodes in the order they were created. Nodes here are never updated,
+/// so their resourceVersion is their creation's.
+pub(super) async fn scheduler_order(cluster: &Cluster) -> BTreeMap<String, usize> {
+    let mut all = Api::<k8s_openapi::api::core::v1::Node>::all(cluster.admin.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("list nodes")
+        .items;
+    let version = |n: &k8s_openapi::api::core::v1::Node| {
+        n.metadata
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(u64::MAX)
+    };
+    all.sort_by_key(version);
+    let mut zones: Vec<(String, Vec<String>)> = Vec::new();
+    for node in &all {
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        let zone = format!(
+            "{}:\x00:{}",
+            labels
+                .get("topology.kubernetes.io/region")
+                .cloned()
+                .unwrap_or_default(),
+            labels
+                .get("topology.kubernetes.io/zone")
+                .cloned()
+                .unwrap_or_default()
+        );
+        let name = node.metadata.name.clone().unwrap_or_default();
+        match zones.iter_mut().find(|(z, _)| *z == zone) {
+            Some((_, names)) => names.push(name),
+            None => zones.push((zone, vec![name])),
+        }
+    }
+    let mut order = BTreeMap::new();
+    let longest = zones.iter().map(|(_, n)| n.len()).max().unwrap_or(0);
+    for k in 0..longest {
+        for (_, names) in &zones {
+            if let Some(name) = names.get(k) {
+                let place = order.len();
+                order.insert(name.clone(), place);
+            }
+        }
+    }
+    order
+}
