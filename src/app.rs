@@ -89,11 +89,7 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
     let metrics = Arc::new(Metrics::new());
     let readiness = Arc::new(Readiness::new());
     let store = Arc::new(ViewStore::new(config.placement.clone()));
-    let ledger = Arc::new(SharedLedger::new(
-        Ledger::new(config.inflight.ttl)
-            .with_max_entries(config.inflight.max_entries)
-            .with_max_landings(config.inflight.max_landings),
-    ));
+    let ledger = Arc::new(SharedLedger::new(Ledger::for_config(&config)));
     let (stop, stopped) = watch::channel(false);
     let mut background = Vec::new();
 

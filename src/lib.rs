@@ -24,6 +24,7 @@ pub mod simulate_cmd;
 pub mod snapshot;
 pub mod telemetry;
 pub mod view;
+pub(crate) mod well_known;
 
 /// Makes ring the process-wide rustls provider, which the kube and Prometheus clients use.
 /// Idempotent: a provider installed earlier stays.

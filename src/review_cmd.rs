@@ -47,11 +47,7 @@ pub fn review_with(
     };
     let store = Arc::new(ViewStore::new(config.placement.clone()));
     store.publish_snapshot(snapshot);
-    let ledger = Arc::new(SharedLedger::new(
-        Ledger::new(config.inflight.ttl)
-            .with_max_entries(config.inflight.max_entries)
-            .with_max_landings(config.inflight.max_landings),
-    ));
+    let ledger = Arc::new(SharedLedger::new(Ledger::for_config(&config)));
     let config = Arc::new(config);
     let admission = Admission::new(config.clone(), store.clone(), ledger);
     // Before answering: the answer charges the ledger, and the table shows the same decision.

@@ -16,7 +16,6 @@ use tracing::{debug, warn};
 use crate::config::{Config, Mode, SchedulerConfig};
 use crate::inflight::ledger::{Ledger, PodLoad};
 use crate::inflight::note::{ANNOTATION, DecisionNote};
-use crate::inflight::pod_groups::PodGroup;
 use crate::inventory::lease::SchedulerLease;
 use crate::jobs::JobKey;
 use crate::patch::{self, Changes};
@@ -172,6 +171,9 @@ impl Admission {
         ledger: Arc<SharedLedger>,
         salt: u64,
     ) -> Self {
+        // The ledger tags what this admission's policy counts, for its pods and the watch's.
+        let tags_jobs = !config.placement.per_job.is_off();
+        ledger.write().set_tags_jobs(tags_jobs);
         Admission {
             config,
             store,
@@ -449,7 +451,7 @@ impl Admission {
             }
             self.charging.store(true, Relaxed);
             if let Ok(mut ledger) = self.ledger.write_if_unchanged(seen) {
-                charge_decision(&mut ledger, id, demand, &decision, self.tags_jobs());
+                charge_decision(&mut ledger, id, demand, &decision);
                 return decision;
             }
         }
@@ -462,14 +464,9 @@ impl Admission {
         if decision.landing.is_empty() {
             self.charging.store(false, Relaxed);
         } else {
-            charge_decision(&mut ledger, id, demand, &decision, self.tags_jobs());
+            charge_decision(&mut ledger, id, demand, &decision);
         }
         decision
-    }
-
-    /// Pending TaskManagers are counted by job (`placement.per_job` is on).
-    fn tags_jobs(&self) -> bool {
-        !self.config.placement.per_job.is_off()
     }
 
     /// The decision, with its landing where the pod really goes: in observe mode the pod keeps
@@ -605,15 +602,8 @@ fn node_names(view: &ClusterView) -> impl Iterator<Item = &str> {
 }
 
 /// Charges the pod where `decision` predicts it lands, and remembers the decision's heats
-/// there for landing accuracy. `tag_jobs`: a job's TaskManager is tagged with its group even
-/// without terms that count other pods (the job's own bounds count it).
-fn charge_decision(
-    ledger: &mut Ledger,
-    id: &str,
-    demand: &PodDemand<'_>,
-    decision: &Decision,
-    tag_jobs: bool,
-) {
+/// there for landing accuracy.
+fn charge_decision(ledger: &mut Ledger, id: &str, demand: &PodDemand<'_>, decision: &Decision) {
     ledger.charge(
         id,
         &decision.landing,
@@ -621,13 +611,7 @@ fn charge_decision(
         &demand.facts.requests,
         Instant::now(),
     );
-    // Other pods are tagged only once bound: a review stays cheap for the many pods without
-    // such terms.
-    if demand.facts.counts_other_pods()
-        || (tag_jobs && crate::placement::per_job::is_job_taskmanager(&demand.facts))
-    {
-        ledger.set_group(id, PodGroup::of_facts(&demand.facts));
-    }
+    ledger.tag(id, &demand.facts);
     // The landing nodes are tier-1 nodes; at 5,000 nodes there are ~50 of each.
     let first: crate::hashing::HashMap<&str, f32> = decision
         .first_tier()

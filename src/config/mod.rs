@@ -369,7 +369,7 @@ pub enum NodeMatch {
 }
 
 /// The label every kubelet sets, one value per node.
-pub(crate) const HOSTNAME_LABEL: &str = crate::scheduler::well_known::HOSTNAME;
+pub(crate) const HOSTNAME_LABEL: &str = crate::well_known::HOSTNAME;
 
 /// By the hostname label: a tier is one term, not one per node, so a steered pod carries a
 /// few KB of affinity at 5,000 nodes instead of about 15 KB.

@@ -19,7 +19,6 @@
 //! vanish while a watch is down are not forgotten explicitly; the ttl bounds their effect.
 
 use crate::inflight::shared::SharedLedger;
-use crate::jobs::taskmanager_app;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -35,7 +34,6 @@ use super::client::WatchHealth;
 use crate::config::Mode;
 use crate::inflight::ledger::Ledger;
 use crate::inflight::note::{ANNOTATION, DecisionNote};
-use crate::inflight::pod_groups::PodGroup;
 use crate::readiness::Readiness;
 use crate::scheduler::{PodFacts, PodRequests};
 use crate::telemetry::{Landing, Metrics, NodeHeat};
@@ -153,19 +151,8 @@ pub fn apply_pod_event(
     };
     ledger.charge(&note.id, &note.nodes, note.load, &requests, steered_at);
     heard_if_recent(ledger, &note.id);
-    // Another replica's pod: tagged when the plugins that count pods or a job's own bounds
-    // may read it.
-    if pod.spec.as_ref().is_some_and(|spec| {
-        let facts = PodFacts::of_spec(spec);
-        facts.counts_other_pods()
-            || pod
-                .metadata
-                .labels
-                .as_ref()
-                .is_some_and(|l| taskmanager_app(l).is_some())
-    }) {
-        ledger.set_group(&note.id, PodGroup::of(pod));
-    }
+    // Another replica's pod: tagged by the rule its own pods follow.
+    ledger.tag(&note.id, &PodFacts::without_requests(pod));
     if ledger.contains(&note.id) {
         PodEffect::Charged
     } else {

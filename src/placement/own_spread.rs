@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::scheduler::pods::term_selects;
 
 /// The topology of a term that spreads pods one per node.
-pub(crate) use crate::scheduler::well_known::HOSTNAME;
+use crate::well_known::HOSTNAME;
 
 /// The highest weight of `pod`'s preferred pod anti-affinity terms on `kubernetes.io/hostname`
 /// that select the pod itself (its own labels, in its own namespace); `None` without one.
@@ -77,7 +77,7 @@ mod tests {
             Some(100)
         );
         for other in [
-            term(100, crate::scheduler::well_known::ZONE, own.clone()),
+            term(100, crate::well_known::ZONE, own.clone()),
             term(100, HOSTNAME, json!({"matchLabels": {"app": "clicks"}})),
             // No selector selects nothing.
             json!({"weight": 100, "podAffinityTerm": {"topologyKey": HOSTNAME}}),

@@ -9,13 +9,7 @@ use crate::jobs::taskmanager_app as app_of;
 use crate::scheduler::PodFacts;
 use crate::view::ClusterView;
 
-/// The zone label the zone bound reads.
-pub(crate) use crate::scheduler::well_known::ZONE as ZONE_KEY;
-
-/// The pod is a job's TaskManager, which the job's own bounds count.
-pub(crate) fn is_job_taskmanager(facts: &PodFacts<'_>) -> bool {
-    app_of(facts.labels()).is_some()
-}
+use crate::well_known::ZONE;
 
 /// The job's pods on each node, by position in `view` (which `ledger` is aligned with).
 fn pods_per_node(facts: &PodFacts<'_>, app: &str, view: &ClusterView, ledger: &Ledger) -> Vec<u32> {
@@ -60,7 +54,7 @@ pub(crate) fn within_bounds(
         narrow(&|p| per_node.get(p).copied().unwrap_or(0) < max);
     }
     if let Some(share) = per_job.max_per_zone {
-        let zones = super::groups_around::view_domains(view, ZONE_KEY);
+        let zones = super::groups_around::view_domains(view, ZONE);
         let mut per_zone = vec![0u64; zones.count()];
         for (position, &pods) in per_node.iter().enumerate() {
             if let Some(zone) = zones.of_node(position) {

@@ -356,7 +356,7 @@ pub(crate) fn spread_domains(
         .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
     {
         let key = &constraint.topology_key;
-        if key == crate::scheduler::well_known::HOSTNAME {
+        if key == crate::well_known::HOSTNAME {
             // One node per domain: covering every domain would name every node.
             continue;
         }

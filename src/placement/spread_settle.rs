@@ -14,9 +14,9 @@ use std::collections::BTreeMap;
 use crate::inflight::pod_groups::PodGroup;
 use crate::scheduler::pod::{PodFacts, required_node_affinity_matches};
 use crate::scheduler::pods::{Labels, selector_matches};
-use crate::scheduler::spread_defaults::HOSTNAME_KEY;
 use crate::scheduler::topology_spread::SpreadFilter;
 use crate::scheduler::{ClusterPods, ExistingPod, ModelNode};
+use crate::well_known::HOSTNAME;
 
 /// Moves the pending pods of `pods` (those from `first_pending` on) alike to the pod `facts`
 /// describes (its namespace and labels) into the domains the scheduler's spread filter lets
@@ -38,7 +38,7 @@ pub(super) fn settle_pending(
         return;
     };
     let key = constraint.topology_key.as_str();
-    if key == HOSTNAME_KEY
+    if key == HOSTNAME
         || first_pending >= pods.len()
         || !selector_matches(constraint.label_selector.as_ref(), facts.labels())
     {
@@ -155,7 +155,7 @@ mod tests {
     use super::*;
     use crate::scheduler::Resources;
 
-    use crate::scheduler::well_known::ZONE;
+    use crate::well_known::ZONE;
 
     fn nodes() -> Vec<ModelNode> {
         ["a", "b", "c", "a", "b", "c"]
@@ -268,7 +268,7 @@ mod tests {
         if let Some(spec) = hostname.spec.as_mut()
             && let Some(constraints) = spec.topology_spread_constraints.as_mut()
         {
-            constraints[0].topology_key = HOSTNAME_KEY.into();
+            constraints[0].topology_key = HOSTNAME.into();
         }
         let facts = PodFacts::of(&hostname);
         let mut pods = vec![on(3, 3, &facts)];

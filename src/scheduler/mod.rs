@@ -48,7 +48,6 @@ pub(crate) mod spread_defaults;
 pub(crate) mod status;
 pub(crate) mod terms;
 pub mod topology_spread;
-pub(crate) mod well_known;
 
 pub use cycle::{Cycle, PodFilters, Scheduler, Unfit, num_feasible_nodes_to_find};
 pub use node::ModelNode;

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use super::well_known::{REGION, REGION_BETA, ZONE, ZONE_BETA};
+use crate::well_known::{REGION, REGION_BETA, ZONE, ZONE_BETA};
 
 /// A node's zone key as the scheduler cache forms it: empty when the node has neither label.
 /// Upstream reads the beta label first and the GA one only when the beta one is absent.

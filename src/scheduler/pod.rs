@@ -34,13 +34,19 @@ pub struct PodFacts<'a> {
 
 impl<'a> PodFacts<'a> {
     pub fn of(pod: &'a Pod) -> Self {
+        let mut facts = PodFacts::without_requests(pod);
+        if pod.spec.is_some() {
+            facts.requests = PodRequests::of(pod);
+        }
+        facts
+    }
+
+    /// Everything but the requests, which cost a walk over the containers.
+    pub(crate) fn without_requests(pod: &'a Pod) -> Self {
         let mut facts = match pod.spec.as_ref() {
             Some(spec) => PodFacts::of_spec(spec),
             None => PodFacts::default(),
         };
-        if pod.spec.is_some() {
-            facts.requests = PodRequests::of(pod);
-        }
         facts.namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         facts.labels = pod.metadata.labels.as_ref();
         facts

@@ -4,7 +4,7 @@ use std::sync::LazyLock;
 
 use k8s_openapi::api::core::v1::TopologySpreadConstraint;
 
-pub(crate) use super::well_known::{HOSTNAME as HOSTNAME_KEY, ZONE as ZONE_KEY};
+use crate::well_known::{HOSTNAME, ZONE};
 pub(super) const SCHEDULE_ANYWAY: &str = "ScheduleAnyway";
 
 /// The plugin's `defaultingType` and `defaultConstraints`.
@@ -24,7 +24,7 @@ static SYSTEM_DEFAULTS: LazyLock<Vec<TopologySpreadConstraint>> = LazyLock::new(
         when_unsatisfiable: SCHEDULE_ANYWAY.to_string(),
         ..TopologySpreadConstraint::default()
     };
-    vec![soft(HOSTNAME_KEY, 3), soft(ZONE_KEY, 5)]
+    vec![soft(HOSTNAME, 3), soft(ZONE, 5)]
 });
 
 impl SpreadDefaults {

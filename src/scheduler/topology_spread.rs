@@ -18,9 +18,10 @@ use super::pods::{
     AlikeMemo, ClusterPods, ExistingPod, Labels, selector_matches, selects_everything,
 };
 use super::scores::MAX_NODE_SCORE;
-use super::spread_defaults::{HOSTNAME_KEY, SCHEDULE_ANYWAY, SpreadDefaults};
+use super::spread_defaults::{SCHEDULE_ANYWAY, SpreadDefaults};
 use super::status::Code;
 use super::terms::tolerated;
+use crate::well_known::HOSTNAME;
 
 const DO_NOT_SCHEDULE: &str = "DoNotSchedule";
 
@@ -105,7 +106,7 @@ impl Constraint<'_> {
     }
 
     fn is_hostname(&self) -> bool {
-        self.key == HOSTNAME_KEY
+        self.key == HOSTNAME
     }
 }
 

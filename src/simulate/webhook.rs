@@ -60,13 +60,7 @@ pub(super) fn webhook(
     store.publish_snapshot(snapshot);
     let replicas = timing.replicas.max(1);
     let ledgers: Vec<Arc<SharedLedger>> = (0..replicas)
-        .map(|_| {
-            Arc::new(SharedLedger::new(
-                Ledger::new(config.inflight.ttl)
-                    .with_max_entries(config.inflight.max_entries)
-                    .with_max_landings(config.inflight.max_landings),
-            ))
-        })
+        .map(|_| Arc::new(SharedLedger::new(Ledger::for_config(&config))))
         .collect();
     let admissions: Vec<Admission> = ledgers
         .iter()

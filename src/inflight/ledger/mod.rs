@@ -132,6 +132,9 @@ pub struct Ledger {
     namespace_labels: std::collections::BTreeMap<String, crate::scheduler::pods::Labels>,
     /// Bumped whenever `namespace_labels` changes.
     namespace_version: u64,
+    /// A job's pending TaskManagers are tagged with their group even without terms that count
+    /// other pods: the job's own bounds (`placement.per_job`) count them.
+    tags_jobs: bool,
     /// Node numbers by position in one view, so a decision's walk over every node looks its
     /// in-flight load and bound requests up without hashing a name.
     aligned: Alignment,
@@ -145,6 +148,37 @@ impl Ledger {
         Ledger {
             max_entries: max_entries.max(1),
             ..self
+        }
+    }
+
+    /// The ledger `config` describes: its ttl, its bounds, and whether it tags a job's pods.
+    pub fn for_config(config: &crate::config::Config) -> Self {
+        Ledger::new(config.inflight.ttl)
+            .with_max_entries(config.inflight.max_entries)
+            .with_max_landings(config.inflight.max_landings)
+            .tagging_jobs(!config.placement.per_job.is_off())
+    }
+
+    /// A ledger that tags a job's pending TaskManagers with their group (see [`Ledger::tag`]).
+    pub(crate) fn tagging_jobs(mut self, on: bool) -> Self {
+        self.set_tags_jobs(on);
+        self
+    }
+
+    pub(crate) fn set_tags_jobs(&mut self, on: bool) {
+        self.tags_jobs = on;
+    }
+
+    /// Tags the pending pod `id` with its group when something may count it: its own terms
+    /// count other pods (its siblings' terms then match it), or it is a job's TaskManager and
+    /// the job's own bounds are on. Other pods are tagged only once bound, so a review stays
+    /// cheap for the many pods without such terms. The one rule for pods decided here and
+    /// pods another replica decided.
+    pub(crate) fn tag(&mut self, id: &str, facts: &crate::scheduler::PodFacts<'_>) {
+        let counted = facts.counts_other_pods()
+            || (self.tags_jobs && crate::jobs::taskmanager_app(facts.labels()).is_some());
+        if counted {
+            self.set_group(id, PodGroup::of_facts(facts));
         }
     }
 
@@ -186,6 +220,7 @@ impl Ledger {
             groups: PodGroups::default(),
             namespace_labels: Default::default(),
             namespace_version: 0,
+            tags_jobs: false,
             aligned: Alignment::default(),
             changes: ChangeLog::default(),
         }
@@ -596,6 +631,35 @@ mod tests {
         assert_eq!(counts, vec![(0, 1)]);
         l.forget("p2");
         assert_eq!(pending_groups(&l).len(), 0);
+    }
+
+    #[test]
+    fn a_jobs_taskmanager_is_tagged_only_while_the_jobs_bounds_are_on() {
+        let taskmanager: k8s_openapi::api::core::v1::Pod =
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"namespace": "flink",
+                             "labels": {"app": "wordcount", "component": "taskmanager"}},
+                "spec": {"containers": [{"name": "flink-main-container"}]},
+            }))
+            .expect("pod");
+        let facts = crate::scheduler::PodFacts::of(&taskmanager);
+        for tags_jobs in [false, true] {
+            let mut l = Ledger::new(Duration::from_secs(60)).tagging_jobs(tags_jobs);
+            l.charge(
+                "p1",
+                &shares(&[("a", 1.0)]),
+                TWO_CPU,
+                &requests(),
+                Instant::now(),
+            );
+            l.tag("p1", &facts);
+            l.align(1, ["a"].into_iter());
+            assert_eq!(
+                pending_groups(&l).len(),
+                usize::from(tags_jobs),
+                "{tags_jobs}"
+            );
+        }
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The well-known node label keys the scheduler and the placement read, spelled once.
+//! The well-known node label keys the scheduler, the placement and the config read, spelled once.
 
 /// Set by the kubelet to the node's name; the topology key of "one per node".
 pub(crate) const HOSTNAME: &str = "kubernetes.io/hostname";
