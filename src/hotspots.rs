@@ -34,7 +34,7 @@ pub struct Report {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Thresholds {
+pub(crate) struct Thresholds {
     pub(crate) cpu: f64,
     pub(crate) network: f64,
     pub(crate) memory: f64,
@@ -55,7 +55,7 @@ pub struct Totals {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct HotNode {
+pub(crate) struct HotNode {
     pub node: String,
     /// CPU busy fraction.
     pub(crate) cpu: f64,

@@ -14,13 +14,13 @@ pub(crate) const TASKMANAGER: &str = "taskmanager";
 
 /// A job: its namespace and either the Flink cluster id of its TaskManagers or the pods' owner.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct JobKey {
+pub(crate) struct JobKey {
     pub(crate) namespace: String,
     pub(crate) by: JobBy,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum JobBy {
+pub(crate) enum JobBy {
     /// The `app` label of a `component: taskmanager` pod.
     App(String),
     /// The uid of the pod's controller (or first) owner.

@@ -18,7 +18,7 @@ pub mod placement;
 pub mod readiness;
 pub mod review_cmd;
 pub mod scheduler;
-pub mod server;
+pub(crate) mod server;
 pub mod simulate;
 pub mod simulate_cmd;
 pub mod snapshot;

@@ -103,7 +103,7 @@ impl Serialize for Preferred<'_> {
 }
 
 impl Preferred<'_> {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         match self {
             Preferred::Terms(terms) => terms.is_empty(),
             Preferred::Json(terms) => terms.is_empty(),
@@ -162,14 +162,6 @@ impl JsonPatch {
     /// The same patch as the json-patch crate's operations.
     pub fn to_json_patch(&self) -> Result<json_patch::Patch, serde_json::Error> {
         serde_json::from_slice(&self.to_bytes()?)
-    }
-
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 }
 

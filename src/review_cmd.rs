@@ -17,15 +17,9 @@ use crate::placement::{self, Decision, NodeAssessment};
 use crate::snapshot::LoadSnapshot;
 use crate::view::ViewStore;
 
-/// The response JSON the server would send, and with `explain`, a node table and the decoded
-/// patch on standard error.
-pub async fn review(config: Config, body: &[u8], explain: bool) -> anyhow::Result<String> {
-    let snapshot = load_snapshot(&config).await?;
-    review_with(config, snapshot, None, body, explain)
-}
-
-/// [`review`] against `snapshot`; with `cluster`, on the cluster's nodes with their labels,
-/// taints, allocatable and bound requests, as `serve` and `simulate` join them.
+/// The response JSON the server would send against `snapshot`, and with `explain`, a node table
+/// and the decoded patch on standard error; with `cluster`, on the cluster's nodes with their
+/// labels, taints, allocatable and bound requests, as `serve` and `simulate` join them.
 pub fn review_with(
     config: Config,
     snapshot: LoadSnapshot,
@@ -76,11 +70,7 @@ fn status_of(e: &BadReview) -> u16 {
     }
 }
 
-pub async fn load_snapshot(config: &Config) -> anyhow::Result<LoadSnapshot> {
-    load_snapshot_with(config, None).await
-}
-
-/// [`load_snapshot`]; with the cluster's `inventory`, Prometheus instances are matched to nodes
+/// The load snapshot `config` names (Prometheus or a file); with the cluster's `inventory`, Prometheus instances are matched to nodes
 /// by InternalIP as `serve` matches them.
 pub async fn load_snapshot_with(
     config: &Config,

@@ -2,6 +2,7 @@
 //! without the webhook, through the same closed loop the tests run (`simulate`).
 
 mod picture;
+pub use picture::svg;
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -15,8 +16,6 @@ use crate::scheduler::Unfit;
 use crate::scheduler::quantity::amount;
 use crate::simulate::{Burst, Cluster, Figures, Method, Outcome, Timing, figures, run_observed};
 use crate::snapshot::LoadSnapshot;
-
-pub use picture::svg;
 
 /// What to simulate; `simulate`'s flags.
 #[derive(Debug, Clone)]
@@ -79,7 +78,7 @@ pub struct Report {
 
 /// How the webhook hears of the burst (the `simulate` flags that shape its row).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Scenario {
+pub(crate) struct Scenario {
     /// Webhook replicas sharing the burst.
     pub replicas: usize,
     /// Delay between a bind and the webhook hearing of it, in milliseconds.
@@ -93,7 +92,7 @@ pub struct Scenario {
 
 /// One bar of the picture.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Bar {
+pub(crate) struct Bar {
     pub node: String,
     pub(crate) cpu_before: f64,
     pub(crate) added_without: f64,

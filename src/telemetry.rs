@@ -22,7 +22,7 @@ pub const DEFAULT_LOG_FILTER: &str =
 
 /// How a review ended; exposed in snake_case (`failed_open`).
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// A targeted pod received a patch.
     Patched,
     /// Not a target (other kind, operation, labels, opt-out, reinvocation): answered unchanged.
@@ -63,23 +63,23 @@ impl EncodeLabelValue for Outcome {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OutcomeLabels {
+pub(crate) struct OutcomeLabels {
     pub(crate) outcome: Outcome,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ModeLabels {
+pub(crate) struct ModeLabels {
     pub(crate) mode: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ForwardLabels {
+pub(crate) struct ForwardLabels {
     /// `answered`, `failed` (decided here) or `resting` (decided here after a recent failure).
     pub(crate) result: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct HotJobLabels {
+pub(crate) struct HotJobLabels {
     pub(crate) namespace: String,
     /// As `hotspots` names it: the `app` label, or `owner:<uid>`.
     pub(crate) job: String,
@@ -88,13 +88,13 @@ pub struct HotJobLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct QueryLabels {
+pub(crate) struct QueryLabels {
     pub(crate) query: &'static str,
 }
 
 /// Where a steered pod was bound, compared with the nodes it was steered to.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
-pub enum Landing {
+pub(crate) enum Landing {
     /// On one of its first-tier nodes.
     FirstTier,
     /// On a node of a later tier.
@@ -121,7 +121,7 @@ impl EncodeLabelValue for Landing {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct LandingLabels {
+pub(crate) struct LandingLabels {
     /// Exposed as `where` (the derive strips the raw-identifier prefix).
     pub r#where: Landing,
 }
@@ -135,7 +135,7 @@ pub struct NodeHeat {
 
 /// Which node of an observed pod a heat belongs to.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
-pub enum Placement {
+pub(crate) enum Placement {
     /// The node the scheduler put the pod on.
     Scheduler,
     /// The node the webhook would have put it on first.
@@ -155,7 +155,7 @@ impl EncodeLabelValue for Placement {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PlacementLabels {
+pub(crate) struct PlacementLabels {
     pub(crate) placement: Placement,
 }
 
@@ -181,7 +181,7 @@ pub struct Metrics {
     pub(crate) empty_decisions: Counter,
     pub(crate) scheduler_fallbacks: Counter,
     pub(crate) forwarded: Family<ForwardLabels, Counter>,
-    pub landings: Family<LandingLabels, Counter>,
+    pub(crate) landings: Family<LandingLabels, Counter>,
     pub(crate) landing_heat: Histogram,
     pub(crate) observed_heat: Family<PlacementLabels, Histogram, fn() -> Histogram>,
     pub(crate) observed_hot_landings: Counter,

@@ -24,7 +24,7 @@ pub(crate) struct ReviewIn {
 
 #[derive(Debug, Deserialize, Default)]
 #[serde(expecting = "a resource object (group, version, resource)")]
-pub struct GroupVersionResource {
+pub(crate) struct GroupVersionResource {
     #[serde(default)]
     pub(crate) group: String,
     #[serde(default)]

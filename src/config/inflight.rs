@@ -51,7 +51,7 @@ impl Default for InflightConfig {
 /// have been measured long enough; else its request (and `network_bytes_per_second`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct EstimateConfig {
+pub(crate) struct EstimateConfig {
     /// Siblings with readings needed to use them; fewer: the request.
     pub(crate) min_siblings: usize,
     /// Which percentile of the siblings' readings (0.5: the median; higher is more cautious).

@@ -18,7 +18,7 @@ use prometheus::PrometheusConfig;
 
 pub mod scheduler;
 
-pub(crate) use forward::ForwardConfig;
+pub use forward::ForwardConfig;
 pub(crate) use inflight::{
     DEFAULT_MAX_INFLIGHT, DEFAULT_MAX_LANDINGS, EstimateConfig, InflightConfig,
 };

@@ -1,10 +1,10 @@
 //! Pure placement decisions: from a pod, the cluster view and the policy to ranked nodes and terms.
 
-pub(crate) mod affinity_sums;
+pub mod affinity_sums;
 pub(crate) mod assess;
 pub(crate) mod constraints;
 mod context;
-pub mod decide;
+pub(crate) mod decide;
 pub(crate) mod decision;
 mod eligibility;
 pub(crate) mod estimate;

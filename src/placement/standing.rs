@@ -189,7 +189,7 @@ fn normal_upper_tail(z: f64) -> f64 {
 
 /// What the pod would leave behind on a node, in the dimensions it loads.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PodHeat {
+pub(crate) struct PodHeat {
     /// The highest utilisation: CPU, NIC when the pod carries network, memory when configured.
     pub(crate) bottleneck: f64,
     /// The dimension of `bottleneck`.

@@ -58,4 +58,4 @@ pub use resources::{PodRequests, Resources};
 pub use spread_defaults::SpreadDefaults;
 pub use status::Code;
 pub use terms::Taint;
-pub(crate) use topology_spread::SpreadUnfit;
+pub use topology_spread::SpreadUnfit;

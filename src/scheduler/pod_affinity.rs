@@ -15,7 +15,8 @@ use super::pods::{AffinityTerms, ExistingPod, Labels, NO_LABELS, term_selects};
 mod filtering;
 mod scoring;
 
-pub use filtering::{AffinityFilter, AffinityUnfit};
+pub use filtering::AffinityFilter;
+pub use filtering::AffinityUnfit;
 pub(crate) use scoring::AffinitySums;
 pub use scoring::{AffinityScore, affinity_scores};
 

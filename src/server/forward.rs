@@ -25,7 +25,7 @@ use crate::server::tls::{ServerTls, TlsError};
 pub(crate) const FORWARDED_BY: &str = "x-placement-webhook-forwarded-by";
 
 /// Where this replica's reviews are decided.
-pub struct Forwarder {
+pub(crate) struct Forwarder {
     me: String,
     client: reqwest::Client,
     settings: ForwardConfig,
@@ -43,7 +43,7 @@ struct Peer {
 
 /// What became of a review sent on.
 #[derive(Debug)]
-pub enum Forwarded {
+pub(crate) enum Forwarded {
     /// The decider's answer, passed on as it is (a 4xx included: it is what this replica
     /// would answer to the same body).
     Answered {
@@ -61,7 +61,7 @@ pub enum Forwarded {
 
 /// Why a forward got no usable answer.
 #[derive(Debug, thiserror::Error)]
-pub enum ForwardError {
+pub(crate) enum ForwardError {
     #[error("the deciding replica could not be reached: {0}")]
     Request(#[from] reqwest::Error),
     #[error("the deciding replica answered {0}")]
@@ -130,7 +130,8 @@ impl Forwarder {
     }
 
     /// Whether this replica takes its own decisions now (it is the decider, or knows none).
-    pub fn decides_here(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn decides_here(&self) -> bool {
         self.decider.load().is_none()
     }
 

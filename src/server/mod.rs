@@ -1,6 +1,6 @@
 //! The HTTPS server: TLS accept loop, HTTP/1.1 connections, graceful shutdown.
 
-pub mod forward;
+pub(crate) mod forward;
 pub(crate) mod routes;
 pub(crate) mod tls;
 
@@ -15,7 +15,7 @@ use tokio::net::TcpListener;
 use tracing::{debug, info, warn};
 
 pub(crate) use routes::{AppState, router};
-pub(crate) use tls::ServerTls;
+pub use tls::ServerTls;
 
 /// How long in-flight reviews get to finish after a shutdown signal.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);

@@ -273,7 +273,10 @@ async fn forward_or_answer(
         }
         Forwarded::NotSent => None,
         Forwarded::Resting => Some("resting"),
-        Forwarded::Failed(_) => Some("failed"),
+        Forwarded::Failed(error) => {
+            tracing::debug!(%error, "no answer from the decider: deciding here");
+            Some("failed")
+        }
     };
     if let Some(result) = result {
         state.metrics.count_forward(result);

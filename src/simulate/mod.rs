@@ -22,8 +22,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::config::Config;
+use crate::scheduler::Scheduler;
 use crate::scheduler::cycle::PodFacts;
-use crate::scheduler::{PodRequests, Scheduler};
 use pods::{PodsInView, nth_pod, pod_of};
 
 pub use cluster::Cluster;
@@ -345,11 +345,4 @@ fn ideal(
         Method::Ideal
     };
     Outcome::placed(method, landed)
-}
-
-/// Requests of the burst pod, for callers that size scenarios.
-pub fn pod_requests(burst: &Burst) -> PodRequests {
-    pod_of(&burst.pod)
-        .map(|p| PodRequests::of(&p))
-        .unwrap_or_default()
 }

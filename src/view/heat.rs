@@ -55,7 +55,7 @@ pub(crate) fn is_hot(load: &Load, scale: &NodeScale, hot: &HotThresholds) -> boo
 
 /// A load dimension: one that can make a node hot, or that bounds what a pod leaves behind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Dimension {
+pub(crate) enum Dimension {
     Cpu,
     /// The NIC's bandwidth.
     Network,

@@ -23,7 +23,7 @@ pub(crate) fn next_view_id() -> u64 {
 /// Lists of `u32` (node positions, or one number per node), by a key that says what they
 /// were computed from.
 #[derive(Default)]
-pub struct NodeListMemo {
+pub(crate) struct NodeListMemo {
     lists: Mutex<HashMap<String, Arc<[u32]>>>,
 }
 

@@ -82,7 +82,7 @@ pub struct ClusterView {
 
 /// One running pod of a job, as measured.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SiblingLoad {
+pub(crate) struct SiblingLoad {
     pub(crate) cpu_cores: f64,
     pub(crate) network_bytes_per_second: Option<f64>,
     /// How long it had been running when measured; `None` when unknown.

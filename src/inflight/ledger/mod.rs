@@ -152,7 +152,7 @@ impl Ledger {
     }
 
     /// The ledger `config` describes: its ttl, its bounds, and whether it tags a job's pods.
-    pub fn for_config(config: &crate::config::Config) -> Self {
+    pub(crate) fn for_config(config: &crate::config::Config) -> Self {
         Ledger::new(config.inflight.ttl)
             .with_max_entries(config.inflight.max_entries)
             .with_max_landings(config.inflight.max_landings)
@@ -192,7 +192,8 @@ impl Ledger {
     }
 
     /// (pod, node) landings the entries predict in all (a bound pod: one).
-    pub fn landings(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn landings(&self) -> usize {
         self.landings
     }
 

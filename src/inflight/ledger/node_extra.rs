@@ -55,7 +55,8 @@ impl NodeExtra {
             && self.pods.abs() < 1e-9
     }
 
-    pub fn load(&self) -> PodLoad {
+    #[cfg(test)]
+    pub(crate) fn load(&self) -> PodLoad {
         PodLoad {
             cpu_cores: self.cpu_cores,
             network_bytes_per_second: self.network_bytes_per_second,
