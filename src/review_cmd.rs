@@ -342,6 +342,10 @@ fn why_not_chosen(
         let why = if r.foreign {
             "another replica's node: ranked as if its owner had just put a pod there too"
                 .to_string()
+        } else if r.kept_out {
+            "the scores that count other pods (InterPodAffinity, a ScheduleAnyway spread) put \
+             it too far behind the best node for a tier to lift it"
+                .to_string()
         } else if r.beyond_job_bounds {
             "the job's own spread: it holds as many of the job's pods as placement.per_job \
              allows (on the node or in its zone)"

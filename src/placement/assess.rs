@@ -1,9 +1,10 @@
 //! `review --explain`'s rows: every node of the view, with why a decision chose it or not.
 
-use super::constraints::{Ineligible, eligible_nodes};
+use super::constraints::Ineligible;
 use super::context::{DecisionCtx, PodDemand};
+use super::decide::deciding;
 use super::decision::Decision;
-use super::partition::partition_for;
+use super::eligibility::Eligibility;
 use super::replica::Replica;
 use super::standing::{PodHeat, Standing, effective_load, fits_with, load_with, standing};
 use crate::config::PlacementConfig;
@@ -31,6 +32,9 @@ pub struct NodeAssessment {
     /// Beyond the job's own bounds (`placement.per_job`): named only when no cool node is
     /// within them.
     pub beyond_job_bounds: bool,
+    /// Passes every filter, but the scores that count other pods (InterPodAffinity, a
+    /// ScheduleAnyway spread) put it too far behind the best for a tier to lift it.
+    pub kept_out: bool,
     /// Tier number (1-based) when the node was chosen.
     pub(crate) tier: Option<usize>,
     /// Its term's weight where grading set it below its tier's.
@@ -50,7 +54,9 @@ pub struct After {
 }
 
 /// Every node's assessment for the decision `decision` taken by `replica`, in view order
-/// (coolest measured first).
+/// (coolest measured first). Which nodes the decision could name (this replica's share, what
+/// the scores that count other pods keep, the job's own bounds) is the decision's own
+/// [`Eligibility`]; the per-node reasons and figures are worked out here, for the table only.
 pub fn assess_all(
     ctx: &DecisionCtx<'_>,
     replica: &Replica,
@@ -64,18 +70,19 @@ pub fn assess_all(
         inflight,
         ..
     } = *ctx;
-    let partition = partition_for(ctx, replica, &eligible_nodes(&pod.constraints, view));
+    let may_name = Eligibility::of(ctx, &deciding(ctx, replica.clone()), None);
+    let nodes = view.nodes.len();
+    let kept = may_name.kept.as_ref().map(|kept| kept.marks(nodes));
+    let bounded = may_name
+        .bounded
+        .as_ref()
+        .map(|bounded| bounded.marks(nodes));
+    let partition = may_name.partition.as_ref();
     let around = ledger
         .filter(|l| super::pod_level::applies(&pod.facts, l))
         .map(|l| super::pod_level::pods_around(&pod.facts, view, l));
     let around_filters = around.as_deref().zip(ledger).map(|(pods, ledger)| {
         super::pod_level::AroundFilters::new(&pod.facts, view, pods, ledger.namespace_labels())
-    });
-    let every_node: Vec<u32> = (0..view.nodes.len())
-        .filter_map(|i| u32::try_from(i).ok())
-        .collect();
-    let within_bounds = ledger.and_then(|ledger| {
-        super::per_job::within_bounds(&every_node, &pod.facts, view, ledger, &policy.per_job)
     });
     view.nodes
         .iter()
@@ -87,13 +94,12 @@ pub fn assess_all(
                     .as_ref()
                     .map_or(Ok(()), |f| f.check(&pod.facts, index))
             });
-            let ranked = match eligibility
-                .ok()
-                .map(|()| standing(ctx, index, partition.as_ref()))
-            {
+            let ranked = match eligibility.ok().map(|()| standing(ctx, index, partition)) {
                 Some(Standing::Cool(heat) | Standing::Hot { pod: heat, .. }) => Some(heat),
                 _ => None,
             };
+            let kept_out = eligibility.is_ok()
+                && kept.is_some_and(|kept| !kept.get(index).copied().unwrap_or(false));
             let cautious = load_with(node, inflight.extra(index, node), policy.uncertainty);
             // The tier that names the node, and its term's weight.
             let named = decision.tiers.iter().enumerate().find_map(|(k, t)| {
@@ -115,12 +121,10 @@ pub fn assess_all(
                 hot: is_hot(&load, &node.scale, &policy.hot),
                 ranked,
                 after: after_of(node, &cautious, pod, policy),
-                foreign: partition
-                    .as_ref()
-                    .is_some_and(|p| p.weighs_as_foreign(index)),
-                beyond_job_bounds: within_bounds.as_ref().is_some_and(|kept| {
-                    u32::try_from(index).map_or(true, |i| kept.binary_search(&i).is_err())
-                }),
+                foreign: partition.is_some_and(|p| p.weighs_as_foreign(index)),
+                kept_out,
+                beyond_job_bounds: bounded
+                    .is_some_and(|bounded| !bounded.get(index).copied().unwrap_or(false)),
                 tier: named.map(|(k, _)| k + 1),
                 graded: named
                     .filter(|&(k, weight)| weight < decision.tiers[k].weight)

@@ -171,7 +171,7 @@ pub(super) fn nodes_to_score(view: &ClusterView, scheduler: &SchedulerConfig) ->
 }
 
 /// `replica` as it decides in `ctx`: told whether the scheduler samples there.
-fn deciding(ctx: &DecisionCtx<'_>, replica: impl Into<Replica>) -> Replica {
+pub(super) fn deciding(ctx: &DecisionCtx<'_>, replica: impl Into<Replica>) -> Replica {
     Replica {
         unsampled: scores_every_node(ctx.view, ctx.scheduler),
         ..replica.into()

@@ -712,3 +712,36 @@ fn a_jobs_own_spread_keeps_it_off_full_nodes_and_zones() {
     });
     assert!(!everywhere.is_empty());
 }
+
+/// `review --explain` reads which nodes the decision could name from the decision's own
+/// eligibility: the nodes holding the job's pods, which its preferred anti-affinity puts far
+/// behind the others, pass every filter but are marked as left out by the scores, and the
+/// decision names none of them.
+#[test]
+fn explain_marks_the_nodes_the_scores_leave_out() {
+    let view = view();
+    let mut ledger = aligned_ledger(&view);
+    for (name, node) in [("w1", "a1"), ("w2", "a2"), ("w3", "b1")] {
+        watch_wordcount(&mut ledger, name, node);
+    }
+    let tm = wordcount_apart();
+    let policy = PlacementConfig::default();
+    let scheduler = SchedulerConfig::default();
+    let demand = demand(&tm);
+    let ctx = DecisionCtx::new(&demand, &view, Some(&ledger), &policy, &scheduler);
+    let decision = decide(&ctx, 7);
+    let rows = assess_all(&ctx, &Replica::from(7), &decision);
+    let kept_out: Vec<&str> = rows
+        .iter()
+        .filter(|a| a.kept_out)
+        .map(|a| a.name.as_str())
+        .collect();
+    assert_eq!(kept_out, ["a1", "a2", "b1"], "the job's nodes");
+    assert!(rows.iter().all(|a| !a.kept_out || a.eligibility.is_ok()));
+    let named = named(&decision);
+    assert!(
+        !named.iter().any(|n| kept_out.contains(&n.as_str())),
+        "named {named:?}, left out {kept_out:?}"
+    );
+    assert!(!named.is_empty());
+}
