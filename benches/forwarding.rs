@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use placement_webhook::app::{self, Running, StartOptions};
-use placement_webhook::certs::{self, CertRequest};
+use placement_webhook::cli::certs::{self, CertRequest};
 use placement_webhook::config::Config;
 use placement_webhook::inventory::replicas::{Identity, Member};
 

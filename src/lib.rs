@@ -3,12 +3,11 @@
 
 pub mod admission;
 pub mod app;
-pub mod certs;
+pub mod cli;
 pub mod config;
 pub(crate) mod facts;
 pub mod hashing;
 pub mod hotspots;
-pub mod hotspots_cmd;
 pub mod inflight;
 pub mod inventory;
 pub(crate) mod jobs;
@@ -16,11 +15,9 @@ pub mod metrics_source;
 pub mod patch;
 pub mod placement;
 pub mod readiness;
-pub mod review_cmd;
 pub mod scheduler;
 pub(crate) mod server;
 pub mod simulate;
-pub mod simulate_cmd;
 pub mod snapshot;
 pub mod telemetry;
 pub mod view;

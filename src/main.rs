@@ -235,7 +235,7 @@ async fn cluster_and_snapshot(
         None => None,
     };
     let inventory = cluster.as_ref().map(|c| &c.inventory);
-    let snapshot = placement_webhook::review_cmd::load_snapshot_with(config, inventory).await?;
+    let snapshot = placement_webhook::cli::review::load_snapshot_with(config, inventory).await?;
     Ok((snapshot, cluster))
 }
 
@@ -299,7 +299,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let body = read_input(&file)?;
             let (snapshot, cluster) =
                 runtime.block_on(cluster_and_snapshot(&config, !no_cluster))?;
-            let out = placement_webhook::review_cmd::review_with(
+            let out = placement_webhook::cli::review::review_with(
                 config,
                 snapshot,
                 cluster.as_ref(),
@@ -323,10 +323,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
             no_cluster,
         } => {
-            use placement_webhook::simulate_cmd;
+            use placement_webhook::cli;
             let config = common.load()?;
             config.validate()?;
-            let network_bytes_per_second = simulate_cmd::parse_bytes_per_second(&network)
+            let network_bytes_per_second = cli::simulate::parse_bytes_per_second(&network)
                 .ok_or_else(|| {
                     anyhow::anyhow!("--network {network:?} is not a rate like 50MB/s")
                 })?;
@@ -335,14 +335,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     let text = std::fs::read_to_string(path)
                         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
                     Some(
-                        simulate_cmd::pod_from_text(&text)
+                        cli::simulate::pod_from_text(&text)
                             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
                     )
                 }
                 None => None,
             };
-            let first_share = simulate_cmd::first_share(&split, replicas)?;
-            let request = simulate_cmd::Request {
+            let first_share = cli::simulate::first_share(&split, replicas)?;
+            let request = cli::simulate::Request {
                 pods,
                 cpu_cores: cpu,
                 memory,
@@ -355,7 +355,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 seed: 1,
             };
             // Flags are checked before anything is loaded.
-            simulate_cmd::burst_of(&request)?;
+            cli::simulate::burst_of(&request)?;
             if let Some(weight) = request
                 .pod
                 .as_ref()
@@ -372,20 +372,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let (snapshot, cluster) =
                 runtime.block_on(cluster_and_snapshot(&config, !no_cluster))?;
             let snapshot = match &cluster {
-                Some(cluster) => simulate_cmd::with_cluster(snapshot, cluster)?,
+                Some(cluster) => cli::simulate::with_cluster(snapshot, cluster)?,
                 None => snapshot,
             };
             // Progress on stderr when it is a terminal; indicatif stays quiet otherwise.
             let bar = indicatif::ProgressBar::with_draw_target(
-                Some((simulate_cmd::runs(&config) * request.pods) as u64),
+                Some((cli::simulate::runs(&config) * request.pods) as u64),
                 indicatif::ProgressDrawTarget::stderr(),
             );
             let report =
-                simulate_cmd::simulate_observed(snapshot, &config, &request, &|| bar.inc(1));
+                cli::simulate::simulate_observed(snapshot, &config, &request, &|| bar.inc(1));
             bar.finish_and_clear();
             let report = report?;
             if let Some(path) = &svg {
-                let picture = simulate_cmd::svg(&report)
+                let picture = cli::simulate::svg(&report)
                     .map_err(|e| anyhow::anyhow!("cannot draw the picture: {e}"))?;
                 std::fs::write(path, picture)
                     .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
@@ -393,7 +393,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
-                print!("{}", simulate_cmd::table(&report));
+                print!("{}", cli::simulate::table(&report));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -402,12 +402,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
             no_cluster,
         } => {
-            use placement_webhook::{hotspots, hotspots_cmd};
+            use placement_webhook::{cli, hotspots};
             let config = common.load()?;
             config.validate()?;
             let (snapshot, cluster) =
                 runtime.block_on(cluster_and_snapshot(&config, !no_cluster))?;
-            let report = hotspots_cmd::report_for(&config, &snapshot, cluster.as_ref());
+            let report = cli::hotspots::report_for(&config, &snapshot, cluster.as_ref());
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
@@ -424,7 +424,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             keep_ca,
             force,
         } => {
-            use placement_webhook::certs::{self, CertRequest};
+            use placement_webhook::cli::certs::{self, CertRequest};
             let request = CertRequest {
                 service,
                 namespace,

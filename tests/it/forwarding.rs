@@ -6,7 +6,7 @@
 use crate::support;
 
 use placement_webhook::app::{self, Running, StartOptions};
-use placement_webhook::certs::{self, CertRequest};
+use placement_webhook::cli::certs::{self, CertRequest};
 use placement_webhook::config::Config;
 use placement_webhook::inventory::replicas::{Identity, Member};
 use support::webhook::{Client, client, taskmanager_review, test_config};

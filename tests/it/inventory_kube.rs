@@ -563,9 +563,9 @@ async fn connect_stops_on_shutdown() {
 
 #[tokio::test]
 async fn simulate_reads_nodes_and_bound_requests_from_the_apiserver() {
+    use placement_webhook::cli::simulate::{self, SimulateError};
     use placement_webhook::config::Config;
     use placement_webhook::inventory::listing::list_cluster;
-    use placement_webhook::simulate_cmd::{self, SimulateError};
     use placement_webhook::snapshot::{LoadSnapshot, NodeLoad};
 
     let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
@@ -632,7 +632,7 @@ async fn simulate_reads_nodes_and_bound_requests_from_the_apiserver() {
         ]
     );
     let hot =
-        placement_webhook::hotspots_cmd::report_for(&Config::default(), &snapshot, Some(&cluster));
+        placement_webhook::cli::hotspots::report_for(&Config::default(), &snapshot, Some(&cluster));
     assert_eq!(
         (
             hot.totals.taskmanagers,
@@ -645,7 +645,7 @@ async fn simulate_reads_nodes_and_bound_requests_from_the_apiserver() {
     assert_eq!(hot.taskmanagers_on_hot_nodes[0].node, "worker-5");
     assert_eq!(hot.jobs[0].job, "orders-enrichment");
 
-    let joined = simulate_cmd::with_cluster(snapshot.clone(), &cluster).expect("joined");
+    let joined = simulate::with_cluster(snapshot.clone(), &cluster).expect("joined");
     let names: Vec<&str> = joined.nodes.iter().map(|n| n.name.as_str()).collect();
     assert_eq!(names, ["worker-1", "worker-4", "worker-5"]);
     let worker4 = &joined.nodes[1];
@@ -658,7 +658,7 @@ async fn simulate_reads_nodes_and_bound_requests_from_the_apiserver() {
 
     // The burst is simulated on the cluster's allocatable: worker-1 (3.5 cores) takes one
     // 2-core TaskManager at most, worker-4 (15.89, 2 bound) six, worker-5 (3.92, 2 bound) none.
-    let request = simulate_cmd::Request {
+    let request = simulate::Request {
         pods: 20,
         cpu_cores: 2.0,
         memory: "1Gi".into(),
@@ -670,7 +670,7 @@ async fn simulate_reads_nodes_and_bound_requests_from_the_apiserver() {
         bind_lag: Duration::from_millis(10),
         seed: 1,
     };
-    let report = simulate_cmd::simulate(joined, &Config::default(), &request).expect("report");
+    let report = simulate::simulate(joined, &Config::default(), &request).expect("report");
     for method in &report.methods {
         assert_eq!(
             method.figures.pending,
@@ -714,7 +714,7 @@ async fn simulate_reads_nodes_and_bound_requests_from_the_apiserver() {
     })
     .to_string();
     let landing = |cluster| {
-        let out = placement_webhook::review_cmd::review_with(
+        let out = placement_webhook::cli::review::review_with(
             Config::default(),
             snapshot.clone(),
             cluster,
@@ -741,7 +741,7 @@ async fn simulate_reads_nodes_and_bound_requests_from_the_apiserver() {
 
     // No snapshot node in the cluster: a clear error, not an empty simulation.
     snapshot.nodes.retain(|n| n.name == "gone");
-    let err = simulate_cmd::with_cluster(snapshot, &cluster).unwrap_err();
+    let err = simulate::with_cluster(snapshot, &cluster).unwrap_err();
     assert!(
         matches!(err, SimulateError::NoReadingsForCluster(6)),
         "{err}"

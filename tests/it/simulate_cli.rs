@@ -4,10 +4,10 @@
 use std::process::Command;
 use std::time::Duration;
 
+use placement_webhook::cli::simulate::{self, Request};
 use placement_webhook::config::Config;
 use placement_webhook::metrics_source::file::embedded_example;
 use placement_webhook::simulate::{Cluster, Method, Timing, figures, run};
-use placement_webhook::simulate_cmd::{self, Request};
 use placement_webhook::snapshot::{LoadSnapshot, NodeLoad};
 use serde_json::Value;
 
@@ -54,7 +54,7 @@ fn simulate_json(args: &[&str]) -> Value {
 /// exactly what `simulate::run` gives.
 fn assert_same_as_library(snapshot: LoadSnapshot, cli: &Value, pods: usize) {
     let config = Config::default();
-    let report = simulate_cmd::simulate(snapshot.clone(), &config, &request(pods)).expect("runs");
+    let report = simulate::simulate(snapshot.clone(), &config, &request(pods)).expect("runs");
     // Through the same text the CLI prints: serde_json reads some decimals back to the
     // neighbouring float (1.0150000000000001 as 1.015) unless built with `float_roundtrip`.
     let text = serde_json::to_string(&report).expect("json");
@@ -63,7 +63,7 @@ fn assert_same_as_library(snapshot: LoadSnapshot, cli: &Value, pods: usize) {
         &serde_json::from_str::<Value>(&text).expect("one JSON document")
     );
     let cluster = Cluster::new(snapshot, &config);
-    let burst = simulate_cmd::burst_of(&request(pods)).expect("burst");
+    let burst = simulate::burst_of(&request(pods)).expect("burst");
     let webhook = figures(
         &cluster,
         &burst,

@@ -493,7 +493,7 @@ fn draw(report: &Report, out: &mut String) -> Result<(), Box<dyn Error>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simulate_cmd::Scenario;
+    use crate::cli::simulate::Scenario;
 
     fn bar(node: &str, before: f64, unfit: Option<Unfit>) -> Bar {
         Bar {

@@ -28,7 +28,7 @@ pub fn review_with(
     explain: bool,
 ) -> anyhow::Result<String> {
     let snapshot = match cluster {
-        Some(cluster) => crate::simulate_cmd::with_cluster(snapshot, cluster)?,
+        Some(cluster) => crate::cli::simulate::with_cluster(snapshot, cluster)?,
         None => {
             if !snapshot.nodes.is_empty() && snapshot.nodes.iter().all(|n| n.labels.is_empty()) {
                 eprintln!(
