@@ -6,7 +6,6 @@
 //! a group number per pod (in the occupancy's entry for it) plus one group per distinct label
 //! set.
 
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -16,67 +15,9 @@ use super::occupancy::NO_GROUP;
 #[cfg(doc)]
 use super::occupancy::Occupancy;
 use crate::hashing::{HashMap, HashSet};
-use crate::scheduler::PodFacts;
-use crate::scheduler::pod_affinity::PodKind;
-use crate::scheduler::pods::{AffinityTerms, Labels};
+use crate::scheduler::pods::Labels;
 
-/// What the plugins read from an existing pod besides its node; shared by the pods of a workload.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PodGroup {
-    pub(crate) namespace: Arc<str>,
-    pub(crate) labels: Arc<Labels>,
-    pub(crate) terms: Option<Arc<AffinityTerms>>,
-}
-
-// The terms hold no floating-point number: equality is reflexive.
-impl Eq for PodGroup {}
-
-impl Hash for PodGroup {
-    // The terms are left out of the hash (they have no `Hash`): the pods of one namespace and
-    // label set nearly always share them, and equality still compares them.
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.namespace.hash(state);
-        self.labels.hash(state);
-    }
-}
-
-impl PodGroup {
-    pub fn of(pod: &Pod) -> Self {
-        PodGroup {
-            namespace: Arc::from(pod.metadata.namespace.as_deref().unwrap_or_default()),
-            labels: Arc::new(pod.metadata.labels.clone().unwrap_or_default()),
-            terms: AffinityTerms::of(pod.spec.as_ref().and_then(|s| s.affinity.as_ref()))
-                .map(Arc::new),
-        }
-    }
-
-    /// The group of the pod `facts` describes.
-    pub fn of_facts(facts: &PodFacts<'_>) -> Self {
-        PodGroup {
-            namespace: Arc::from(facts.namespace),
-            labels: Arc::new(facts.labels().clone()),
-            terms: AffinityTerms::of_parts(facts.pod_affinity, facts.pod_anti_affinity)
-                .map(Arc::new),
-        }
-    }
-
-    /// The group as InterPodAffinity's score reads it.
-    pub(crate) fn kind(&self) -> PodKind<'_> {
-        PodKind {
-            namespace: &self.namespace,
-            labels: &self.labels,
-            terms: self.terms.as_deref(),
-        }
-    }
-
-    /// The group's pods carry required anti-affinity terms: the scheduler checks every new pod
-    /// against them (the symmetric part of InterPodAffinity).
-    pub(crate) fn has_required_anti_affinity(&self) -> bool {
-        self.terms
-            .as_ref()
-            .is_some_and(|t| !t.required_anti_affinity.is_empty())
-    }
-}
+pub use crate::scheduler::pods::PodGroup;
 
 #[derive(Debug, Default, Clone)]
 struct GroupSlot {

@@ -97,11 +97,9 @@ pub(crate) fn pods_around(
     }
     let reads = reads_group(facts);
     let pod = |group: &PodGroup, (node, count): (usize, u32)| ExistingPod {
-        namespace: group.namespace.clone(),
-        labels: group.labels.clone(),
+        group: group.clone(),
         node,
         terminating: false,
-        terms: group.terms.clone(),
         count,
     };
     // Bound first, then pending: the pending pods of a zone spread settle into the domains

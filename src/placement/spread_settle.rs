@@ -45,7 +45,9 @@ pub(super) fn settle_pending(
         return;
     }
     let alike = |p: &ExistingPod| {
-        !p.terminating && &*p.namespace == facts.namespace && *p.labels == *facts.labels()
+        !p.terminating
+            && &*p.group.namespace == facts.namespace
+            && *p.group.labels == *facts.labels()
     };
     let domain_of = |p: &ExistingPod| nodes.get(p.node).and_then(|n| n.labels.get(key));
     // The domains the filter counts, and their pods without the alike pending ones.
@@ -111,13 +113,10 @@ pub(super) fn settle_pending(
     }
     // Pods stay on their predicted nodes while their domain wants them; the domain's extra
     // pods go to its first node in view order (the coolest measured) that the filter counts.
-    let alike_group = PodGroup::of_facts(facts);
     let template = ExistingPod {
-        namespace: alike_group.namespace,
-        labels: alike_group.labels,
+        group: PodGroup::of_facts(facts),
         node: 0,
         terminating: false,
-        terms: alike_group.terms,
         count: 0,
     };
     for mut p in settled_here {
@@ -186,11 +185,12 @@ mod tests {
 
     fn on(node: usize, count: u32, facts: &PodFacts<'_>) -> ExistingPod {
         ExistingPod {
-            namespace: Arc::from(facts.namespace),
-            labels: Arc::new(facts.labels().clone()),
+            group: PodGroup {
+                terms: None,
+                ..PodGroup::of_facts(facts)
+            },
             node,
             terminating: false,
-            terms: None,
             count,
         }
     }
@@ -258,7 +258,7 @@ mod tests {
         let pod = taskmanager(1);
         let facts = PodFacts::of(&pod);
         let mut other = on(3, 3, &facts);
-        other.labels = Arc::new([("app".to_string(), "other".to_string())].into());
+        other.group.labels = Arc::new([("app".to_string(), "other".to_string())].into());
         let mut pods = vec![other];
         let before = pods.clone();
         settle_pending(&facts, &nodes, &BTreeMap::new(), &mut pods, 0);

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::node::ModelNode;
-use super::pods::{Labels, NO_LABELS};
+use super::pods::{AffinityTerms, Labels, NO_LABELS, PodGroup};
 use super::resources::PodRequests;
 use super::terms::any_term_matches;
 
@@ -146,4 +146,16 @@ pub(crate) fn required_node_affinity_matches(pod: &PodFacts<'_>, node: &ModelNod
     pod.node_selector
         .is_none_or(|selector| selector.iter().all(|(k, v)| node.labels.get(k) == Some(v)))
         && any_term_matches(pod.required_terms, &node.name, &node.labels)
+}
+
+impl PodGroup {
+    /// The group of the pod `facts` describes.
+    pub fn of_facts(facts: &PodFacts<'_>) -> Self {
+        PodGroup {
+            namespace: std::sync::Arc::from(facts.namespace),
+            labels: std::sync::Arc::new(facts.labels().clone()),
+            terms: AffinityTerms::of_parts(facts.pod_affinity, facts.pod_anti_affinity)
+                .map(std::sync::Arc::new),
+        }
+    }
 }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::PodAffinityTerm;
 
 use super::pod::PodFacts;
-use super::pods::{AffinityTerms, ExistingPod, Labels, NO_LABELS, term_selects};
+use super::pods::{Labels, NO_LABELS, term_selects};
 
 mod filtering;
 mod scoring;
@@ -55,35 +55,5 @@ fn existing_selects(
     )
 }
 
-/// Where a kind's namespace, labels and terms are: kinds at one address are alike.
-type KindAddress = (*const u8, *const Labels, *const AffinityTerms);
-
-/// Pods alike in namespace, labels and terms (one workload's): the score asks the same of
-/// each, so it asks once per kind.
-#[derive(Debug, Clone, Copy)]
-pub struct PodKind<'a> {
-    pub(crate) namespace: &'a str,
-    pub(crate) labels: &'a Labels,
-    pub(crate) terms: Option<&'a AffinityTerms>,
-}
-
-impl PodKind<'_> {
-    /// Two kinds that share their namespace, labels and terms by address are alike.
-    fn address(&self) -> KindAddress {
-        (
-            self.namespace.as_ptr(),
-            self.labels,
-            self.terms.map_or(std::ptr::null(), |t| t),
-        )
-    }
-}
-
-impl ExistingPod {
-    pub fn kind(&self) -> PodKind<'_> {
-        PodKind {
-            namespace: &self.namespace,
-            labels: &self.labels,
-            terms: self.terms.as_deref(),
-        }
-    }
-}
+pub(crate) use super::pods::KindAddress;
+pub use super::pods::PodKind;

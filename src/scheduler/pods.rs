@@ -7,6 +7,7 @@
 //! one workload can share them (a pod watch interns them); the pod itself costs a few words.
 
 use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
@@ -21,19 +22,90 @@ pub type Labels = BTreeMap<String, String>;
 /// Labels of nothing: what a pod or namespace without labels has.
 pub(crate) static NO_LABELS: Labels = BTreeMap::new();
 
+/// What the plugins that look at other pods read from a pod besides its node: its namespace,
+/// its labels and its own pod (anti-)affinity terms. The pods of one workload are one group,
+/// sharing one copy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodGroup {
+    pub(crate) namespace: Arc<str>,
+    pub(crate) labels: Arc<Labels>,
+    /// `None` for the (many) pods without any.
+    pub(crate) terms: Option<Arc<AffinityTerms>>,
+}
+
+// The terms hold no floating-point number: equality is reflexive.
+impl Eq for PodGroup {}
+
+impl Hash for PodGroup {
+    // The terms are left out of the hash (they have no `Hash`): the pods of one namespace and
+    // label set nearly always share them, and equality still compares them.
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.namespace.hash(state);
+        self.labels.hash(state);
+    }
+}
+
+impl PodGroup {
+    pub fn of(pod: &Pod) -> Self {
+        PodGroup {
+            namespace: Arc::from(pod.metadata.namespace.as_deref().unwrap_or_default()),
+            labels: Arc::new(pod.metadata.labels.clone().unwrap_or_default()),
+            terms: AffinityTerms::of(pod.spec.as_ref().and_then(|s| s.affinity.as_ref()))
+                .map(Arc::new),
+        }
+    }
+
+    /// The group as the plugins read it, borrowed.
+    pub(crate) fn kind(&self) -> PodKind<'_> {
+        PodKind {
+            namespace: &self.namespace,
+            labels: &self.labels,
+            terms: self.terms.as_deref(),
+        }
+    }
+
+    /// The group's pods carry required anti-affinity terms: the scheduler checks every new pod
+    /// against them (the symmetric part of InterPodAffinity).
+    pub(crate) fn has_required_anti_affinity(&self) -> bool {
+        self.terms
+            .as_ref()
+            .is_some_and(|t| !t.required_anti_affinity.is_empty())
+    }
+}
+
+/// Where a kind's namespace, labels and terms are: kinds at one address are alike.
+pub(crate) type KindAddress = (*const u8, *const Labels, *const AffinityTerms);
+
+/// A pod group borrowed, from a [`PodGroup`] or from the incoming pod: the plugins ask the same
+/// of every pod of a kind, so they ask once per kind.
+#[derive(Debug, Clone, Copy)]
+pub struct PodKind<'a> {
+    pub(crate) namespace: &'a str,
+    pub(crate) labels: &'a Labels,
+    pub(crate) terms: Option<&'a AffinityTerms>,
+}
+
+impl PodKind<'_> {
+    /// Two kinds that share their namespace, labels and terms by address are alike.
+    pub(crate) fn address(&self) -> KindAddress {
+        (
+            self.namespace.as_ptr(),
+            self.labels,
+            self.terms.map_or(std::ptr::null(), |t| t),
+        )
+    }
+}
+
 /// A pod bound (or assumed) to a node, as the scheduler's snapshot holds it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExistingPod {
-    pub(crate) namespace: Arc<str>,
-    pub(crate) labels: Arc<Labels>,
+    pub(crate) group: PodGroup,
     /// Index into the nodes of the cycle; a pod on a node the cycle does not list is ignored.
     pub node: usize,
     /// A deletion timestamp is set: PodTopologySpread no longer counts it.
     pub terminating: bool,
-    /// Its own pod affinity and anti-affinity, `None` for the (many) pods without any.
-    pub(crate) terms: Option<Arc<AffinityTerms>>,
-    /// How many pods this entry stands for: pods alike in namespace, labels, terms, node and
-    /// deletion each count, but are matched against the terms once.
+    /// How many pods this entry stands for: pods alike in group, node and deletion each count,
+    /// but are matched against the terms once.
     pub count: u32,
 }
 
@@ -99,14 +171,15 @@ impl ExistingPod {
     /// A pod on node `node`, its labels and terms not shared with any other pod.
     pub fn of(pod: &Pod, node: usize) -> Self {
         ExistingPod {
-            namespace: Arc::from(pod.metadata.namespace.as_deref().unwrap_or_default()),
-            labels: Arc::new(pod.metadata.labels.clone().unwrap_or_default()),
+            group: PodGroup::of(pod),
             node,
             terminating: pod.metadata.deletion_timestamp.is_some(),
-            terms: AffinityTerms::of(pod.spec.as_ref().and_then(|s| s.affinity.as_ref()))
-                .map(Arc::new),
             count: 1,
         }
+    }
+
+    pub fn kind(&self) -> PodKind<'_> {
+        self.group.kind()
     }
 }
 
@@ -115,7 +188,7 @@ impl ExistingPod {
 /// side sharing their namespace, labels and terms (see [`ExistingPod::count`]). The answer
 /// for the last pod is kept while the next shares all three, by pointer.
 pub(crate) struct AlikeMemo<T> {
-    last: Option<(*const u8, *const Labels, *const AffinityTerms)>,
+    last: Option<KindAddress>,
     answer: Option<T>,
 }
 
@@ -131,11 +204,7 @@ impl<T> Default for AlikeMemo<T> {
 impl<T> AlikeMemo<T> {
     /// The answer for `pod`: the last one when `pod` is alike the last pod asked about.
     pub(crate) fn get(&mut self, pod: &ExistingPod, compute: impl FnOnce() -> T) -> &T {
-        let key = (
-            pod.namespace.as_ptr(),
-            Arc::as_ptr(&pod.labels),
-            pod.terms.as_ref().map_or(std::ptr::null(), Arc::as_ptr),
-        );
+        let key = pod.kind().address();
         if self.last != Some(key) {
             self.last = Some(key);
             self.answer = None;
@@ -269,8 +338,8 @@ mod tests {
             "spec": {"containers": [], "affinity": {"nodeAffinity": {}}}}))
         .expect("pod");
         let p = ExistingPod::of(&pod, 3);
-        assert_eq!(&*p.namespace, "flink");
+        assert_eq!(&*p.group.namespace, "flink");
         assert_eq!(p.node, 3);
-        assert!(p.terms.is_none());
+        assert!(p.group.terms.is_none());
     }
 }

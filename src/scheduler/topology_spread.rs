@@ -198,9 +198,9 @@ fn matching_per_node(
             constraints
                 .iter()
                 .map(|c| {
-                    &*p.namespace == namespace
+                    &*p.group.namespace == namespace
                         && !c.selector.is_empty()
-                        && c.selector.matches(&p.labels)
+                        && c.selector.matches(&p.group.labels)
                 })
                 .collect()
         });

@@ -240,6 +240,6 @@ mod tests {
             "no node, or one the snapshot lacks: left out"
         );
         assert_eq!(existing[0].node, 1);
-        assert_eq!(&*existing[0].namespace, "batch");
+        assert_eq!(&*existing[0].group.namespace, "batch");
     }
 }

@@ -84,6 +84,7 @@ impl<'a> AffinityFilter<'a> {
         for (p, node) in placed(cluster, nodes) {
             let (existing_keys, all_affinity, anti) = matched.get(p, || {
                 let existing_keys = p
+                    .group
                     .terms
                     .as_deref()
                     .map(|terms| {
@@ -91,7 +92,12 @@ impl<'a> AffinityFilter<'a> {
                             .required_anti_affinity
                             .iter()
                             .filter(|t| {
-                                existing_selects(t, &p.namespace, pod, cluster.namespace_labels)
+                                existing_selects(
+                                    t,
+                                    &p.group.namespace,
+                                    pod,
+                                    cluster.namespace_labels,
+                                )
                             })
                             .map(|t| t.topology_key.as_str())
                             .collect()
