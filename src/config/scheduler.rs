@@ -24,7 +24,7 @@ pub struct SchedulerConfig {
 
 /// Where, in the scheduler's node order, the nodes it listed at its start sit (nodes that
 /// joined later are appended to their zone in the order they joined, whatever the release).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ListedNodeOrder {
     /// v1.35 and later: the informer's first list is streamed (WatchListClient) and handed on

@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Pod,
 
 use crate::config::PinningRule;
 use crate::scheduler::terms::{any_term_matches, requirement_matches, tolerated};
+use crate::view::memo::MemoKey;
 use crate::view::{ClusterView, NodeView};
 
 /// Why a node cannot take the pod.
@@ -134,15 +135,15 @@ impl<'a> PodConstraints<'a> {
 impl PodConstraints<'_> {
     /// Everything [`PodConstraints::check`] reads from the pod, as a memo key. `None` if it
     /// cannot be written out (then nothing is memoised).
-    pub(super) fn memo_key(&self) -> Option<String> {
+    pub(super) fn memo_key(&self) -> Option<MemoKey> {
         serde_json::to_string(&(
-            "eligible",
             self.node_selector,
             self.required_terms,
             self.tolerations,
             &self.pinning,
         ))
         .ok()
+        .map(MemoKey::Eligible)
     }
 }
 

@@ -9,6 +9,7 @@ use crate::scheduler::domains::Domains;
 use crate::scheduler::pod_affinity::AffinityScore;
 use crate::scheduler::pods::DEFAULT_HARD_POD_AFFINITY_WEIGHT;
 use crate::view::ClusterView;
+use crate::view::memo::MemoKey;
 
 /// The pod's terms may select pods of other namespaces.
 fn looks_beyond_namespace(facts: &PodFacts<'_>) -> bool {
@@ -125,9 +126,12 @@ pub(super) fn around_affinity_score<'p, 'd>(
 
 /// The domains of topology key `key` over the view's nodes, numbered once per view.
 pub(super) fn view_domains(view: &ClusterView, key: &str) -> Domains {
-    Domains::from(view.memo.get_or_compute(format!("domains/{key}"), || {
-        Domains::numbered(view.model_nodes(), key)
-    }))
+    Domains::from(
+        view.memo
+            .get_or_compute(MemoKey::Domains(key.to_string()), || {
+                Domains::numbered(view.model_nodes(), key)
+            }),
+    )
 }
 
 /// Pods steered and not yet bound in the groups this pod's terms read: each may take, before

@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::hashing::HashMap;
+use crate::view::memo::MemoKey;
 
 use super::affinity_sums::AffinitySumsCache;
 use super::context::{DecisionCtx, PodDemand};
@@ -106,7 +107,7 @@ impl RankIndexes {
 /// policy that ranks, and the replica's own order and partition.
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct ShapeKey {
-    filters: String,
+    filters: MemoKey,
     requests: PodRequests,
     /// The load, uncertainty, thresholds and weights, by their bits: distinct values stay
     /// distinct keys, without formatting a float at each review.
@@ -198,7 +199,7 @@ impl Ord for ByHeat {
 
 /// Each node's place in name order, once per view.
 fn name_ranks(view: &ClusterView) -> Arc<[u32]> {
-    view.memo.get_or_compute("names/rank".into(), || {
+    view.memo.get_or_compute(MemoKey::NameRanks, || {
         let mut by_name: Vec<usize> = (0..view.nodes.len()).collect();
         by_name.sort_by(|&a, &b| view.nodes[a].name.cmp(&view.nodes[b].name));
         let mut ranks = vec![0; view.nodes.len()];

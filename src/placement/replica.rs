@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use crate::inflight::ledger::HeardMix;
 use crate::view::ClusterView;
+use crate::view::memo::MemoKey;
 
 /// The live replicas, as this one knows them (the webhook Service's ready endpoints).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,13 +74,12 @@ impl ReplicaSet {
 
     /// For each node of `view` (by position): 1 when this replica owns it. Once per view.
     pub(crate) fn owned(&self, view: &ClusterView) -> Arc<[u32]> {
-        view.memo
-            .get_or_compute(format!("owned/{:x}", self.key), || {
-                view.nodes
-                    .iter()
-                    .map(|n| u32::from(self.owner(&n.name) == self.me))
-                    .collect()
-            })
+        view.memo.get_or_compute(MemoKey::Owned(self.key), || {
+            view.nodes
+                .iter()
+                .map(|n| u32::from(self.owner(&n.name) == self.me))
+                .collect()
+        })
     }
 
     /// Share of `view`'s nodes this replica owns.

@@ -15,6 +15,7 @@ use crate::scheduler::cycle::PodFacts;
 use crate::scheduler::node::fits_in;
 use crate::view::heat::Dimension;
 use crate::view::heat::{Load, heat, is_hot};
+use crate::view::memo::MemoKey;
 use crate::view::{ClusterView, NodeView};
 
 /// A node's load with the in-flight pods counted on it (their expected load).
@@ -441,7 +442,7 @@ pub(super) fn cover_in_order(
 /// Each node's place among near-ties, from its name and this replica's `salt`: the same for
 /// every decision, different on each replica. Hashed once per view.
 pub(super) fn tie_breakers(view: &ClusterView, salt: u64) -> std::sync::Arc<[u32]> {
-    view.memo.get_or_compute(format!("ties/{salt}"), || {
+    view.memo.get_or_compute(MemoKey::Ties(salt), || {
         let hasher = foldhash::fast::FixedState::with_seed(salt);
         view.nodes
             .iter()

@@ -7,6 +7,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::config::scheduler::ListedNodeOrder;
 use crate::hashing::HashMap;
 
 /// Distinct keys kept per view; past it, lists are computed and not kept (a namespace of
@@ -20,18 +21,34 @@ pub(crate) fn next_view_id() -> u64 {
     NEXT_VIEW_ID.fetch_add(1, Ordering::Relaxed)
 }
 
-/// Lists of `u32` (node positions, or one number per node), by a key that says what they
-/// were computed from.
+/// What a memoised list was computed from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum MemoKey {
+    /// The nodes a pod's own filters allow; what the filters read, written out.
+    Eligible(String),
+    /// Each node's place in the scheduler's order, the listed nodes taken as this says.
+    Positions(ListedNodeOrder),
+    /// Each node's domain under this topology key, numbered.
+    Domains(String),
+    /// Each node: 1 when the replica set with this key's member owns it.
+    Owned(u64),
+    /// Each node's place among near-ties under this salt.
+    Ties(u64),
+    /// Each node's place in name order.
+    NameRanks,
+}
+
+/// Lists of `u32` (node positions, or one number per node), by what they were computed from.
 #[derive(Default)]
 pub(crate) struct NodeListMemo {
-    lists: Mutex<HashMap<String, Arc<[u32]>>>,
+    lists: Mutex<HashMap<MemoKey, Arc<[u32]>>>,
 }
 
 impl NodeListMemo {
     /// The list for `key`, computed by `compute` the first time only.
     pub(crate) fn get_or_compute(
         &self,
-        key: String,
+        key: MemoKey,
         compute: impl FnOnce() -> Vec<u32>,
     ) -> Arc<[u32]> {
         if let Some(list) = self.lock().get(&key) {
@@ -51,7 +68,7 @@ impl NodeListMemo {
         self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<[u32]>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<MemoKey, Arc<[u32]>>> {
         // Only whole lists are inserted: a panic elsewhere leaves nothing half-written.
         self.lists.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -77,15 +94,21 @@ mod tests {
             calls.set(calls.get() + 1);
             vec![1, 2]
         };
-        assert_eq!(&*memo.get_or_compute("a".into(), compute), &[1, 2]);
-        assert_eq!(&*memo.get_or_compute("a".into(), compute), &[1, 2]);
+        assert_eq!(
+            &*memo.get_or_compute(MemoKey::Domains("a".into()), compute),
+            &[1, 2]
+        );
+        assert_eq!(
+            &*memo.get_or_compute(MemoKey::Domains("a".into()), compute),
+            &[1, 2]
+        );
         assert_eq!(calls.get(), 1);
         for i in 0..CAPACITY + 10 {
-            memo.get_or_compute(format!("k{i}"), Vec::new);
+            memo.get_or_compute(MemoKey::Ties(i as u64), Vec::new);
         }
         assert_eq!(memo.len(), CAPACITY);
-        memo.get_or_compute("late".into(), compute);
-        memo.get_or_compute("late".into(), compute);
+        memo.get_or_compute(MemoKey::NameRanks, compute);
+        memo.get_or_compute(MemoKey::NameRanks, compute);
         assert_eq!(calls.get(), 3, "a key past capacity is computed every time");
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::config::scheduler::ListedNodeOrder;
 use crate::scheduler::order::{listed_by_name, scheduler_order, zone_key};
 use crate::view::ClusterView;
+use crate::view::memo::MemoKey;
 
 /// Each node's place in the scheduler's order, where it can be known.
 #[derive(Debug, Clone)]
@@ -30,11 +31,7 @@ impl Positions {
 /// `listed` says the release keeps that order; anywhere otherwise), then those that joined
 /// later in the order they joined. Once per view.
 pub fn order_positions(view: &ClusterView, listed: ListedNodeOrder) -> Positions {
-    let key = match listed {
-        ListedNodeOrder::ByName => "order/positions/by-name",
-        ListedNodeOrder::Unknown => "order/positions/listed-anywhere",
-    };
-    Positions(view.memo.get_or_compute(key.into(), || {
+    Positions(view.memo.get_or_compute(MemoKey::Positions(listed), || {
         let names: Vec<&str> = view.nodes.iter().map(|n| n.name.as_str()).collect();
         let zones: Vec<String> = view.nodes.iter().map(|n| zone_key(&n.labels)).collect();
         let late = joined_later(view);
