@@ -350,7 +350,7 @@ pub struct AvoidHot {
 impl Default for AvoidHot {
     fn default() -> Self {
         AvoidHot {
-            weight: 10,
+            weight: 1,
             max_nodes: 32,
         }
     }
