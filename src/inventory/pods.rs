@@ -32,7 +32,7 @@ use tracing::{debug, trace};
 
 use super::client::WatchHealth;
 use crate::config::Mode;
-use crate::inflight::ledger::Ledger;
+use crate::inflight::ledger::{Ledger, SeenPod};
 use crate::inflight::note::{ANNOTATION, DecisionNote};
 use crate::readiness::Readiness;
 use crate::scheduler::{PodFacts, PodRequests};
@@ -96,21 +96,23 @@ pub fn apply_pod_event(
     now_instant: Instant,
     now_wall: SystemTime,
 ) -> PodEffect {
-    let node = occupied_node(pod, deleted);
     let requests = PodRequests::of(pod);
     let uid = pod_uid(pod);
-    let number = node.map(|n| ledger.occupancy.number(n));
-    // The occupancy keeps each pod's group number: the pod leaves the group it was in.
-    let was = ledger.occupancy.grouped(&uid);
-    let group = ledger.groups.set(was, number, pod);
-    ledger.occupancy.set_grouped(&uid, node, &requests, group);
+    let node = occupied_node(pod, deleted);
     let note = pod
         .metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(ANNOTATION))
         .and_then(|text| DecisionNote::parse(text));
-    ledger.running.update(pod, deleted, note.is_some());
+    let seen = SeenPod {
+        uid: &uid,
+        node,
+        requests: &requests,
+        deleted,
+        steered: note.is_some(),
+    };
+    ledger.record_pod(pod, seen);
     let Some(note) = note else {
         return PodEffect::Ignored;
     };

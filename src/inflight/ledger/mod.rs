@@ -142,6 +142,18 @@ pub struct Ledger {
     changes: ChangeLog,
 }
 
+/// What the watch read from one pod event, for [`Ledger::record_pod`].
+pub(crate) struct SeenPod<'a> {
+    /// The key the occupancy counts the pod under.
+    pub(crate) uid: &'a str,
+    /// The node whose requests it occupies: bound, not finished, not deleted.
+    pub(crate) node: Option<&'a str>,
+    pub(crate) requests: &'a PodRequests,
+    pub(crate) deleted: bool,
+    /// It carries a decision note.
+    pub(crate) steered: bool,
+}
+
 impl Ledger {
     /// A ledger holding at most `max_entries` pods (at least one).
     pub(crate) fn with_max_entries(self, max_entries: usize) -> Self {
@@ -340,6 +352,26 @@ impl Ledger {
 
     /// The pod watch lists every pod again (at start, and when a watch cannot resume, e.g. 410
     /// Gone after a compaction).
+    /// Records one pod the watch reported in the cluster's picture: its requests on the node
+    /// it occupies (`node`: none once deleted or finished), its labels and terms in the
+    /// groups, and, for a TaskManager, whether it runs. The occupancy keeps each pod's group
+    /// number and the groups count pods by it: this is the one place that moves both.
+    pub(crate) fn record_pod(&mut self, pod: &k8s_openapi::api::core::v1::Pod, seen: SeenPod<'_>) {
+        let SeenPod {
+            uid,
+            node,
+            requests,
+            deleted,
+            steered,
+        } = seen;
+        let number = node.map(|n| self.occupancy.number(n));
+        // The pod leaves the group it was in.
+        let was = self.occupancy.grouped(uid);
+        let group = self.groups.set(was, number, pod);
+        self.occupancy.set_grouped(uid, node, requests, group);
+        self.running.update(pod, deleted, steered);
+    }
+
     pub(crate) fn begin_relist(&mut self) {
         self.relists = self.relists.wrapping_add(1);
         self.occupancy.begin_relist();
