@@ -112,22 +112,8 @@ fn snapshot(specs: &[Spec]) -> LoadSnapshot {
                         format!("eu-west-{}", ["a", "b", "c"][zone % 3]),
                     );
                 }
-                node.allocatable = BTreeMap::from([
-                    ("cpu".to_string(), s.cores.to_string()),
-                    ("memory".to_string(), format!("{}Gi", s.cores * 4)),
-                    ("pods".to_string(), "110".to_string()),
-                ]);
-                node.requested = BTreeMap::from([
-                    (
-                        "cpu".to_string(),
-                        format!("{}m", (s.requested_cores * 1000.0) as i64),
-                    ),
-                    (
-                        "memory".to_string(),
-                        format!("{}Mi", (s.requested_cores * 2048.0) as i64),
-                    ),
-                    ("pods".to_string(), "4".to_string()),
-                ]);
+                (node.allocatable, node.requested) =
+                    crate::support::node_resources::node_resources(s.cores, s.requested_cores, 4);
                 node
             })
             .collect(),

@@ -116,22 +116,8 @@ pub(super) fn snapshot(nodes: &[Node]) -> LoadSnapshot {
                 let mut all: BTreeMap<String, String> = labels(s).into_iter().collect();
                 all.insert("kubernetes.io/hostname".into(), s.name.clone());
                 node.labels = Arc::new(all);
-                node.allocatable = BTreeMap::from([
-                    ("cpu".to_string(), s.cores.to_string()),
-                    ("memory".to_string(), format!("{}Gi", s.cores * 4)),
-                    ("pods".to_string(), "110".to_string()),
-                ]);
-                node.requested = BTreeMap::from([
-                    (
-                        "cpu".to_string(),
-                        format!("{}m", (s.requested_cores * 1000.0) as i64),
-                    ),
-                    (
-                        "memory".to_string(),
-                        format!("{}Mi", (s.requested_cores * 2048.0) as i64),
-                    ),
-                    ("pods".to_string(), "1".to_string()),
-                ]);
+                (node.allocatable, node.requested) =
+                    crate::support::node_resources::node_resources(s.cores, s.requested_cores, 1);
                 node
             })
             .collect(),
