@@ -131,15 +131,27 @@ fn main() {
         "{} nodes, {} pods ({} counted, {} label groups): RSS before {:.1} MiB, after {:.1} MiB, peak {:.1} MiB; {:.1} s",
         view.nodes.len(),
         pods,
-        ledger.occupancy.pods(),
-        ledger.groups.len(),
+        ledger.cluster.occupancy.pods(),
+        ledger.cluster.groups.len(),
         mib(before),
         mib(after),
         mib(peak),
         started.elapsed().as_secs_f64()
     );
-    assert_eq!(ledger.occupancy.pods(), pods, "every bound pod counted");
-    assert_eq!(ledger.groups.pods(), pods, "every bound pod's labels kept");
-    assert_eq!(ledger.running.len(), pods, "every running TaskManager kept");
+    assert_eq!(
+        ledger.cluster.occupancy.pods(),
+        pods,
+        "every bound pod counted"
+    );
+    assert_eq!(
+        ledger.cluster.groups.pods(),
+        pods,
+        "every bound pod's labels kept"
+    );
+    assert_eq!(
+        ledger.cluster.running.len(),
+        pods,
+        "every running TaskManager kept"
+    );
     std::hint::black_box((&view, &ledger, &inventory));
 }

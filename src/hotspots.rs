@@ -10,8 +10,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::cluster::running::PlacedPod;
 use crate::config::HotThresholds;
-use crate::inflight::running::PlacedPod;
 use crate::jobs::{COMPONENT_LABEL, JobBy, JobKey, TASKMANAGER};
 use crate::snapshot::LoadSnapshot;
 use crate::view::heat::{Dimension, hot_dimensions};

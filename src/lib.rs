@@ -4,6 +4,7 @@
 pub mod admission;
 pub mod app;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub(crate) mod facts;
 pub mod hashing;

@@ -223,7 +223,7 @@ async fn cluster_and_snapshot(
                 eprintln!(
                     "note: nodes and requests from the apiserver: {} nodes, {} bound pods",
                     state.inventory.nodes.len(),
-                    state.occupancy.pods()
+                    state.pods.occupancy.pods()
                 );
                 Some(state)
             }

@@ -16,7 +16,7 @@ pub fn report_for(
 ) -> Report {
     let view = ClusterView::build(snapshot, cluster.map(|c| &c.inventory), &config.placement);
     let pods = match cluster {
-        Some(cluster) => cluster.running.placed(),
+        Some(cluster) => cluster.pods.running.placed(),
         None => hotspots::placed_from_snapshot(snapshot),
     };
     hotspots::report(&view, &pods, &config.placement.hot)

@@ -151,6 +151,7 @@ pub fn with_cluster(
             node.allocatable = facts.allocatable.to_list();
         }
         node.requested = cluster
+            .pods
             .occupancy
             .node(&node.name)
             .map(|bound| bound.requested.to_list())

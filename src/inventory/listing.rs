@@ -8,22 +8,19 @@ use serde::de::DeserializeOwned;
 
 use super::Inventory;
 use super::nodes::node_facts;
-use super::pods::{UNFINISHED_PODS, occupied_node, pod_uid};
-use crate::inflight::note::{ANNOTATION, DecisionNote};
-use crate::inflight::occupancy::Occupancy;
-use crate::inflight::running::RunningPods;
+use super::pods::{UNFINISHED_PODS, decision_note, occupied_node, pod_uid};
+use crate::cluster::{ClusterPicture, SeenPod};
 use crate::scheduler::PodRequests;
 
 /// Items per list page: large clusters come back in pages, as kubectl reads them.
 const PAGE: u32 = 500;
 
-/// What the scheduler's cache would hold: the nodes and the requests of the pods bound to them;
-/// and the running TaskManagers (and steered pods), as the pod watch keeps them.
+/// What the scheduler's cache would hold: the nodes, and the pods as the pod watch keeps them
+/// (the requests bound to each node, the running TaskManagers and steered pods).
 #[derive(Debug, Default)]
 pub struct ClusterState {
     pub inventory: Inventory,
-    pub occupancy: Occupancy,
-    pub running: RunningPods,
+    pub pods: ClusterPicture,
 }
 
 /// Lists every node and every unfinished pod once.
@@ -39,28 +36,22 @@ pub async fn list_cluster(client: Client) -> Result<ClusterState, kube::Error> {
         inventory: Inventory {
             nodes: nodes.iter().map(node_facts).collect(),
         },
-        occupancy: Occupancy::default(),
-        running: RunningPods::default(),
+        pods: ClusterPicture::default(),
     };
     for pod in &pods {
-        if let Some(node) = occupied_node(pod, false) {
-            state
-                .occupancy
-                .set(&pod_uid(pod), Some(node), &PodRequests::of(pod));
-        }
-        let steered = pod
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ANNOTATION))
-            .and_then(|text| DecisionNote::parse(text))
-            .is_some();
-        state.running.update(pod, false, steered);
+        let seen = SeenPod {
+            uid: &pod_uid(pod),
+            node: occupied_node(pod, false),
+            requests: &PodRequests::of(pod),
+            deleted: false,
+            steered: decision_note(pod).is_some(),
+        };
+        state.pods.record_pod(pod, seen);
     }
     tracing::info!(
         nodes = state.inventory.nodes.len(),
-        bound_pods = state.occupancy.pods(),
-        running_taskmanagers = state.running.len(),
+        bound_pods = state.pods.occupancy.pods(),
+        running_taskmanagers = state.pods.running.len(),
         "listed the cluster"
     );
     Ok(state)

@@ -55,9 +55,9 @@ pub(crate) async fn watch_namespaces(
                     let state = reader.state();
                     let labels = labels_of(state.iter().map(|n| n.as_ref()));
                     let mut ledger = ledger.write();
-                    if *ledger.namespace_labels() != labels {
+                    if *ledger.cluster.namespace_labels() != labels {
                         debug!(namespaces = labels.len(), "namespace labels");
-                        ledger.set_namespace_labels(labels);
+                        ledger.cluster.set_namespace_labels(labels);
                     }
                 }
                 Some(Err(error)) => debug!(%error, "namespace watch error; retrying"),

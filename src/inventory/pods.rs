@@ -31,8 +31,9 @@ use kube::{Api, Client};
 use tracing::{debug, trace};
 
 use super::client::WatchHealth;
+use crate::cluster::SeenPod;
 use crate::config::Mode;
-use crate::inflight::ledger::{Ledger, SeenPod};
+use crate::inflight::ledger::Ledger;
 use crate::inflight::note::{ANNOTATION, DecisionNote};
 use crate::readiness::Readiness;
 use crate::scheduler::{PodFacts, PodRequests};
@@ -51,6 +52,15 @@ pub enum PodEffect {
     Unchanged,
     /// Removed from the ledger (deleted, Succeeded or Failed).
     Forgotten,
+}
+
+/// The decision note a replica wrote on the pod, if any.
+pub(crate) fn decision_note(pod: &Pod) -> Option<DecisionNote> {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION))
+        .and_then(|text| DecisionNote::parse(text))
 }
 
 /// The node whose requests the pod occupies in the scheduler's cache: bound, not finished,
@@ -99,12 +109,7 @@ pub fn apply_pod_event(
     let requests = PodRequests::of(pod);
     let uid = pod_uid(pod);
     let node = occupied_node(pod, deleted);
-    let note = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION))
-        .and_then(|text| DecisionNote::parse(text));
+    let note = decision_note(pod);
     let seen = SeenPod {
         uid: &uid,
         node,
@@ -112,7 +117,7 @@ pub fn apply_pod_event(
         deleted,
         steered: note.is_some(),
     };
-    ledger.record_pod(pod, seen);
+    ledger.cluster.record_pod(pod, seen);
     let Some(note) = note else {
         return PodEffect::Ignored;
     };
@@ -413,6 +418,7 @@ mod tests {
 
     fn bound_milli_cpu(ledger: &Ledger, node: &str) -> i64 {
         ledger
+            .cluster
             .occupancy
             .node(node)
             .map_or(0, |n| n.requested.milli_cpu)
@@ -458,23 +464,26 @@ mod tests {
         b.metadata.uid = Some("0f5c4c86-5a71-4d0e-9c25-2f1d0c9b7a11".into());
         apply_pod_event(&mut l, &a, false, Instant::now(), now);
         apply_pod_event(&mut l, &b, false, Instant::now(), now);
-        assert_eq!((l.groups.len(), l.groups.pods()), (1, 2));
+        assert_eq!((l.cluster.groups.len(), l.cluster.groups.pods()), (1, 2));
         // Relabelled: another group; moved: counted on its new node.
         a.metadata.labels = Some([("app".to_string(), "other".to_string())].into());
         a.spec.as_mut().expect("spec").node_name = Some("worker-2".into());
         apply_pod_event(&mut l, &a, false, Instant::now(), now);
-        assert_eq!((l.groups.len(), l.groups.pods()), (2, 2));
-        let on_nodes: Vec<usize> = l.groups.groups().map(|(_, on)| on.len()).collect();
+        assert_eq!((l.cluster.groups.len(), l.cluster.groups.pods()), (2, 2));
+        let on_nodes: Vec<usize> = l.cluster.groups.groups().map(|(_, on)| on.len()).collect();
         assert_eq!(on_nodes, [1, 1]);
         // A relist that mentions only `a` drops `b` and its group.
-        l.occupancy.begin_relist();
+        l.cluster.occupancy.begin_relist();
         apply_pod_event(&mut l, &a, false, Instant::now(), now);
         l.end_relist();
-        assert_eq!((l.groups.len(), l.groups.pods()), (1, 1));
-        assert_eq!(l.occupancy.pods(), 1);
+        assert_eq!((l.cluster.groups.len(), l.cluster.groups.pods()), (1, 1));
+        assert_eq!(l.cluster.occupancy.pods(), 1);
         apply_pod_event(&mut l, &a, true, Instant::now(), now);
-        assert!(l.groups.is_empty());
-        assert_eq!((l.groups.pods(), l.occupancy.pods()), (0, 0));
+        assert!(l.cluster.groups.is_empty());
+        assert_eq!(
+            (l.cluster.groups.pods(), l.cluster.occupancy.pods()),
+            (0, 0)
+        );
     }
 
     /// A steered pod the watch had reported, deleted while the watch was away, is not in the

@@ -475,7 +475,7 @@ pub(crate) fn spawn_refresher(
                         if !snapshot.pods.is_empty() {
                             // Which job each measured pod runs for: the pod watch knows.
                             let ledger = ledger.read();
-                            ledger.running.label(&mut snapshot);
+                            ledger.cluster.running.label(&mut snapshot);
                         }
                         let store = store.clone();
                         off_the_workers(move || store.publish_snapshot(snapshot))

@@ -186,7 +186,7 @@ pub fn build_snapshot(
 }
 
 /// One reading per pod that has a finite, non-negative CPU value; its network when there is
-/// one. Jobs are not known here: the pod watch adds them (`inflight::running`).
+/// one. Jobs are not known here: the pod watch adds them (`cluster::running`).
 fn pod_readings(readings: &Readings, non_finite: &mut usize) -> Vec<PodReading> {
     let key = |s: &Series| -> Option<(String, String)> {
         let namespace = s.labels.get("namespace").filter(|n| !n.is_empty())?;

@@ -10,10 +10,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::hashing::HashMap;
 use crate::inflight::ledger::{GroupMark, Ledger};
-use crate::inflight::pod_groups::PodGroup;
 use crate::scheduler::cycle::PodFacts;
 use crate::scheduler::pod_affinity::{AffinityScore, AffinitySums};
 use crate::scheduler::pods::DEFAULT_HARD_POD_AFFINITY_WEIGHT;
+use crate::scheduler::pods::PodGroup;
 use crate::view::ClusterView;
 
 use super::groups_around::{self, view_domains};
@@ -87,7 +87,7 @@ impl AffinitySumsCache {
             Some(changes) => {
                 let mut score = AffinityScore::with_sums(
                     facts,
-                    ledger.namespace_labels(),
+                    ledger.cluster.namespace_labels(),
                     DEFAULT_HARD_POD_AFFINITY_WEIGHT,
                     &domains,
                     sums,

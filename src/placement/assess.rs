@@ -82,7 +82,12 @@ pub fn assess_all(
         .filter(|l| super::pod_level::applies(&pod.facts, l))
         .map(|l| super::pod_level::pods_around(&pod.facts, view, l));
     let around_filters = around.as_deref().zip(ledger).map(|(pods, ledger)| {
-        super::pod_level::AroundFilters::new(&pod.facts, view, pods, ledger.namespace_labels())
+        super::pod_level::AroundFilters::new(
+            &pod.facts,
+            view,
+            pods,
+            ledger.cluster.namespace_labels(),
+        )
     });
     view.nodes
         .iter()
@@ -114,7 +119,7 @@ pub fn assess_all(
                 eligibility,
                 fits: fits_with(
                     node,
-                    ledger.and_then(|l| l.occupancy.node(&node.name)),
+                    ledger.and_then(|l| l.cluster.occupancy.node(&node.name)),
                     ledger.and_then(|l| l.extra(&node.name)),
                     &pod.facts,
                 ),

@@ -3,10 +3,10 @@
 //! `InFlight`), and the two configurations.
 
 use super::constraints::PodConstraints;
+use crate::cluster::occupancy::NodeRequests;
 use crate::config::PlacementConfig;
 use crate::config::scheduler::SchedulerConfig;
 use crate::inflight::ledger::{Ledger, NodeExtra, PodLoad};
-use crate::inflight::occupancy::NodeRequests;
 use crate::scheduler::cycle::PodFacts;
 use crate::view::{ClusterView, NodeView};
 
@@ -84,7 +84,7 @@ impl<'a> InFlight<'a> {
         if self.aligned {
             ledger.bound_at(position)
         } else {
-            ledger.occupancy.node(&node.name)
+            ledger.cluster.occupancy.node(&node.name)
         }
     }
 }

@@ -3,11 +3,11 @@
 use std::sync::Arc;
 
 use crate::inflight::ledger::Ledger;
-use crate::inflight::pod_groups::PodGroup;
 use crate::scheduler::PodFacts;
 use crate::scheduler::domains::Domains;
 use crate::scheduler::pod_affinity::AffinityScore;
 use crate::scheduler::pods::DEFAULT_HARD_POD_AFFINITY_WEIGHT;
+use crate::scheduler::pods::PodGroup;
 use crate::view::ClusterView;
 use crate::view::memo::MemoKey;
 
@@ -66,7 +66,7 @@ pub(super) fn for_each_bound_group<'l>(
     keep: &impl Fn(&PodGroup) -> bool,
     visit: &mut impl FnMut(&'l Arc<PodGroup>, &mut dyn Iterator<Item = (usize, u32)>),
 ) {
-    for (group, on_node) in ledger.groups.groups() {
+    for (group, on_node) in ledger.cluster.groups.groups() {
         if keep(group) {
             let mut placed = on_node.iter().filter_map(|&(number, count)| {
                 Some((ledger.position_of_occupancy_number(number)?, count))
@@ -114,7 +114,7 @@ pub(super) fn around_affinity_score<'p, 'd>(
 ) -> AffinityScore<'p, 'd> {
     let mut score = AffinityScore::new(
         facts,
-        ledger.namespace_labels(),
+        ledger.cluster.namespace_labels(),
         DEFAULT_HARD_POD_AFFINITY_WEIGHT,
         domains,
     );

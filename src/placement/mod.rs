@@ -26,6 +26,9 @@ pub(crate) mod standing;
 pub(crate) mod unsteered;
 mod walk;
 
+#[cfg(test)]
+mod tests;
+
 pub use assess::{After, NodeAssessment, assess_all};
 pub use constraints::{Ineligible, PodConstraints};
 pub use context::DecisionCtx;

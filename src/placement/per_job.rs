@@ -4,9 +4,9 @@
 
 use crate::config::PerJob;
 use crate::inflight::ledger::Ledger;
-use crate::inflight::pod_groups::PodGroup;
 use crate::jobs::taskmanager_app as app_of;
 use crate::scheduler::PodFacts;
+use crate::scheduler::pods::PodGroup;
 use crate::view::ClusterView;
 
 use crate::well_known::ZONE;

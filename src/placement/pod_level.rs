@@ -12,10 +12,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::inflight::ledger::Ledger;
-use crate::inflight::pod_groups::PodGroup;
 use crate::scheduler::cycle::PodFacts;
 use crate::scheduler::cycle::{INTER_POD_AFFINITY_WEIGHT, POD_TOPOLOGY_SPREAD_WEIGHT};
 use crate::scheduler::pod_affinity::{AffinityScore, AffinityUnfit};
+use crate::scheduler::pods::PodGroup;
 use crate::scheduler::pods::{Labels, term_selects};
 use crate::scheduler::topology_spread::{has_spread_score, spread_scores};
 use crate::scheduler::{ClusterPods, ExistingPod, PodFilters, SpreadUnfit, Unfit};
@@ -39,10 +39,11 @@ pub(crate) fn applies(facts: &PodFacts<'_>, ledger: &Ledger) -> bool {
         || !facts.required_affinity().is_empty()
         || !facts.required_anti_affinity().is_empty()
         || ledger
+            .cluster
             .groups
             .with_required_anti_affinity()
             .iter()
-            .any(|group| anti_affinity_selects(group, facts, ledger.namespace_labels()))
+            .any(|group| anti_affinity_selects(group, facts, ledger.cluster.namespace_labels()))
 }
 
 /// The pod has terms the scheduler scores by the pods around it: a `ScheduleAnyway` spread
@@ -114,7 +115,7 @@ pub(crate) fn pods_around(
     super::spread_settle::settle_pending(
         facts,
         view.model_nodes(),
-        ledger.namespace_labels(),
+        ledger.cluster.namespace_labels(),
         &mut pods,
         first_pending,
     );
@@ -262,7 +263,7 @@ pub fn restrict(
         Vec::new()
     };
     let passing: Arc<[u32]> = if filtered {
-        let filters = AroundFilters::new(facts, view, &pods, ledger.namespace_labels());
+        let filters = AroundFilters::new(facts, view, &pods, ledger.cluster.namespace_labels());
         eligible
             .iter()
             .copied()
@@ -299,7 +300,7 @@ pub(crate) fn best_scored(
     } = at;
     let nodes = view.model_nodes();
     let margin = (affinity_gap / 2).max(1);
-    let cluster = ClusterPods::new(pods, ledger.namespace_labels());
+    let cluster = ClusterPods::new(pods, ledger.cluster.namespace_labels());
     if !has_spread_score(facts, &cluster) {
         // InterPodAffinity alone: kept by its raw scores' range, without the scores.
         let keep = |score: &AffinityScore<'_, '_>| {

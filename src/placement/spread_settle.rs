@@ -11,8 +11,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::inflight::pod_groups::PodGroup;
 use crate::scheduler::pod::{PodFacts, required_node_affinity_matches};
+use crate::scheduler::pods::PodGroup;
 use crate::scheduler::pods::{Labels, selector_matches};
 use crate::scheduler::topology_spread::SpreadFilter;
 use crate::scheduler::{ClusterPods, ExistingPod, ModelNode};

@@ -49,6 +49,9 @@ pub(crate) mod status;
 pub(crate) mod terms;
 pub mod topology_spread;
 
+#[cfg(test)]
+mod tests;
+
 pub use cycle::{Cycle, PodFilters, Scheduler, Unfit, num_feasible_nodes_to_find};
 pub use node::ModelNode;
 pub use pod::PodFacts;

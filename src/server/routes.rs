@@ -360,7 +360,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         let watched = state
             .readiness
             .has_cluster_access()
-            .then(|| ledger.running.placed());
+            .then(|| ledger.cluster.running.placed());
         (ledger.len(), ledger.unheard(), ledger.evicted(), watched)
     };
     let hot_jobs = match state.admission.store().current() {
@@ -636,6 +636,7 @@ mod readiness_tests {
             .admission
             .ledger()
             .write()
+            .cluster
             .running
             .update(&pod, false, true);
         // With it: the watched pods only; the file's pods no longer count.

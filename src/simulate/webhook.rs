@@ -133,6 +133,7 @@ pub(super) fn webhook(
     for ledger in &ledgers {
         ledger
             .write()
+            .cluster
             .set_namespace_labels(cluster.namespace_labels().clone());
     }
     for (pod, k) in cluster.bound_pods() {

@@ -13,9 +13,9 @@ use arc_swap::ArcSwapOption;
 // Looked up for every in-flight node on every decision (see inflight::ledger).
 use crate::hashing::HashMap;
 
+use crate::cluster::occupancy::NodeRequests;
 use crate::config::PlacementConfig;
 use crate::facts::Inventory;
-use crate::inflight::occupancy::NodeRequests;
 use crate::jobs::JobKey;
 use crate::scheduler::{ModelNode, Resources, Taint};
 use crate::snapshot::LoadSnapshot;

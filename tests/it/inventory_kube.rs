@@ -321,6 +321,7 @@ fn cpu(ledger: &SharedLedger, node: &str) -> f64 {
 fn bound_milli_cpu(ledger: &SharedLedger, node: &str) -> i64 {
     ledger
         .read()
+        .cluster
         .occupancy
         .node(node)
         .map_or(0, |n| n.requested.milli_cpu)
@@ -356,7 +357,7 @@ async fn pod_watch_keeps_the_ledger_in_step_with_other_replicas() {
         eventually("listed pods charged", || ledger.read().len() == 2).await;
         eventually("pod list complete", || readiness.pods_synced()).await;
         // The two running TaskManagers are the siblings new pods of the job are estimated from.
-        assert_eq!(ledger.read().running.len(), 2);
+        assert_eq!(ledger.read().cluster.running.len(), 2);
         // As if this replica had decided the pending pod: its bind is counted here, once.
         ledger
             .write()
@@ -402,7 +403,11 @@ async fn pod_watch_keeps_the_ledger_in_step_with_other_replicas() {
         })
         .await;
         assert_eq!(ledger.read().len(), 1);
-        assert_eq!(ledger.read().running.len(), 1, "the deleted one is gone");
+        assert_eq!(
+            ledger.read().cluster.running.len(),
+            1,
+            "the deleted one is gone"
+        );
         assert_eq!(bound_milli_cpu(&ledger, "worker-1"), 2000);
         let exported = metrics.encode();
         assert!(
@@ -602,7 +607,7 @@ async fn simulate_reads_nodes_and_bound_requests_from_the_apiserver() {
     let cluster = listing.await.unwrap().expect("listed");
     assert_eq!(cluster.inventory.nodes.len(), 6);
     // Running pods on worker-4 and worker-5; the pending and the failed pod hold nothing.
-    assert_eq!(cluster.occupancy.pods(), 2);
+    assert_eq!(cluster.pods.occupancy.pods(), 2);
 
     // The snapshot knows a node the cluster does not (left out) and gives worker-4 facts the
     // cluster contradicts (the cluster's win).
@@ -619,7 +624,7 @@ async fn simulate_reads_nodes_and_bound_requests_from_the_apiserver() {
     }
     // hotspots: the listed running TaskManagers (one steered on worker-4, one not on worker-5,
     // which is hot); the pending and the failed one do not run anywhere.
-    let placed = cluster.running.placed();
+    let placed = cluster.pods.running.placed();
     let placed: Vec<(&str, &str, bool)> = placed
         .iter()
         .map(|p| (p.pod.as_str(), p.node.as_str(), p.steered))

@@ -498,10 +498,11 @@ async fn new_taskmanagers_are_estimated_from_their_running_siblings() {
     let mut ledger = Ledger::new(Duration::from_secs(90));
     for &(name, app, _, _, since, _) in running {
         ledger
+            .cluster
             .running
             .update(&running_pod(name, app, since), false, false);
     }
-    ledger.running.label(&mut snapshot);
+    ledger.cluster.running.label(&mut snapshot);
     assert!(snapshot.pods.iter().all(|p| p.pod != "not-watched"));
 
     let config = Config::default();

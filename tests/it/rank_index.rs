@@ -14,11 +14,11 @@ use k8s_openapi::api::core::v1::Pod;
 use placement_webhook::config::PlacementConfig;
 use placement_webhook::config::scheduler::SchedulerConfig;
 use placement_webhook::inflight::ledger::{Ledger, PodLoad};
-use placement_webhook::inflight::pod_groups::PodGroup;
 use placement_webhook::inventory::pods::apply_pod_event;
 use placement_webhook::placement::{
     DecisionCtx, PodConstraints, PodDemand, RankIndexes, decide, decide_indexed,
 };
+use placement_webhook::scheduler::pods::PodGroup;
 use placement_webhook::scheduler::{PodFacts, PodRequests};
 use placement_webhook::snapshot::{LoadSnapshot, NodeLoad};
 use placement_webhook::view::ClusterView;
@@ -272,7 +272,7 @@ proptest! {
                 Op::Watch { pod, node } => {
                     let requests: PodRequests = demands[pod % SHAPES].facts.requests.clone();
                     let on = node.map(|n| name(n % nodes.len()));
-                    ledger.occupancy.set(&format!("watched-{pod}"), on.as_deref(), &requests);
+                    ledger.cluster.occupancy.set(&format!("watched-{pod}"), on.as_deref(), &requests);
                 }
                 Op::WatchJob { pod, shape, node } => {
                     let on = node.map(|n| name(n % nodes.len()));

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use super::{Ledger, NodeExtra};
-use crate::inflight::changes::LogPosition;
-use crate::inflight::occupancy::NodeRequests;
-use crate::inflight::pod_groups::PodGroup;
+use crate::cluster::changes::LogPosition;
+use crate::cluster::occupancy::NodeRequests;
+use crate::scheduler::pods::PodGroup;
 
 #[derive(Debug, Clone, Default)]
 pub(super) struct Alignment {
@@ -67,7 +67,7 @@ impl Ledger {
             return;
         }
         let numbers: Vec<(u32, u32)> = names
-            .map(|name| (self.node_id(name), self.occupancy.number(name)))
+            .map(|name| (self.node_id(name), self.cluster.occupancy.number(name)))
             .collect();
         let reverse = |numbers: &mut dyn Iterator<Item = u32>| {
             let mut by_number = Vec::new();
@@ -92,9 +92,9 @@ impl Ledger {
     pub(crate) fn group_mark(&self) -> GroupMark {
         GroupMark {
             view_id: self.aligned.view_id,
-            bound: self.groups.changes().position(),
+            bound: self.cluster.groups.changes().position(),
             pending: self.pending_tally.changes.position(),
-            namespaces: self.namespace_version,
+            namespaces: self.cluster.namespace_version(),
         }
     }
 
@@ -107,11 +107,11 @@ impl Ledger {
     ) -> Option<impl Iterator<Item = (Arc<PodGroup>, usize, i64)> + '_> {
         if mark.view_id != self.aligned.view_id
             || !self.is_aligned(mark.view_id)
-            || mark.namespaces != self.namespace_version
+            || mark.namespaces != self.cluster.namespace_version()
         {
             return None;
         }
-        let bound = self.groups.changes().since(mark.bound)?;
+        let bound = self.cluster.groups.changes().since(mark.bound)?;
         let pending = self.pending_tally.changes.since(mark.pending)?;
         let bound = bound.filter_map(move |c| {
             let position = in_view(&self.aligned.by_occupancy_number, c.node)?;
@@ -129,7 +129,7 @@ impl Ledger {
         ChangeMark {
             view_id: self.aligned.view_id,
             ledger: self.changes.position(),
-            occupancy: self.occupancy.changes().position(),
+            occupancy: self.cluster.occupancy.changes().position(),
         }
     }
 
@@ -146,7 +146,8 @@ impl Ledger {
             .filter_map(|n| in_view(&self.aligned.by_ledger_number, n))
             .collect();
         positions.extend(
-            self.occupancy
+            self.cluster
+                .occupancy
                 .changes()
                 .since(mark.occupancy)?
                 .filter_map(|n| in_view(&self.aligned.by_occupancy_number, n)),
@@ -168,7 +169,7 @@ impl Ledger {
     /// The occupancy's bound requests of the node at `position` in the aligned view.
     pub(crate) fn bound_at(&self, position: usize) -> Option<&NodeRequests> {
         let (_, number) = *self.aligned.numbers.get(position)?;
-        self.occupancy.at(number)
+        self.cluster.occupancy.at(number)
     }
 }
 

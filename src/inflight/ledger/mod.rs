@@ -16,17 +16,18 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
-use super::changes::ChangeLog;
-use super::occupancy::Occupancy;
-use super::pod_groups::{PendingGroups, PodGroup, PodGroups};
-use super::running::RunningPods;
+use crate::cluster::ClusterPicture;
+use crate::cluster::changes::ChangeLog;
 use crate::scheduler::PodRequests;
+use crate::scheduler::pods::PodGroup;
+use pending_groups::PendingGroups;
 use std::sync::Arc;
 
 mod aligned;
 mod decided;
 mod heard;
 mod node_extra;
+mod pending_groups;
 mod pending_tally;
 
 use aligned::Alignment;
@@ -122,16 +123,10 @@ pub struct Ledger {
     /// the node (ledger number) they most likely land on. What the plugins that count pods
     /// read, kept as pods come and go rather than gathered from every entry at each decision.
     pending_tally: PendingTally,
-    /// Requests of every bound pod, from the pod watch.
-    pub occupancy: Occupancy,
-    /// Running TaskManagers by job, from the pod watch.
-    pub running: RunningPods,
-    /// Labels and pod (anti-)affinity terms of every bound pod, from the pod watch.
-    pub groups: PodGroups,
-    /// Every namespace's labels, from the namespace watch (for `namespaceSelector`).
-    namespace_labels: std::collections::BTreeMap<String, crate::scheduler::pods::Labels>,
-    /// Bumped whenever `namespace_labels` changes.
-    namespace_version: u64,
+    /// The watches' picture of the cluster: bound pods' requests and groups, running
+    /// TaskManagers, namespaces. Held here because one lock guards it with the charges and the
+    /// view's node positions are numbered for both at once ([`Alignment`]).
+    pub cluster: ClusterPicture,
     /// A job's pending TaskManagers are tagged with their group even without terms that count
     /// other pods: the job's own bounds (`placement.per_job`) count them.
     tags_jobs: bool,
@@ -140,18 +135,6 @@ pub struct Ledger {
     aligned: Alignment,
     /// Ledger numbers of the nodes whose in-flight load changed.
     changes: ChangeLog,
-}
-
-/// What the watch read from one pod event, for [`Ledger::record_pod`].
-pub(crate) struct SeenPod<'a> {
-    /// The key the occupancy counts the pod under.
-    pub(crate) uid: &'a str,
-    /// The node whose requests it occupies: bound, not finished, not deleted.
-    pub(crate) node: Option<&'a str>,
-    pub(crate) requests: &'a PodRequests,
-    pub(crate) deleted: bool,
-    /// It carries a decision note.
-    pub(crate) steered: bool,
 }
 
 impl Ledger {
@@ -228,11 +211,7 @@ impl Ledger {
             pending_groups: PendingGroups::default(),
             last_requests: None,
             pending_tally: PendingTally::default(),
-            occupancy: Occupancy::default(),
-            running: RunningPods::default(),
-            groups: PodGroups::default(),
-            namespace_labels: Default::default(),
-            namespace_version: 0,
+            cluster: ClusterPicture::default(),
             tags_jobs: false,
             aligned: Alignment::default(),
             changes: ChangeLog::default(),
@@ -330,7 +309,7 @@ impl Ledger {
         // A burst's pods share one template: its pending pods share one copy (the bound pods'
         // when some are bound), so the plugins match the burst's pods once (see `AlikeMemo`),
         // however the reviews of several bursts interleave.
-        let groups = &self.groups;
+        let groups = &self.cluster.groups;
         let group = self
             .pending_groups
             .share(group, |group| groups.intern(group));
@@ -352,40 +331,18 @@ impl Ledger {
 
     /// The pod watch lists every pod again (at start, and when a watch cannot resume, e.g. 410
     /// Gone after a compaction).
-    /// Records one pod the watch reported in the cluster's picture: its requests on the node
-    /// it occupies (`node`: none once deleted or finished), its labels and terms in the
-    /// groups, and, for a TaskManager, whether it runs. The occupancy keeps each pod's group
-    /// number and the groups count pods by it: this is the one place that moves both.
-    pub(crate) fn record_pod(&mut self, pod: &k8s_openapi::api::core::v1::Pod, seen: SeenPod<'_>) {
-        let SeenPod {
-            uid,
-            node,
-            requests,
-            deleted,
-            steered,
-        } = seen;
-        let number = node.map(|n| self.occupancy.number(n));
-        // The pod leaves the group it was in.
-        let was = self.occupancy.grouped(uid);
-        let group = self.groups.set(was, number, pod);
-        self.occupancy.set_grouped(uid, node, requests, group);
-        self.running.update(pod, deleted, steered);
-    }
-
     pub(crate) fn begin_relist(&mut self) {
         self.relists = self.relists.wrapping_add(1);
-        self.occupancy.begin_relist();
+        self.cluster.begin_relist();
     }
 
     /// A pod list is complete: pods it did not mention are dropped (see
-    /// [`Occupancy::end_relist`]), their labels with them, and so are the charges of steered
+    /// [`ClusterPicture::end_relist`]), their labels with them, and so are the charges of steered
     /// pods the watch had reported before and this list did not mention (deleted while the
     /// watch was away). A charge the watch never reported stays: its pod may be younger than
     /// the list.
     pub(crate) fn end_relist(&mut self) {
-        let groups = &mut self.groups;
-        self.occupancy
-            .end_relist_with(|node, group| groups.release(node, group));
+        self.cluster.end_relist();
         let gone: Vec<String> = self
             .entries
             .iter()
@@ -450,23 +407,6 @@ impl Ledger {
     }
 
     /// Numbers the nodes of the view `view_id` (named in view order) for [`Self::extra_at`] and
-    /// Every namespace's labels, from the namespace watch.
-    pub(crate) fn namespace_labels(
-        &self,
-    ) -> &std::collections::BTreeMap<String, crate::scheduler::pods::Labels> {
-        &self.namespace_labels
-    }
-
-    pub(crate) fn set_namespace_labels(
-        &mut self,
-        labels: std::collections::BTreeMap<String, crate::scheduler::pods::Labels>,
-    ) {
-        if self.namespace_labels != labels {
-            self.namespace_labels = labels;
-            self.namespace_version += 1;
-        }
-    }
-
     /// Where the pod `id` is expected to land, with probabilities; bound pods have one node.
     pub fn shares(&self, id: &str) -> Option<Vec<(String, f64)>> {
         self.entries.get(id).map(|e| {

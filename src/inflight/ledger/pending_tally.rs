@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
+use crate::cluster::changes::ChangeLog;
+use crate::cluster::pod_groups::GroupChange;
 use crate::hashing::HashMap;
-use crate::inflight::changes::ChangeLog;
-use crate::inflight::pod_groups::{GroupChange, PodGroup};
+use crate::scheduler::pods::PodGroup;
 
 /// Pending pods with a group, by group (its address): the group and its pods counted by the
 /// node (ledger number) they most likely land on; and each count's change, for readers that

@@ -5,19 +5,19 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use k8s_openapi::api::core::v1::Pod;
-use placement_webhook::config::PlacementConfig;
-use placement_webhook::config::scheduler::SchedulerConfig;
-use placement_webhook::inflight::ledger::{Ledger, PodLoad};
-use placement_webhook::inflight::pod_groups::PodGroup;
-use placement_webhook::inventory::pods::apply_pod_event;
-use placement_webhook::placement::{
+use crate::config::PlacementConfig;
+use crate::config::scheduler::SchedulerConfig;
+use crate::inflight::ledger::{Ledger, PodLoad};
+use crate::inventory::pods::apply_pod_event;
+use crate::placement::{
     Decision, Ineligible, PodConstraints, PodDemand, Replica, assess_all, decide, decide_indexed,
 };
-use placement_webhook::placement::{DecisionCtx, RankIndexes};
-use placement_webhook::scheduler::PodFacts;
-use placement_webhook::snapshot::{LoadSnapshot, NodeLoad};
-use placement_webhook::view::ClusterView;
+use crate::placement::{DecisionCtx, RankIndexes};
+use crate::scheduler::PodFacts;
+use crate::scheduler::pods::PodGroup;
+use crate::snapshot::{LoadSnapshot, NodeLoad};
+use crate::view::ClusterView;
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 const ZONE: &str = "topology.kubernetes.io/zone";
@@ -336,9 +336,7 @@ fn required_pod_affinity_with_no_match_anywhere_is_unresolvable_everywhere() {
 /// TaskManager kept apart from its job's others keeps off those nodes too.
 #[test]
 fn mirrored_pods_count_in_the_affinity_score() {
-    use placement_webhook::placement::pod_level::{
-        Around, Surroundings, around_affinity_scores, restrict,
-    };
+    use crate::placement::pod_level::{Around, Surroundings, around_affinity_scores, restrict};
     let view = view();
     let ledger = aligned_ledger(&view);
     let tm = taskmanager(
@@ -388,8 +386,8 @@ fn mirrored_pods_count_in_the_affinity_score() {
 /// `a`'s to take. Both decision paths agree.
 #[test]
 fn another_replicas_nodes_count_their_owners_pod_in_the_affinity_score() {
-    use placement_webhook::inflight::ledger::HeardMix;
-    use placement_webhook::placement::ReplicaSet;
+    use crate::inflight::ledger::HeardMix;
+    use crate::placement::ReplicaSet;
     use std::sync::Arc;
     let set = Arc::new(ReplicaSet::new("a", ["a".to_string(), "b".to_string()]).expect("set"));
     let view = view_of(
@@ -457,10 +455,8 @@ fn another_replicas_nodes_count_their_owners_pod_in_the_affinity_score() {
 /// (taken as mirrored), one topology key and two.
 #[test]
 fn kept_nodes_match_the_normalised_scores() {
-    use placement_webhook::placement::pod_level::{
-        Around, Surroundings, around_affinity_scores, restrict,
-    };
-    use placement_webhook::scheduler::cycle::INTER_POD_AFFINITY_WEIGHT;
+    use crate::placement::pod_level::{Around, Surroundings, around_affinity_scores, restrict};
+    use crate::scheduler::cycle::INTER_POD_AFFINITY_WEIGHT;
     let view = view();
     let ledger = aligned_ledger(&view);
     let term = |key: &str, weight: u32| {
@@ -628,7 +624,7 @@ fn when_the_nodes_the_scores_favour_are_hot_the_cool_ones_are_named_and_those_av
 /// pods do not count; the index and the walk agree.
 #[test]
 fn a_jobs_own_spread_keeps_it_off_full_nodes_and_zones() {
-    use placement_webhook::config::PerJob;
+    use crate::config::PerJob;
     let view = view();
     let mut ledger = aligned_ledger(&view);
     for (name, app, node) in [

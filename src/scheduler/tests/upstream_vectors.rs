@@ -1,19 +1,17 @@
-//! The scheduler model (`placement_webhook::scheduler`) reproduces the upstream kube-scheduler test
+//! The scheduler model (`crate::scheduler`) reproduces the upstream kube-scheduler test
 //! vectors exactly: every vector of every plugin, every expected field.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{NodeAffinity, Pod, PreferredSchedulingTerm};
-use placement_webhook::config::scheduler::{
+use crate::config::scheduler::{
     BalancedAllocationFormula, ResourceWeight, SchedulerConfig, ScoringStrategy,
     ScoringStrategyType,
 };
-use placement_webhook::scheduler::cycle::PodFacts;
-use placement_webhook::scheduler::resources::{CPU, DEFAULT_MEMORY_REQUEST, MEMORY, pod_requests};
-use placement_webhook::scheduler::scores::*;
-use placement_webhook::scheduler::{
-    ModelNode, PodRequests, Resources, Scheduler, num_feasible_nodes_to_find,
-};
+use crate::scheduler::cycle::PodFacts;
+use crate::scheduler::resources::{CPU, DEFAULT_MEMORY_REQUEST, MEMORY, pod_requests};
+use crate::scheduler::scores::*;
+use crate::scheduler::{ModelNode, PodRequests, Resources, Scheduler, num_feasible_nodes_to_find};
+use k8s_openapi::api::core::v1::{NodeAffinity, Pod, PreferredSchedulingTerm};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -364,7 +362,7 @@ fn webhook_shaped_terms_score_as_scheduler_md_says() {
         .map(|n| ModelNode::new(n, BTreeMap::new(), Resources::default()))
         .collect();
     let all: Vec<usize> = (0..nodes.len()).collect();
-    let affinity: Vec<i64> = placement_webhook::scheduler::cycle::score(
+    let affinity: Vec<i64> = crate::scheduler::cycle::score(
         &PodFacts::of(&pod),
         &nodes,
         &all,
@@ -438,7 +436,7 @@ fn sampling_rotates_its_start() {
 
 #[test]
 fn taints_cordons_and_strategies() {
-    use placement_webhook::scheduler::{Taint, Unfit, cycle::filter};
+    use crate::scheduler::{Taint, Unfit, cycle::filter};
     let alloc = resources(&[("cpu", "10"), ("memory", "10Gi"), ("pods", "110")]);
     let mut node = ModelNode::new("n", BTreeMap::new(), alloc);
     let pod: Pod = serde_json::from_value(json!({"spec": {"containers": [
@@ -488,12 +486,8 @@ fn taints_cordons_and_strategies() {
     });
     assert_eq!(filter(&facts, &soft), Ok(()));
     let nodes = vec![node, soft];
-    let scores = placement_webhook::scheduler::cycle::score(
-        &facts,
-        &nodes,
-        &[0, 1],
-        &SchedulerConfig::default(),
-    );
+    let scores =
+        crate::scheduler::cycle::score(&facts, &nodes, &[0, 1], &SchedulerConfig::default());
     assert_eq!(scores[0].taint_toleration, 300);
     assert_eq!(scores[1].taint_toleration, 0);
 }

@@ -14,10 +14,10 @@ use super::changes::ChangeLog;
 use super::occupancy::NO_GROUP;
 #[cfg(doc)]
 use super::occupancy::Occupancy;
-use crate::hashing::{HashMap, HashSet};
+use crate::hashing::HashMap;
 use crate::scheduler::pods::Labels;
 
-pub use crate::scheduler::pods::PodGroup;
+use crate::scheduler::pods::PodGroup;
 
 #[derive(Debug, Default, Clone)]
 struct GroupSlot {
@@ -36,38 +36,6 @@ pub(crate) struct GroupChange {
     pub(crate) group: Arc<PodGroup>,
     pub(crate) node: u32,
     pub(crate) delta: i32,
-}
-
-/// The groups of pending pods, one copy per template: reviews of several jobs arrive
-/// interleaved, and a copy per pod (its labels and terms) costs about a kilobyte of every
-/// ledger entry.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct PendingGroups {
-    shared: HashSet<Arc<PodGroup>>,
-    /// How many were kept after the last sweep of the groups no pod holds any more: the next
-    /// sweep comes when that many more were added (64 at least).
-    kept_at_sweep: usize,
-}
-
-impl PendingGroups {
-    /// The shared copy of `group`: the one held already, or `intern`'s (the bound pods' copy,
-    /// or a new one), kept from now on.
-    pub(crate) fn share(
-        &mut self,
-        group: PodGroup,
-        intern: impl FnOnce(PodGroup) -> Arc<PodGroup>,
-    ) -> Arc<PodGroup> {
-        if let Some(shared) = self.shared.get(&group) {
-            return shared.clone();
-        }
-        if self.shared.len() >= (2 * self.kept_at_sweep).max(64) {
-            self.shared.retain(|group| Arc::strong_count(group) > 1);
-            self.kept_at_sweep = self.shared.len();
-        }
-        let shared = intern(group);
-        self.shared.insert(shared.clone());
-        shared
-    }
 }
 
 /// Bound pods by group and node. Which group each pod is in is kept by the occupancy, which
@@ -261,34 +229,6 @@ mod tests {
             "metadata": {"namespace": namespace, "labels": labels},
             "spec": {"containers": []}}))
         .expect("pod")
-    }
-
-    /// Pending pods of two jobs reviewed in turn share one copy per job, and a copy no pod
-    /// holds any more goes at a sweep.
-    #[test]
-    fn pending_pods_of_interleaved_jobs_share_one_group_per_job() {
-        let mut pending = PendingGroups::default();
-        let bound = PodGroups::default();
-        let job = |name: &str| PodGroup::of(&pod("flink", serde_json::json!({"app": name})));
-        let mut held = Vec::new();
-        for _ in 0..10 {
-            for name in ["a", "b"] {
-                held.push(pending.share(job(name), |g| bound.intern(g)));
-            }
-        }
-        assert!(Arc::ptr_eq(&held[0], &held[18]));
-        assert!(Arc::ptr_eq(&held[1], &held[19]));
-        assert!(!Arc::ptr_eq(&held[0], &held[1]));
-        assert_eq!(pending.shared.len(), 2);
-        // Job "a"'s pods are gone; 63 more jobs come: at 64 groups a sweep drops "a" and keeps
-        // "b", still held.
-        held.retain(|g| g.labels.get("app").map(String::as_str) == Some("b"));
-        for k in 0..63 {
-            held.push(pending.share(job(&format!("job-{k}")), |g| bound.intern(g)));
-        }
-        assert_eq!(pending.shared.len(), 64, "63 jobs and b");
-        let b_again = pending.share(job("b"), |g| bound.intern(g));
-        assert!(Arc::ptr_eq(&held[0], &b_again));
     }
 
     /// The groups with what the occupancy keeps for them: each pod's node and group numbers.

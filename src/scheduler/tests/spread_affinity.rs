@@ -7,13 +7,13 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Pod;
-use placement_webhook::scheduler::pod_affinity::{AffinityFilter, affinity_scores};
-use placement_webhook::scheduler::pods::Labels;
-use placement_webhook::scheduler::topology_spread::{SpreadFilter, spread_scores};
-use placement_webhook::scheduler::{
+use crate::scheduler::pod_affinity::{AffinityFilter, affinity_scores};
+use crate::scheduler::pods::Labels;
+use crate::scheduler::topology_spread::{SpreadFilter, spread_scores};
+use crate::scheduler::{
     ClusterPods, Code, ExistingPod, ModelNode, PodFacts, Resources, SpreadDefaults, Taint,
 };
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 const OK: &str = "Success";
@@ -1372,9 +1372,8 @@ fn affinity_reason(pod: &Pod, nodes: &[ModelNode], existing: &[ExistingPod]) -> 
 
 #[test]
 fn affinity_filter_single_node() {
-    use placement_webhook::scheduler::AffinityUnfit::*;
-    let reason =
-        |u: placement_webhook::scheduler::AffinityUnfit| format!("{}: {u:?}", code_name(u.code()));
+    use crate::scheduler::AffinityUnfit::*;
+    let reason = |u: crate::scheduler::AffinityUnfit| format!("{}: {u:?}", code_name(u.code()));
     let mut check = Check::default();
     let node1 = vec![node("node1", &[("region", "r1"), ("zone", "z11")])];
     let scan = [("service", "securityscan")];
@@ -2361,9 +2360,9 @@ fn affinity_scores_hard_pod_affinity_weight() {
 /// no constraint and no pod in view it decides as `schedule` does.
 #[test]
 fn cycle_applies_both_plugins() {
-    use placement_webhook::config::scheduler::SchedulerConfig;
-    use placement_webhook::scheduler::Scheduler;
-    use placement_webhook::scheduler::cycle::score_with;
+    use crate::config::scheduler::SchedulerConfig;
+    use crate::scheduler::Scheduler;
+    use crate::scheduler::cycle::score_with;
     let alloc =
         Resources::parse(&[("cpu", "8"), ("memory", "16Gi"), ("pods", "110")]).expect("quantities");
     let nodes: Vec<ModelNode> = (0..6)
@@ -2443,8 +2442,8 @@ fn cycle_applies_both_plugins() {
 /// (preferred affinity and anti-affinity on one node each, pods spread unevenly).
 #[test]
 fn keep_best_keeps_what_the_scores_keep() {
-    use placement_webhook::scheduler::domains::Domains;
-    use placement_webhook::scheduler::pod_affinity::AffinityScore;
+    use crate::scheduler::domains::Domains;
+    use crate::scheduler::pod_affinity::AffinityScore;
     let nodes: Vec<ModelNode> = (0..13)
         .map(|k| node(&format!("n{k}"), &[("hostname", &format!("n{k}"))]))
         .collect();
