@@ -10,13 +10,15 @@
 //! For each, the create's own p50/p99 (timed by the client: the apiserver's whole path) and the
 //! apiserver's `apiserver_admission_webhook_admission_duration_seconds` for the webhook (mean
 //! and p50/p99 from its buckets), as ratios to the minimal webhook, and the replicas' own time
-//! in their handler. The webhook and the minimal one take turns for `ROUNDS` rounds; each
-//! figure is the median over the rounds, and every round's p99 is printed beside it. No
+//! in their handler. The three take turns at each rate, round after round, in an order that
+//! rotates with the round, so a drift of the machine falls on all three alike; each figure pools
+//! every round's creates (the p99 of all of them, the histograms summed), and every round's own
+//! p99 is printed beside it. "no webhook" against the minimal one shows the noise left. No
 //! scheduler runs: the created pods stay Pending and are deleted between rows.
 //!
 //! ```text
 //! bash tests/kube/build.sh && cargo bench --bench apiserver_latency
-//! NODES=5000 RUNNING=50000 RATES=50,200,500 SECONDS_PER_RATE=10 REPLICAS=2 ROUNDS=3 (defaults)
+//! NODES=5000 RUNNING=50000 RATES=50,200,500 SECONDS_PER_RATE=10 REPLICAS=2 ROUNDS=6 (defaults)
 //! ```
 
 #[path = "../tests/real_cluster/balancer.rs"]
@@ -54,20 +56,26 @@ fn env_usize(name: &str, default: usize) -> usize {
     }
 }
 
-/// One row: what the client timed and what the apiserver timed.
+/// One measurement, or every round's pooled: what the client timed and what the apiserver timed.
 struct Row {
     what: String,
     rate: usize,
-    created: usize,
+    /// The creates' latencies (seconds), sorted.
+    latencies: Vec<f64>,
     failed: usize,
-    p50: f64,
-    p99: f64,
-    webhook_mean: Option<f64>,
-    webhook_p50: Option<f64>,
-    webhook_p99: Option<f64>,
-    /// Mean time inside the webhook's handler, over every replica (a forwarded review counts
-    /// on both: the sender's time includes the decider's).
-    handler_mean: Option<f64>,
+    /// The apiserver's call histogram over the row: (le, count) and its sum and count.
+    calls: Vec<(f64, f64)>,
+    call_sum: f64,
+    call_count: f64,
+    /// Time inside the webhook's handler, over every replica (a forwarded review counts on
+    /// both: the sender's time includes the decider's): (seconds, reviews).
+    handled: (f64, f64),
+}
+
+impl Row {
+    fn p(&self, q: f64) -> f64 {
+        quantile(&self.latencies, q)
+    }
 }
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {
@@ -138,9 +146,9 @@ async fn handler_seconds(cluster: &Cluster) -> (f64, f64) {
     (sum, count)
 }
 
-/// The `q` quantile between two histogram readings, interpolated inside its bucket.
-fn histogram_quantile(before: &[(f64, f64)], after: &[(f64, f64)], q: f64) -> Option<f64> {
-    let delta: Vec<(f64, f64)> = after
+/// The bucket counts added between two readings.
+fn histogram_delta(before: &[(f64, f64)], after: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    after
         .iter()
         .map(|(le, v)| {
             let was = before
@@ -149,14 +157,18 @@ fn histogram_quantile(before: &[(f64, f64)], after: &[(f64, f64)], q: f64) -> Op
                 .map_or(0.0, |(_, w)| *w);
             (*le, v - was)
         })
-        .collect();
+        .collect()
+}
+
+/// The `q` quantile of cumulative bucket counts, interpolated inside its bucket.
+fn histogram_quantile(delta: &[(f64, f64)], q: f64) -> Option<f64> {
     let total = delta.last()?.1;
     if total <= 0.0 {
         return None;
     }
     let rank = q * total;
     let mut lower = (0.0, 0.0);
-    for (le, cumulative) in delta {
+    for &(le, cumulative) in delta {
         if cumulative >= rank {
             if le.is_infinite() {
                 return Some(lower.0);
@@ -226,40 +238,34 @@ async fn clear(cluster: &Cluster) {
     }
 }
 
-async fn measure(
-    cluster: &Cluster,
-    what: &str,
-    rates: &[usize],
-    seconds: usize,
-    round: usize,
-) -> Vec<Row> {
-    let mut rows = Vec::new();
-    for &rate in rates {
-        clear(cluster).await;
-        // Warm the connections and the webhook's caches.
-        drive(cluster, 20, 1, &format!("warm-{rate}")).await;
-        let (before, sum0, count0) = histogram(&cluster.plane.metrics());
-        let (handled0, reviews0) = handler_seconds(cluster).await;
-        let (latencies, failed) = drive(cluster, rate, seconds, &format!("tm-{rate}")).await;
-        let (after, sum1, count1) = histogram(&cluster.plane.metrics());
-        let (handled1, reviews1) = handler_seconds(cluster).await;
-        let calls = count1 - count0;
-        rows.push(Row {
-            what: what.to_string(),
-            rate,
-            created: latencies.len(),
-            failed,
-            p50: quantile(&latencies, 0.5),
-            p99: quantile(&latencies, 0.99),
-            webhook_mean: (calls > 0.0).then(|| (sum1 - sum0) / calls),
-            webhook_p50: histogram_quantile(&before, &after, 0.5),
-            webhook_p99: histogram_quantile(&before, &after, 0.99),
-            handler_mean: (what == "placement-webhook" && reviews1 > reviews0)
-                .then(|| (handled1 - handled0) / (reviews1 - reviews0)),
-        });
-        eprintln!("round {round}: {what} at {rate}/s: done");
-    }
-    rows
+async fn measure(cluster: &Cluster, what: &str, rate: usize, seconds: usize, round: usize) -> Row {
+    clear(cluster).await;
+    // Warm the connections and the webhook's caches.
+    drive(cluster, 20, 1, &format!("warm-{rate}")).await;
+    let (before, sum0, count0) = histogram(&cluster.plane.metrics());
+    let (handled0, reviews0) = handler_seconds(cluster).await;
+    let (latencies, failed) = drive(cluster, rate, seconds, &format!("tm-{rate}")).await;
+    let (after, sum1, count1) = histogram(&cluster.plane.metrics());
+    let (handled1, reviews1) = handler_seconds(cluster).await;
+    let row = Row {
+        what: what.to_string(),
+        rate,
+        latencies,
+        failed,
+        calls: histogram_delta(&before, &after),
+        call_sum: sum1 - sum0,
+        call_count: count1 - count0,
+        handled: if what == "placement-webhook" {
+            (handled1 - handled0, reviews1 - reviews0)
+        } else {
+            (0.0, 0.0)
+        },
+    };
+    eprintln!(
+        "round {round}: {what} at {rate}/s: p99 {:.1} ms",
+        row.p(0.99) * 1000.0
+    );
+    row
 }
 
 /// Two minimal webhooks with the webhook's serving pair, behind a balancer of their own.
@@ -305,40 +311,44 @@ async fn start_minimal(cluster: &Cluster) -> (Vec<Process>, Balancer) {
     (processes, Balancer::start(backends).await)
 }
 
-/// One row per webhook and rate: the median of each figure over the rounds, and every round's
-/// p99 (to see the spread).
-fn medians(samples: &[Row], rates: &[usize]) -> Vec<(Row, Vec<f64>)> {
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied()
-    };
+/// One row per webhook and rate, every round's pooled, and every round's own p99 (to see the
+/// spread).
+fn pooled(samples: Vec<Row>, rates: &[usize]) -> Vec<(Row, Vec<f64>)> {
     let mut rows = Vec::new();
     for what in ["placement-webhook", "minimal webhook", "no webhook"] {
         for &rate in rates {
-            let of: Vec<&Row> = samples
-                .iter()
-                .filter(|r| r.what == what && r.rate == rate)
-                .collect();
-            if of.is_empty() {
+            let mut pool = Row {
+                what: what.to_string(),
+                rate,
+                latencies: Vec::new(),
+                failed: 0,
+                calls: Vec::new(),
+                call_sum: 0.0,
+                call_count: 0.0,
+                handled: (0.0, 0.0),
+            };
+            let mut p99s = Vec::new();
+            for row in samples.iter().filter(|r| r.what == what && r.rate == rate) {
+                p99s.push(row.p(0.99));
+                pool.latencies.extend(&row.latencies);
+                pool.failed += row.failed;
+                for &(le, n) in &row.calls {
+                    match pool.calls.iter_mut().find(|(l, _)| *l == le) {
+                        Some(bucket) => bucket.1 += n,
+                        None => pool.calls.push((le, n)),
+                    }
+                }
+                pool.call_sum += row.call_sum;
+                pool.call_count += row.call_count;
+                pool.handled.0 += row.handled.0;
+                pool.handled.1 += row.handled.1;
+            }
+            if p99s.is_empty() {
                 continue;
             }
-            let all = |f: fn(&Row) -> Option<f64>| median(of.iter().filter_map(|r| f(r)).collect());
-            let p99s: Vec<f64> = of.iter().map(|r| r.p99).collect();
-            rows.push((
-                Row {
-                    what: what.to_string(),
-                    rate,
-                    created: of.iter().map(|r| r.created).sum(),
-                    failed: of.iter().map(|r| r.failed).sum(),
-                    p50: all(|r| Some(r.p50)).unwrap_or(f64::NAN),
-                    p99: all(|r| Some(r.p99)).unwrap_or(f64::NAN),
-                    webhook_mean: all(|r| r.webhook_mean),
-                    webhook_p50: all(|r| r.webhook_p50),
-                    webhook_p99: all(|r| r.webhook_p99),
-                    handler_mean: all(|r| r.handler_mean),
-                },
-                p99s,
-            ));
+            pool.latencies.sort_by(f64::total_cmp);
+            pool.calls.sort_by(|a, b| a.0.total_cmp(&b.0));
+            rows.push((pool, p99s));
         }
     }
     rows
@@ -361,7 +371,7 @@ async fn main() {
     let nodes = env_usize("NODES", 5000);
     let running = env_usize("RUNNING", 50_000);
     let seconds = env_usize("SECONDS_PER_RATE", 10);
-    let rounds = env_usize("ROUNDS", 3).max(1);
+    let rounds = env_usize("ROUNDS", 6).max(1);
     let rates: Vec<usize> = std::env::var("RATES")
         .unwrap_or_else(|_| "50,200,500".into())
         .split(',')
@@ -404,7 +414,8 @@ async fn main() {
         started.elapsed()
     );
 
-    // The registration as installed, to come back to after each round of the minimal webhook.
+    // The registration as installed: its URL to come back to after the minimal webhook, and
+    // the whole object to create again after "no webhook" deleted it.
     let installed = cluster.plane.kubectl(&[
         "get",
         "mutatingwebhookconfiguration",
@@ -412,33 +423,72 @@ async fn main() {
         "-o",
         "jsonpath={.webhooks[0].clientConfig.url}",
     ]);
-    let (_minimal, minimal_balancer) = start_minimal(&cluster).await;
-    let minimal_url = format!("https://127.0.0.1:{}/mutate", minimal_balancer.addr.port());
-    // The two webhooks take turns, round after round: a machine this loaded drifts (and at the
-    // highest rate tips over now and then), so one row each would compare two moments.
-    let mut samples = Vec::new();
-    for round in 1..=rounds {
-        for (what, url) in [
-            ("placement-webhook", installed.as_str()),
-            ("minimal webhook", minimal_url.as_str()),
+    let mut registration: serde_json::Value = serde_json::from_str(&cluster.plane.kubectl(&[
+        "get",
+        "mutatingwebhookconfiguration",
+        CONFIGURATION,
+        "-o",
+        "json",
+    ]))
+    .expect("registration JSON");
+    if let Some(meta) = registration["metadata"].as_object_mut() {
+        for field in [
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "managedFields",
+            "generation",
         ] {
-            webhook::register_at(&cluster.plane, url, &cluster.certs.ca_bundle);
-            tokio::time::sleep(Duration::from_secs(3)).await;
-            samples.extend(measure(&cluster, what, &rates, seconds, round).await);
+            meta.remove(field);
         }
     }
-    cluster
-        .plane
-        .kubectl(&["delete", "mutatingwebhookconfiguration", CONFIGURATION]);
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let registration = registration.to_string();
+    let (_minimal, minimal_balancer) = start_minimal(&cluster).await;
+    let minimal_url = format!("https://127.0.0.1:{}/mutate", minimal_balancer.addr.port());
+    // The three take turns at each rate, in an order that rotates with the round: this machine
+    // drifts (and at the highest rate tips over now and then), so rows measured apart would
+    // compare two moments.
+    let turns = [
+        ("placement-webhook", Some(installed.as_str())),
+        ("minimal webhook", Some(minimal_url.as_str())),
+        ("no webhook", None),
+    ];
+    let mut registered = true;
+    let mut samples = Vec::new();
     for round in 1..=rounds {
-        samples.extend(measure(&cluster, "no webhook", &rates, seconds, round).await);
+        for &rate in &rates {
+            for turn in 0..turns.len() {
+                let (what, url) = turns[(turn + round) % turns.len()];
+                match (url, registered) {
+                    (Some(url), true) => {
+                        webhook::register_at(&cluster.plane, url, &cluster.certs.ca_bundle)
+                    }
+                    (Some(url), false) => {
+                        cluster
+                            .plane
+                            .kubectl_with_input(&["create", "-f", "-"], Some(&registration));
+                        webhook::register_at(&cluster.plane, url, &cluster.certs.ca_bundle);
+                    }
+                    (None, true) => {
+                        cluster.plane.kubectl(&[
+                            "delete",
+                            "mutatingwebhookconfiguration",
+                            CONFIGURATION,
+                        ]);
+                    }
+                    (None, false) => {}
+                }
+                registered = url.is_some();
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                samples.push(measure(&cluster, what, rate, seconds, round).await);
+            }
+        }
     }
-    let rows = medians(&samples, &rates);
+    let rows = pooled(samples, &rates);
 
     println!(
         "\npod CREATE through kube-apiserver {}: {nodes} nodes, {running} running pods, \
-         {seconds} s per rate, medians of {rounds} rounds",
+         {seconds} s per rate and turn, {rounds} rounds pooled",
         support::kube::KUBERNETES_VERSION
     );
     println!(
@@ -464,20 +514,26 @@ async fn main() {
     for (row, p99s) in &rows {
         let base = minimal(row.rate);
         let per_round: Vec<String> = p99s.iter().map(|s| format!("{:.1}", s * 1000.0)).collect();
+        let call_mean = (row.call_count > 0.0).then(|| row.call_sum / row.call_count);
+        let call_p99 = histogram_quantile(&row.calls, 0.99);
         println!(
             "{:<18} {:>6} {:>7} {:>6} {:>7.1} {:>8.1} {:>9} {:>8} {:>8} {:>9} {:>8} {:>7}  {}",
             row.what,
             row.rate,
-            row.created,
+            row.latencies.len(),
             row.failed,
-            row.p50 * 1000.0,
-            row.p99 * 1000.0,
-            ms(row.webhook_mean),
-            ms(row.webhook_p50),
-            ms(row.webhook_p99),
-            ratio(Some(row.p99), base.map(|b| b.p99)),
-            ratio(row.webhook_p99, base.and_then(|b| b.webhook_p99)),
-            row.handler_mean
+            row.p(0.5) * 1000.0,
+            row.p(0.99) * 1000.0,
+            ms(call_mean),
+            ms(histogram_quantile(&row.calls, 0.5)),
+            ms(call_p99),
+            ratio(Some(row.p(0.99)), base.map(|b| b.p(0.99))),
+            ratio(
+                call_p99,
+                base.and_then(|b| histogram_quantile(&b.calls, 0.99))
+            ),
+            (row.handled.1 > 0.0)
+                .then(|| row.handled.0 / row.handled.1)
                 .map_or("-".into(), |s| format!("{:.2}", s * 1000.0)),
             per_round.join(" / "),
         );
