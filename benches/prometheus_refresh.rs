@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use exporter::{Exporter, FakeNode};
 use placement_webhook::config::Config;
 use placement_webhook::config::prometheus::PrometheusConfig;
-use placement_webhook::metrics_source::prometheus::PrometheusSource;
+use placement_webhook::metrics_source::PrometheusSource;
 use prometheus::Prometheus;
 use serde_json::Value;
 

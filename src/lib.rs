@@ -1,6 +1,8 @@
 //! placement-webhook: a mutating admission webhook that steers Flink TaskManager pods onto
 //! lightly loaded nodes by writing weighted preferred node affinity.
 
+#![warn(unreachable_pub)]
+
 pub mod admission;
 pub mod app;
 pub mod cli;

@@ -14,7 +14,7 @@ use libfuzzer_sys::fuzz_target;
 use placement_webhook::config::PlacementConfig;
 use placement_webhook::config::prometheus::NodeMapping;
 use placement_webhook::config::scheduler::SchedulerConfig;
-use placement_webhook::metrics_source::readings::{Readings, build_snapshot, parse_vector};
+use placement_webhook::metrics_source::{Readings, build_snapshot, parse_vector};
 use placement_webhook::placement::{DecisionCtx, PodDemand, decide};
 use placement_webhook::view::ClusterView;
 

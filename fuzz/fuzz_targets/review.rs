@@ -14,7 +14,7 @@ use placement_webhook::admission::{self, Admission};
 use placement_webhook::config::Config;
 use placement_webhook::inflight::ledger::Ledger;
 use placement_webhook::inflight::shared::SharedLedger;
-use placement_webhook::metrics_source::file::embedded_example;
+use placement_webhook::metrics_source::embedded_example;
 use placement_webhook::snapshot::LoadSnapshot;
 use placement_webhook::view::ViewStore;
 use serde::Deserialize;

@@ -6,9 +6,9 @@
 
 pub(crate) mod changes;
 mod interner;
-pub mod occupancy;
-pub mod pod_groups;
-pub mod running;
+pub(crate) mod occupancy;
+pub(crate) mod pod_groups;
+pub(crate) mod running;
 mod since;
 
 use std::collections::BTreeMap;

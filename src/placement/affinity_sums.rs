@@ -23,7 +23,7 @@ const KINDS_KEPT: usize = 64;
 
 /// The sums kept, by the kind of pod scored (namespace, labels and terms).
 #[derive(Debug, Default)]
-pub struct AffinitySumsCache {
+pub(crate) struct AffinitySumsCache {
     kinds: Mutex<HashMap<PodGroup, Arc<Mutex<Kept>>>>,
 }
 

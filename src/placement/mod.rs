@@ -1,6 +1,6 @@
 //! Pure placement decisions: from a pod, the cluster view and the policy to ranked nodes and terms.
 
-pub mod affinity_sums;
+pub(crate) mod affinity_sums;
 pub(crate) mod assess;
 pub(crate) mod constraints;
 mod context;
@@ -14,7 +14,7 @@ pub mod landing;
 pub mod own_spread;
 mod partition;
 pub(crate) mod per_job;
-pub mod pod_level;
+pub(crate) mod pod_level;
 mod predict;
 pub(crate) mod rank_index;
 mod ranking_source;

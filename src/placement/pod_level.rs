@@ -125,7 +125,7 @@ pub(crate) fn pods_around(
 /// InterPodAffinity's scores of `candidates` (view positions) for this pod, read group by
 /// group from the ledger without listing the pods (see [`AffinityScore`]), with `mirrored`
 /// pods like this one counted too (see [`restrict`]).
-pub fn around_affinity_scores(
+pub(crate) fn around_affinity_scores(
     facts: &PodFacts<'_>,
     view: &ClusterView,
     ledger: &Ledger,
@@ -158,7 +158,7 @@ fn read_around<R>(
 
 /// How the scores that count other pods read them.
 #[derive(Debug, Clone, Copy)]
-pub enum Around<'a> {
+pub(crate) enum Around<'a> {
     /// Every group of the ledger, and `mirrored`: pods like this one that other replicas are
     /// taken to have placed unheard, (position, pods).
     Read { mirrored: &'a [(usize, u32)] },
@@ -220,7 +220,7 @@ fn ineligible(unfit: Unfit) -> Ineligible {
 /// What the plugins that count other pods leave of the eligible nodes (view positions, in
 /// order).
 #[derive(Debug, Clone)]
-pub struct Restriction {
+pub(crate) struct Restriction {
     /// Those their filters pass: the nodes the scheduler finds feasible, which set how much of
     /// the cluster its sample holds.
     pub passing: Arc<[u32]>,
@@ -231,7 +231,7 @@ pub struct Restriction {
 /// A pod among the pods the ledger places around it, in a view the ledger is aligned with:
 /// what the filters and scores that count pods read.
 #[derive(Clone, Copy)]
-pub struct Surroundings<'a> {
+pub(crate) struct Surroundings<'a> {
     pub facts: &'a PodFacts<'a>,
     pub view: &'a ClusterView,
     pub ledger: &'a Ledger,
@@ -240,7 +240,7 @@ pub struct Surroundings<'a> {
 /// `eligible` (view positions) less the nodes the filters that count other pods reject, and
 /// less the nodes the scores of those plugins put too far behind the best (see
 /// [`best_scored`]); `None` when the pod has no such filter or score.
-pub fn restrict(
+pub(crate) fn restrict(
     at: Surroundings<'_>,
     eligible: &[u32],
     around: Around<'_>,

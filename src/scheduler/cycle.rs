@@ -13,11 +13,11 @@ use super::terms::tolerated;
 use super::topology_spread::{SpreadFilter, SpreadUnfit, spread_scores};
 use crate::config::scheduler::SchedulerConfig;
 
-pub use super::pod::PodFacts;
+pub(crate) use super::pod::PodFacts;
 
 /// Score weights of the default profile for the plugins that look at other pods.
 pub(crate) const POD_TOPOLOGY_SPREAD_WEIGHT: i64 = 2;
-pub const INTER_POD_AFFINITY_WEIGHT: i64 = 2;
+pub(crate) const INTER_POD_AFFINITY_WEIGHT: i64 = 2;
 
 const MIN_FEASIBLE_NODES_TO_FIND: i64 = 100;
 const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: i64 = 5;
@@ -71,7 +71,7 @@ pub(crate) fn placement_filter(pod: &PodFacts<'_>, node: &ModelNode) -> Result<(
 }
 
 /// Every modelled filter.
-pub fn filter(pod: &PodFacts<'_>, node: &ModelNode) -> Result<(), Unfit> {
+pub(crate) fn filter(pod: &PodFacts<'_>, node: &ModelNode) -> Result<(), Unfit> {
     placement_filter(pod, node)?;
     if !node.fits(&pod.requests) {
         return Err(Unfit::Resources);
@@ -166,18 +166,8 @@ fn balanced_score(pod: &PodFacts<'_>, node: &ModelNode, config: &SchedulerConfig
     )
 }
 
-/// Scores `candidates` (indexes into `nodes`) as the profile does for the plugins modelled,
-/// without the plugins that look at other pods.
-pub fn score(
-    pod: &PodFacts<'_>,
-    nodes: &[ModelNode],
-    candidates: &[usize],
-    config: &SchedulerConfig,
-) -> Vec<NodeScore> {
-    score_with(pod, nodes, candidates, config, None)
-}
-
-/// [`score`], plus PodTopologySpread and InterPodAffinity when `cluster` is given.
+/// Scores `candidates` (indexes into `nodes`) as the profile does for the plugins modelled;
+/// PodTopologySpread and InterPodAffinity only when `cluster` is given.
 pub fn score_with(
     pod: &PodFacts<'_>,
     nodes: &[ModelNode],
@@ -395,7 +385,7 @@ mod tests {
                 balanced_allocation_formula: formula,
                 ..SchedulerConfig::default()
             };
-            let scored = score(&pod, &nodes, &[0], &config);
+            let scored = score_with(&pod, &nodes, &[0], &config, None);
             assert_eq!(scored[0].balanced_allocation, balanced, "{formula:?}");
             assert_eq!(
                 resource_score(&pod, &nodes[0], &config),

@@ -12,14 +12,14 @@ const NO_DOMAIN: u32 = u32::MAX;
 
 /// The domain of every node for one topology key, numbered from 0 in node order.
 #[derive(Debug, Clone)]
-pub struct Domains {
+pub(crate) struct Domains {
     /// One number per node, then the count of domains.
     numbers: Arc<[u32]>,
 }
 
 impl Domains {
     /// The domains of `key` over `nodes`.
-    pub fn of(nodes: &[ModelNode], key: &str) -> Self {
+    pub(crate) fn of(nodes: &[ModelNode], key: &str) -> Self {
         Domains::from(Arc::<[u32]>::from(Self::numbered(nodes, key)))
     }
 

@@ -34,29 +34,32 @@
 //! with v1.35's it placed 20 of those 500 pods otherwise.
 
 pub(crate) mod cores;
-pub mod cycle;
-pub mod domains;
+pub(crate) mod cycle;
+pub(crate) mod domains;
 pub(crate) mod node;
 pub(crate) mod order;
 pub(crate) mod pod;
-pub mod pod_affinity;
-pub mod pods;
+pub(crate) mod pod_affinity;
+pub(crate) mod pods;
 pub(crate) mod quantity;
-pub mod resources;
-pub mod scores;
+pub(crate) mod resources;
+pub(crate) mod scores;
 pub(crate) mod spread_defaults;
 pub(crate) mod status;
 pub(crate) mod terms;
-pub mod topology_spread;
+pub(crate) mod topology_spread;
 
 #[cfg(test)]
 mod tests;
 
-pub use cycle::{Cycle, PodFilters, Scheduler, Unfit, num_feasible_nodes_to_find};
+pub use cycle::{
+    Cycle, NodeScore, PodFilters, Scheduler, Unfit, filter_with, num_feasible_nodes_to_find,
+    score_with,
+};
 pub use node::ModelNode;
 pub use pod::PodFacts;
 pub use pod_affinity::AffinityUnfit;
-pub use pods::{AffinityTerms, ClusterPods, ExistingPod};
+pub use pods::{AffinityTerms, ClusterPods, ExistingPod, Labels, PodGroup};
 pub use resources::{PodRequests, Resources};
 pub use spread_defaults::SpreadDefaults;
 pub use status::Code;

@@ -15,10 +15,10 @@ use super::pods::{Labels, NO_LABELS, term_selects};
 mod filtering;
 mod scoring;
 
-pub use filtering::AffinityFilter;
+pub(crate) use filtering::AffinityFilter;
 pub use filtering::AffinityUnfit;
 pub(crate) use scoring::AffinitySums;
-pub use scoring::{AffinityScore, affinity_scores};
+pub(crate) use scoring::{AffinityScore, affinity_scores};
 
 /// The incoming pod's term selects pods of `target` (its namespaceSelector merged into the
 /// namespaces that exist, as PreFilter does).
@@ -56,4 +56,4 @@ fn existing_selects(
 }
 
 pub(crate) use super::pods::KindAddress;
-pub use super::pods::PodKind;
+pub(crate) use super::pods::PodKind;

@@ -7,13 +7,13 @@ use std::collections::BTreeMap;
 
 use super::quantity::amount;
 
-pub const CPU: &str = "cpu";
-pub const MEMORY: &str = "memory";
+pub(crate) const CPU: &str = "cpu";
+pub(crate) const MEMORY: &str = "memory";
 pub(crate) const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
 pub(crate) const PODS: &str = "pods";
 /// What scoring assumes for a container that omits a request (`schedutil` non-zero defaults).
 pub(crate) const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
-pub const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
+pub(crate) const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
 
 /// Amounts in the scheduler's units: millicores for cpu, bytes for memory and storage, a count
 /// for pods, whole units for extended resources. Compact: the common case allocates nothing.
@@ -174,7 +174,7 @@ fn container_requests(container: &Container, non_missing_defaults: bool) -> Reso
 /// init containers (sidecars) added, the largest init-phase need if larger, plus overhead.
 /// Requests are read as the object holds them: the apiserver copied limits into missing
 /// requests before admission.
-pub fn pod_requests(pod: &Pod, non_missing_defaults: bool) -> Resources {
+pub(crate) fn pod_requests(pod: &Pod, non_missing_defaults: bool) -> Resources {
     let Some(spec) = pod.spec.as_ref() else {
         return Resources::default();
     };

@@ -11,7 +11,7 @@ use crate::config::scheduler::{
     BalancedAllocationFormula, ScoringStrategy, ScoringStrategyType, UtilizationShapePoint,
 };
 
-pub const MAX_NODE_SCORE: i64 = 100;
+pub(crate) const MAX_NODE_SCORE: i64 = 100;
 /// RequestedToCapacityRatio shape scores are 0..10, scaled to 0..100.
 const MAX_CUSTOM_PRIORITY_SCORE: i64 = 10;
 
@@ -100,7 +100,11 @@ fn broken_linear(shape: &[UtilizationShapePoint], p: i64) -> i64 {
 }
 
 /// NodeResourcesFit score of `node` for the pod under `strategy`.
-pub fn resources_fit_score(pod: &PodRequests, node: &ModelNode, strategy: &ScoringStrategy) -> i64 {
+pub(crate) fn resources_fit_score(
+    pod: &PodRequests,
+    node: &ModelNode,
+    strategy: &ScoringStrategy,
+) -> i64 {
     let (mut score, mut weight_sum) = (0, 0);
     for r in &strategy.resources {
         let Some((allocatable, requested)) = allocatable_and_requested(node, pod, &r.name, false)
@@ -134,12 +138,14 @@ pub fn resources_fit_score(pod: &PodRequests, node: &ModelNode, strategy: &Scori
 }
 
 /// v1.35 and earlier: `trunc((1 - std) * 100)` over the request fractions (each capped at 1).
-/// Float operations in upstream's order, so results truncate identically.
+/// Float operations in upstream's order, so results truncate identically. (The vectors' form:
+/// the model scores pairs, read from the node.)
+#[cfg(test)]
 pub(crate) fn balanced_resource_scorer(requested: &[i64], allocatable: &[i64]) -> i64 {
     balanced_of_pairs(requested.iter().copied().zip(allocatable.iter().copied()))
 }
 
-/// [`balanced_resource_scorer`] over (requested, allocatable) pairs, read twice instead of
+/// `balanced_resource_scorer` over (requested, allocatable) pairs, read twice instead of
 /// collected: the landing model scores every named node with it, per decision.
 fn balanced_of_pairs(pairs: impl Iterator<Item = (i64, i64)> + Clone) -> i64 {
     let fractions = pairs
@@ -164,7 +170,12 @@ fn balanced_of_pairs(pairs: impl Iterator<Item = (i64, i64)> + Clone) -> i64 {
 
 /// The formula after kubernetes/kubernetes#135573 (v1.36), which scores the change in
 /// balance: `50 + (50 + S_with - S_without) / 2`, S being the v1.35 score.
-pub fn balanced_score_change(with_pod: &[i64], without_pod: &[i64], allocatable: &[i64]) -> i64 {
+#[cfg(test)]
+pub(crate) fn balanced_score_change(
+    with_pod: &[i64],
+    without_pod: &[i64],
+    allocatable: &[i64],
+) -> i64 {
     let with = balanced_resource_scorer(with_pod, allocatable);
     let without = balanced_resource_scorer(without_pod, allocatable);
     change_in_balance(with, without)
@@ -177,12 +188,12 @@ fn change_in_balance(with_pod: i64, without_pod: i64) -> i64 {
 }
 
 /// PreScore: a pod requesting none of `resources` is skipped (kubernetes#129138).
-pub fn balanced_allocation_skips(pod: &PodRequests, resources: &[String]) -> bool {
+pub(crate) fn balanced_allocation_skips(pod: &PodRequests, resources: &[String]) -> bool {
     resources.iter().all(|r| pod.requested.get(r) == 0)
 }
 
 /// BalancedAllocation score of `node` for the pod, on requests as written, by `formula`.
-pub fn balanced_allocation(
+pub(crate) fn balanced_allocation(
     pod: &PodRequests,
     node: &ModelNode,
     resources: &[String],
@@ -218,7 +229,7 @@ pub fn balanced_allocation(
 }
 
 /// Sum of the weights of the preferred terms the node matches; weight-0 and empty terms count 0.
-pub fn preferred_terms_score(terms: &[PreferredSchedulingTerm], node: &ModelNode) -> i64 {
+pub(crate) fn preferred_terms_score(terms: &[PreferredSchedulingTerm], node: &ModelNode) -> i64 {
     terms
         .iter()
         .filter(|t| t.weight != 0 && !is_empty_term(&t.preference))
@@ -247,7 +258,7 @@ pub(crate) fn intolerable_prefer_no_schedule(tolerations: &[Toleration], taints:
 
 /// `helper.DefaultNormalizeScore`: `max_priority * s / max` (integer), optionally reversed;
 /// all zero stays zero (or becomes `max_priority` when reversed).
-pub fn default_normalize_score(max_priority: i64, reverse: bool, scores: &mut [i64]) {
+pub(crate) fn default_normalize_score(max_priority: i64, reverse: bool, scores: &mut [i64]) {
     let max = scores.iter().copied().max().unwrap_or(0).max(0);
     if max == 0 {
         if reverse {

@@ -218,7 +218,7 @@ fn has_all_keys(node: &ModelNode, constraints: &[Constraint<'_>]) -> bool {
 /// What PreFilter computes for one pod: its DoNotSchedule constraints and, for each, the
 /// matching pods per eligible domain.
 #[derive(Debug, Clone)]
-pub struct SpreadFilter<'a> {
+pub(crate) struct SpreadFilter<'a> {
     constraints: Vec<Constraint<'a>>,
     counts: Vec<HashMap<&'a str, i64>>,
     /// The global minimum each constraint's skew is taken against (`minMatchNum`).
@@ -227,7 +227,7 @@ pub struct SpreadFilter<'a> {
 
 impl<'a> SpreadFilter<'a> {
     /// `None` when the pod has no DoNotSchedule constraint (PreFilter skips the plugin).
-    pub fn new(
+    pub(crate) fn new(
         pod: &PodFacts<'a>,
         nodes: &'a [ModelNode],
         cluster: &ClusterPods<'a>,
@@ -274,7 +274,7 @@ impl<'a> SpreadFilter<'a> {
     }
 
     /// Filter: every constraint's skew with the pod on `node` within maxSkew.
-    pub fn check(&self, pod: &PodFacts<'_>, node: &ModelNode) -> Result<(), SpreadUnfit> {
+    pub(crate) fn check(&self, pod: &PodFacts<'_>, node: &ModelNode) -> Result<(), SpreadUnfit> {
         for ((c, domains), min) in self
             .constraints
             .iter()
@@ -295,7 +295,7 @@ impl<'a> SpreadFilter<'a> {
 
     /// Matching pods per (topology key, domain) over the eligible domains
     /// (`TpPairToMatchNum`; constraints on the same key add up).
-    pub fn domain_counts(&self) -> BTreeMap<(String, String), i64> {
+    pub(crate) fn domain_counts(&self) -> BTreeMap<(String, String), i64> {
         let mut out = BTreeMap::new();
         for (c, domains) in self.constraints.iter().zip(&self.counts) {
             for (value, n) in domains {
@@ -316,7 +316,7 @@ pub(crate) fn has_spread_score(pod: &PodFacts<'_>, cluster: &ClusterPods<'_>) ->
 /// Score and NormalizeScore for the ScheduleAnyway constraints, for each of `candidates`
 /// (indexes into `nodes`, the nodes that passed filtering): 0..100, higher where fewer matching
 /// pods are. `None` when PreScore skips (no such constraint), which scores every node 0.
-pub fn spread_scores(
+pub(crate) fn spread_scores(
     pod: &PodFacts<'_>,
     nodes: &[ModelNode],
     candidates: &[usize],

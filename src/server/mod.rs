@@ -15,7 +15,7 @@ use tokio::net::TcpListener;
 use tracing::{debug, info, warn};
 
 pub(crate) use routes::{AppState, router};
-pub use tls::ServerTls;
+pub(crate) use tls::ServerTls;
 
 /// How long in-flight reviews get to finish after a shutdown signal.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use placement_webhook::cli::hotspots::report_for;
 use placement_webhook::config::Config;
-use placement_webhook::metrics_source::file::embedded_example;
+use placement_webhook::metrics_source::embedded_example;
 use serde_json::{Value, json};
 use support::webhook::{self_signed_client, start, test_config};
 

@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use placement_webhook::config::prometheus::{Auth, PrometheusConfig};
-use placement_webhook::metrics_source::prometheus::{PrometheusSource, RefreshError};
+use placement_webhook::metrics_source::{PrometheusSource, RefreshError};
 use serde::Deserialize;
 
 #[derive(Clone, Copy, PartialEq, Debug)]

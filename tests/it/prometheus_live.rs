@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use placement_webhook::config::prometheus::{NodeMapping, PrometheusConfig};
 use placement_webhook::config::{Config, PlacementConfig};
 use placement_webhook::inventory::{Inventory, NodeFacts};
-use placement_webhook::metrics_source::prometheus::PrometheusSource;
+use placement_webhook::metrics_source::PrometheusSource;
 use placement_webhook::snapshot::LoadSnapshot;
 use serde_json::Value;
 use support::exporter::{Emit, Exporter, FakeNode};

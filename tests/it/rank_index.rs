@@ -18,8 +18,7 @@ use placement_webhook::inventory::pods::apply_pod_event;
 use placement_webhook::placement::{
     DecisionCtx, PodConstraints, PodDemand, RankIndexes, decide, decide_indexed,
 };
-use placement_webhook::scheduler::pods::PodGroup;
-use placement_webhook::scheduler::{PodFacts, PodRequests};
+use placement_webhook::scheduler::{PodFacts, PodGroup, PodRequests};
 use placement_webhook::snapshot::{LoadSnapshot, NodeLoad};
 use placement_webhook::view::ClusterView;
 use proptest::prelude::*;

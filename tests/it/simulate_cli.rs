@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use placement_webhook::cli::simulate::{self, Request};
 use placement_webhook::config::Config;
-use placement_webhook::metrics_source::file::embedded_example;
+use placement_webhook::metrics_source::embedded_example;
 use placement_webhook::simulate::{Cluster, Method, Timing, figures, run};
 use placement_webhook::snapshot::{LoadSnapshot, NodeLoad};
 use serde_json::Value;

@@ -36,10 +36,9 @@ use serde_json::{Value, json};
 
 use placement_webhook::config::scheduler::{BalancedAllocationFormula, SchedulerConfig};
 use placement_webhook::inventory::nodes::node_facts;
-use placement_webhook::scheduler::cycle::{NodeScore, filter_with, score_with};
-use placement_webhook::scheduler::pods::Labels;
 use placement_webhook::scheduler::{
-    ClusterPods, ExistingPod, ModelNode, PodFacts, PodFilters, PodRequests,
+    ClusterPods, ExistingPod, Labels, ModelNode, NodeScore, PodFacts, PodFilters, PodRequests,
+    filter_with, score_with,
 };
 
 use crate::fixture::serial;

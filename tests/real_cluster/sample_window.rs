@@ -47,7 +47,7 @@ use placement_webhook::config::scheduler::ListedNodeOrder;
 use placement_webhook::config::{LeaseRef, PlacementConfig};
 use placement_webhook::placement::landing::order_positions;
 use placement_webhook::readiness::Readiness;
-use placement_webhook::scheduler::cycle::num_feasible_nodes_to_find;
+use placement_webhook::scheduler::num_feasible_nodes_to_find;
 use placement_webhook::snapshot::LoadSnapshot;
 use placement_webhook::view::{ClusterView, ViewStore};
 

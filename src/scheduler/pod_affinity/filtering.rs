@@ -55,7 +55,7 @@ fn bump<'a>(pairs: &mut Pairs<'a>, key: &'a str, labels: &'a Labels, by: i64) {
 /// match its required affinity (all terms), its required anti-affinity (any term), and carry a
 /// required anti-affinity term that selects it.
 #[derive(Debug, Clone)]
-pub struct AffinityFilter<'a> {
+pub(crate) struct AffinityFilter<'a> {
     affinity: &'a [PodAffinityTerm],
     anti_affinity: &'a [PodAffinityTerm],
     affinity_counts: Pairs<'a>,
@@ -67,7 +67,7 @@ pub struct AffinityFilter<'a> {
 
 impl<'a> AffinityFilter<'a> {
     /// `None` when nothing constrains the pod (PreFilter skips the plugin).
-    pub fn new(
+    pub(crate) fn new(
         pod: &PodFacts<'a>,
         nodes: &'a [ModelNode],
         cluster: &ClusterPods<'a>,
@@ -159,7 +159,7 @@ impl<'a> AffinityFilter<'a> {
     }
 
     /// Filter: affinity, then anti-affinity, then existing pods' anti-affinity.
-    pub fn check(&self, node: &ModelNode) -> Result<(), AffinityUnfit> {
+    pub(crate) fn check(&self, node: &ModelNode) -> Result<(), AffinityUnfit> {
         let count = |pairs: &Pairs<'_>, key: &str, value: &str| -> i64 {
             pairs.get(&(key, value)).copied().unwrap_or(0)
         };

@@ -21,7 +21,7 @@ struct KeyScores {
 /// kind: each kind's terms are matched once, then its pods add their weight to the domain of
 /// the node they are on. Upstream sums per (topology key, value); here per domain number of
 /// `domains(key)`, which is the same sum.
-pub struct AffinityScore<'p, 'd> {
+pub(crate) struct AffinityScore<'p, 'd> {
     pod: &'d PodFacts<'p>,
     namespace_labels: &'d BTreeMap<String, Labels>,
     hard_weight: i64,
@@ -45,7 +45,7 @@ pub(crate) struct AffinitySums {
 impl<'p, 'd> AffinityScore<'p, 'd> {
     /// `hard_pod_affinity_weight`: the plugin argument (0 ignores existing pods' required
     /// affinity).
-    pub fn new(
+    pub(crate) fn new(
         pod: &'d PodFacts<'p>,
         namespace_labels: &'d BTreeMap<String, Labels>,
         hard_pod_affinity_weight: i32,
@@ -84,7 +84,11 @@ impl<'p, 'd> AffinityScore<'p, 'd> {
     }
 
     /// Pods of `kind` on the nodes of `placements` (node index, pods there).
-    pub fn add(&mut self, kind: PodKind<'_>, placements: impl IntoIterator<Item = (usize, u32)>) {
+    pub(crate) fn add(
+        &mut self,
+        kind: PodKind<'_>,
+        placements: impl IntoIterator<Item = (usize, u32)>,
+    ) {
         self.add_pods(
             kind,
             placements
@@ -179,7 +183,7 @@ impl<'p, 'd> AffinityScore<'p, 'd> {
 
     /// The scores of `candidates` (node indexes): 0..100, min-max normalised. `None` when
     /// PreScore skips (no term of either side matched anything), which scores every node 0.
-    pub fn scores(&self, candidates: &[usize]) -> Option<Vec<i64>> {
+    pub(crate) fn scores(&self, candidates: &[usize]) -> Option<Vec<i64>> {
         if candidates.is_empty() || self.sums.matched <= 0 {
             return None;
         }
@@ -195,7 +199,12 @@ impl<'p, 'd> AffinityScore<'p, 'd> {
     /// Of `candidates` (node indexes), those whose score times `weight` is less than `margin`
     /// below the best's, as [`AffinityScore::scores`] would score them, without the scores:
     /// one pass for the range, one to keep. `None` when PreScore skips (every node scores 0).
-    pub fn keep_best(&self, candidates: &[u32], weight: i64, margin: i64) -> Option<Vec<u32>> {
+    pub(crate) fn keep_best(
+        &self,
+        candidates: &[u32],
+        weight: i64,
+        margin: i64,
+    ) -> Option<Vec<u32>> {
         if candidates.is_empty() || self.sums.matched <= 0 {
             return None;
         }
@@ -269,7 +278,7 @@ fn normalized(raw: i64, min: i64, spread: i64) -> i64 {
 
 /// Score and NormalizeScore for each of `candidates` (indexes into `nodes`), over the pods of
 /// `cluster`: see [`AffinityScore::scores`].
-pub fn affinity_scores(
+pub(crate) fn affinity_scores(
     pod: &PodFacts<'_>,
     nodes: &[ModelNode],
     candidates: &[usize],

@@ -362,11 +362,12 @@ fn webhook_shaped_terms_score_as_scheduler_md_says() {
         .map(|n| ModelNode::new(n, BTreeMap::new(), Resources::default()))
         .collect();
     let all: Vec<usize> = (0..nodes.len()).collect();
-    let affinity: Vec<i64> = crate::scheduler::cycle::score(
+    let affinity: Vec<i64> = crate::scheduler::score_with(
         &PodFacts::of(&pod),
         &nodes,
         &all,
         &SchedulerConfig::default(),
+        None,
     )
     .iter()
     .map(|s| s.node_affinity)
@@ -487,7 +488,7 @@ fn taints_cordons_and_strategies() {
     assert_eq!(filter(&facts, &soft), Ok(()));
     let nodes = vec![node, soft];
     let scores =
-        crate::scheduler::cycle::score(&facts, &nodes, &[0, 1], &SchedulerConfig::default());
+        crate::scheduler::score_with(&facts, &nodes, &[0, 1], &SchedulerConfig::default(), None);
     assert_eq!(scores[0].taint_toleration, 300);
     assert_eq!(scores[1].taint_toleration, 0);
 }
