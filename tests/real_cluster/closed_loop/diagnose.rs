@@ -24,18 +24,42 @@ fn term_nodes(term: &PreferredSchedulingTerm) -> Vec<String> {
     all
 }
 
-/// The pods bound to a node none of their terms names: their sample held no named node (or
-/// none with room), so the scheduler's request scores, which do not see heat, chose.
+/// Where a bound pod landed among the nodes its terms name.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Landed {
+    /// On a node of its first tier (see [`first_tier`]).
+    FirstTier,
+    LaterTier,
+    /// On a node no term names: its sample held no named node (or none with room), so the
+    /// scheduler's request scores, which do not see heat, chose.
+    Unnamed,
+}
+
+/// Whether `term` is of the first tier among `terms`: the terms are graded under sampling, the
+/// first tier's never below half the heaviest weight.
+fn first_tier(term: &PreferredSchedulingTerm, terms: &[PreferredSchedulingTerm]) -> bool {
+    2 * term.weight > terms.iter().map(|t| t.weight).max().unwrap_or(0)
+}
+
+/// The node `pod` is bound to and how its terms named it; `None` while unbound.
+fn landed(pod: &Pod) -> Option<(&str, Landed)> {
+    let node = pod.spec.as_ref()?.node_name.as_deref()?;
+    let terms = preferred(pod);
+    let how = match terms
+        .iter()
+        .find(|t| term_nodes(t).iter().any(|n| n == node))
+    {
+        None => Landed::Unnamed,
+        Some(t) if first_tier(t, terms) => Landed::FirstTier,
+        Some(_) => Landed::LaterTier,
+    };
+    Some((node, how))
+}
+
+/// The pods bound to a node none of their terms names.
 pub(super) fn bound_unnamed(pods: &[Pod]) -> std::collections::BTreeSet<String> {
     pods.iter()
-        .filter(|pod| {
-            let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
-                return false;
-            };
-            !preferred(pod)
-                .iter()
-                .any(|t| term_nodes(t).iter().any(|n| n == node))
-        })
+        .filter(|pod| landed(pod).is_some_and(|(_, how)| how == Landed::Unnamed))
         .filter_map(|pod| pod.metadata.name.clone())
         .collect()
 }
@@ -49,7 +73,6 @@ pub(super) fn print_strays(
     index: &BTreeMap<String, usize>,
     (hottest, order): (Option<&str>, &BTreeMap<String, usize>),
 ) {
-    let named = term_nodes;
     // Cores requested on each node as the scheduler saw it, taking the pods to be bound in
     // creation order (their names' order): which named nodes still had room for a pod.
     let mut requested: BTreeMap<&str, f64> = nodes
@@ -59,7 +82,7 @@ pub(super) fn print_strays(
     let mut in_order: Vec<&Pod> = pods.iter().collect();
     in_order.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     for pod in in_order {
-        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
+        let Some((node, how)) = landed(pod) else {
             continue;
         };
         let terms = preferred(pod);
@@ -69,10 +92,11 @@ pub(super) fn print_strays(
                     >= TASKMANAGER_CORES - 1e-9
             })
         };
-        // The first tier's terms: graded under sampling, never below half its weight.
-        let top = terms.iter().map(|t| t.weight).max().unwrap_or(0);
-        let first_tier = |t: &&PreferredSchedulingTerm| 2 * t.weight > top;
-        let first: Vec<String> = terms.iter().filter(first_tier).flat_map(named).collect();
+        let first: Vec<String> = terms
+            .iter()
+            .filter(|t| first_tier(t, terms))
+            .flat_map(term_nodes)
+            .collect();
         let first_with_room = (first.iter().filter(|n| room(n)).count(), first.len());
         // The longest stretch of the scheduler's order between two first-tier nodes with room.
         let mut places: Vec<usize> = first
@@ -94,23 +118,21 @@ pub(super) fn print_strays(
         if let Some(used) = requested.get_mut(node) {
             *used += TASKMANAGER_CORES;
         }
-        let term = terms.iter().find(|t| named(t).iter().any(|n| n == node));
-        let tier = term.map(|t| if first_tier(&t) { 1 } else { 2 });
-        if tier == Some(1) && Some(node) != hottest {
+        if how == Landed::FirstTier && Some(node) != hottest {
             continue;
         }
         let cpu = index.get(node).map_or(f64::NAN, |&i| nodes[i].cpu);
         let sizes: Vec<String> = terms
             .iter()
-            .map(|t| format!("{}x{}", t.weight, named(t).len()))
+            .map(|t| format!("{}x{}", t.weight, term_nodes(t).len()))
             .collect();
         eprintln!(
-            "{}: {} on {node} (cpu before {cpu:.2}, tier {tier:?}), terms {sizes:?}, \
+            "{}: {} on {node} (cpu before {cpu:.2}, {how:?}), terms {sizes:?}, \
              tier-1 nodes with room then {first_with_room:?}, widest gap {widest_gap:?}, note {:?}",
-            match tier {
-                None => "stray",
-                Some(1) => "on the hottest",
-                Some(_) => "on a later tier",
+            match how {
+                Landed::Unnamed => "stray",
+                Landed::FirstTier => "on the hottest",
+                Landed::LaterTier => "on a later tier",
             },
             pod.metadata.name.as_deref().unwrap_or("?"),
             decision(pod).unwrap_or("none")
