@@ -129,7 +129,7 @@ pub(super) fn view_domains(view: &ClusterView, key: &str) -> Domains {
     Domains::from(
         view.memo
             .get_or_compute(MemoKey::Domains(key.to_string()), || {
-                Domains::numbered(view.model_nodes(), key)
+                Domains::numbered(&view.nodes, key)
             }),
     )
 }

@@ -114,7 +114,7 @@ pub(crate) fn pods_around(
     });
     super::spread_settle::settle_pending(
         facts,
-        view.model_nodes(),
+        &view.nodes,
         ledger.cluster.namespace_labels(),
         &mut pods,
         first_pending,
@@ -172,7 +172,7 @@ pub(crate) enum Around<'a> {
 
 /// The filters of one pod against the pods around it, ready to check each node.
 pub(crate) struct AroundFilters<'a> {
-    nodes: &'a [crate::scheduler::ModelNode],
+    nodes: &'a [crate::view::NodeView],
     filters: PodFilters<'a>,
 }
 
@@ -184,7 +184,7 @@ impl<'a> AroundFilters<'a> {
         pods: &'a [ExistingPod],
         namespaces: &'a BTreeMap<String, Labels>,
     ) -> Self {
-        let nodes = view.model_nodes();
+        let nodes = &view.nodes;
         let cluster = ClusterPods::new(pods, namespaces);
         AroundFilters {
             nodes,
@@ -298,7 +298,7 @@ pub(crate) fn best_scored(
         view,
         ledger,
     } = at;
-    let nodes = view.model_nodes();
+    let nodes = &view.nodes;
     let margin = (affinity_gap / 2).max(1);
     let cluster = ClusterPods::new(pods, ledger.cluster.namespace_labels());
     if !has_spread_score(facts, &cluster) {

@@ -23,9 +23,9 @@ use crate::well_known::HOSTNAME;
 /// them into, one after another. Only for a pod with one `DoNotSchedule` constraint, on a key
 /// other than the hostname, whose selector selects the pod itself; otherwise `pods` is left
 /// as it is.
-pub(super) fn settle_pending(
+pub(super) fn settle_pending<N: AsRef<ModelNode>>(
     facts: &PodFacts<'_>,
-    nodes: &[ModelNode],
+    nodes: &[N],
     namespaces: &BTreeMap<String, Labels>,
     pods: &mut Vec<ExistingPod>,
     first_pending: usize,
@@ -49,7 +49,7 @@ pub(super) fn settle_pending(
             && &*p.group.namespace == facts.namespace
             && *p.group.labels == *facts.labels()
     };
-    let domain_of = |p: &ExistingPod| nodes.get(p.node).and_then(|n| n.labels.get(key));
+    let domain_of = |p: &ExistingPod| nodes.get(p.node).and_then(|n| n.as_ref().labels.get(key));
     // The domains the filter counts, and their pods without the alike pending ones.
     let (movable, kept): (Vec<ExistingPod>, Vec<ExistingPod>) =
         pods.drain(first_pending..).partition(|p| alike(p));
@@ -131,7 +131,7 @@ pub(super) fn settle_pending(
         }
     }
     for (domain, want) in wanted.into_iter().filter(|&(_, w)| w > 0) {
-        let Some(node) = nodes.iter().position(|n| {
+        let Some(node) = nodes.iter().map(AsRef::as_ref).position(|n| {
             n.labels.get(key) == Some(&domain) && required_node_affinity_matches(facts, n)
         }) else {
             continue;

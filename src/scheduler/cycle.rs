@@ -87,7 +87,11 @@ pub struct PodFilters<'a> {
 }
 
 impl<'a> PodFilters<'a> {
-    pub fn new(pod: &PodFacts<'a>, nodes: &'a [ModelNode], cluster: &ClusterPods<'a>) -> Self {
+    pub fn new<N: AsRef<ModelNode>>(
+        pod: &PodFacts<'a>,
+        nodes: &'a [N],
+        cluster: &ClusterPods<'a>,
+    ) -> Self {
         PodFilters {
             spread: SpreadFilter::new(pod, nodes, cluster),
             affinity: AffinityFilter::new(pod, nodes, cluster),

@@ -19,16 +19,16 @@ pub(crate) struct Domains {
 
 impl Domains {
     /// The domains of `key` over `nodes`.
-    pub(crate) fn of(nodes: &[ModelNode], key: &str) -> Self {
+    pub(crate) fn of<N: AsRef<ModelNode>>(nodes: &[N], key: &str) -> Self {
         Domains::from(Arc::<[u32]>::from(Self::numbered(nodes, key)))
     }
 
     /// What [`Domains::of`] holds, as a list a memo can keep and [`Domains::from`] reads back.
-    pub(crate) fn numbered(nodes: &[ModelNode], key: &str) -> Vec<u32> {
+    pub(crate) fn numbered<N: AsRef<ModelNode>>(nodes: &[N], key: &str) -> Vec<u32> {
         let mut by_value: HashMap<&str, u32> = HashMap::default();
         let mut numbers: Vec<u32> = nodes
             .iter()
-            .map(|node| match node.labels.get(key) {
+            .map(|node| match node.as_ref().labels.get(key) {
                 Some(value) => {
                     let next = u32::try_from(by_value.len()).unwrap_or(NO_DOMAIN);
                     *by_value.entry(value.as_str()).or_insert(next)

@@ -23,6 +23,12 @@ pub struct ModelNode {
     pub non_zero_memory: i64,
 }
 
+impl AsRef<ModelNode> for ModelNode {
+    fn as_ref(&self) -> &ModelNode {
+        self
+    }
+}
+
 impl ModelNode {
     pub fn new(
         name: &str,

@@ -227,9 +227,9 @@ pub(crate) struct SpreadFilter<'a> {
 
 impl<'a> SpreadFilter<'a> {
     /// `None` when the pod has no DoNotSchedule constraint (PreFilter skips the plugin).
-    pub(crate) fn new(
+    pub(crate) fn new<N: AsRef<ModelNode>>(
         pod: &PodFacts<'a>,
-        nodes: &'a [ModelNode],
+        nodes: &'a [N],
         cluster: &ClusterPods<'a>,
     ) -> Option<Self> {
         let constraints = constraints(pod, cluster.spread_defaults, DO_NOT_SCHEDULE);
@@ -238,7 +238,7 @@ impl<'a> SpreadFilter<'a> {
         }
         let per_node = matching_per_node(&constraints, pod.namespace, cluster.pods, nodes.len());
         let mut counts = vec![HashMap::default(); constraints.len()];
-        for (i, node) in nodes.iter().enumerate() {
+        for (i, node) in nodes.iter().map(AsRef::as_ref).enumerate() {
             if !has_all_keys(node, &constraints) {
                 continue;
             }
@@ -316,9 +316,9 @@ pub(crate) fn has_spread_score(pod: &PodFacts<'_>, cluster: &ClusterPods<'_>) ->
 /// Score and NormalizeScore for the ScheduleAnyway constraints, for each of `candidates`
 /// (indexes into `nodes`, the nodes that passed filtering): 0..100, higher where fewer matching
 /// pods are. `None` when PreScore skips (no such constraint), which scores every node 0.
-pub(crate) fn spread_scores(
+pub(crate) fn spread_scores<N: AsRef<ModelNode>>(
     pod: &PodFacts<'_>,
-    nodes: &[ModelNode],
+    nodes: &[N],
     candidates: &[usize],
     cluster: &ClusterPods<'_>,
 ) -> Option<Vec<i64>> {
@@ -333,13 +333,20 @@ pub(crate) fn spread_scores(
     let require_all = !pod.spread_constraints.is_empty()
         || !matches!(cluster.spread_defaults, SpreadDefaults::System);
     let qualifies = |node: &ModelNode| !require_all || has_all_keys(node, &constraints);
-    let ignored: Vec<bool> = candidates.iter().map(|&i| !qualifies(&nodes[i])).collect();
+    let ignored: Vec<bool> = candidates
+        .iter()
+        .map(|&i| !qualifies(nodes[i].as_ref()))
+        .collect();
     let scored_nodes = ignored.iter().filter(|ignored| !**ignored).count();
     let mut domains: Vec<HashMap<&str, i64>> = vec![HashMap::default(); constraints.len()];
     for (&i, _) in candidates.iter().zip(&ignored).filter(|(_, ig)| !**ig) {
         for (c, d) in constraints.iter().zip(domains.iter_mut()) {
             if !c.is_hostname() {
-                let value = nodes[i].labels.get(c.key).map_or("", String::as_str);
+                let value = nodes[i]
+                    .as_ref()
+                    .labels
+                    .get(c.key)
+                    .map_or("", String::as_str);
                 d.entry(value).or_insert(0);
             }
         }
@@ -357,7 +364,7 @@ pub(crate) fn spread_scores(
         })
         .collect();
     let per_node = matching_per_node(&constraints, pod.namespace, cluster.pods, nodes.len());
-    for (i, node) in nodes.iter().enumerate() {
+    for (i, node) in nodes.iter().map(AsRef::as_ref).enumerate() {
         if !qualifies(node) {
             continue;
         }
@@ -380,7 +387,7 @@ pub(crate) fn spread_scores(
             }
             let mut score = 0.0;
             for (ci, c) in constraints.iter().enumerate() {
-                let Some(value) = nodes[i].labels.get(c.key) else {
+                let Some(value) = nodes[i].as_ref().labels.get(c.key) else {
                     continue;
                 };
                 let count = if c.is_hostname() {

@@ -17,14 +17,18 @@ use crate::cluster::occupancy::NodeRequests;
 use crate::config::PlacementConfig;
 use crate::facts::Inventory;
 use crate::jobs::JobKey;
-use crate::scheduler::{ModelNode, Resources, Taint};
+use crate::scheduler::{ModelNode, Resources};
 use crate::snapshot::LoadSnapshot;
 use crate::view::heat::{Load, NodeScale};
 
-/// One candidate node: its readings and the facts eligibility is checked against.
+/// One candidate node: the scheduler model's node (name, labels, taints, cordon, allocatable;
+/// read through `Deref`, and by the model itself as it is) with its readings and what the view
+/// knows besides.
 #[derive(Debug, Clone)]
 pub struct NodeView {
-    pub name: String,
+    /// As the scheduler model reads it: its requests are left empty (the pod watch's and the
+    /// ledger's are added per decision, see `placement::standing`).
+    pub(crate) node: ModelNode,
     /// Measured load, as fractions.
     pub(crate) load: Load,
     pub scale: NodeScale,
@@ -32,16 +36,9 @@ pub struct NodeView {
     pub(crate) base_heat: f64,
     /// Hot on the measured load alone.
     pub(crate) base_hot: bool,
-    /// Shared with the snapshot or inventory it came from and the scheduler model's node.
-    pub labels: Arc<BTreeMap<String, String>>,
-    /// Every taint: NoSchedule / NoExecute filter, PreferNoSchedule scores.
-    pub(crate) taints: Vec<Taint>,
-    pub(crate) unschedulable: bool,
     pub(crate) ready: bool,
-    /// What the scheduler's NodeResourcesFit compares requests with; empty when unknown (then
-    /// requests do not limit the node, as far as the webhook can tell).
-    pub(crate) allocatable: Resources,
-    /// `allocatable` is not empty.
+    /// The model node's `allocatable` is not empty (when it is, requests do not limit the node,
+    /// as far as the webhook can tell).
     pub(crate) allocatable_known: bool,
     /// Requests on the node known without the pod watch (the snapshot file's `requested`).
     pub(crate) base_requested: NodeRequests,
@@ -50,6 +47,20 @@ pub struct NodeView {
     pub created: Option<SystemTime>,
     pub(crate) arrival: u64,
     pub(crate) seen_joining: bool,
+}
+
+impl std::ops::Deref for NodeView {
+    type Target = ModelNode;
+
+    fn deref(&self) -> &ModelNode {
+        &self.node
+    }
+}
+
+impl AsRef<ModelNode> for NodeView {
+    fn as_ref(&self) -> &ModelNode {
+        &self.node
+    }
 }
 
 /// All nodes with readings, sorted coolest first by `base_heat`. Built once and then only
@@ -71,9 +82,6 @@ pub struct ClusterView {
     pub(crate) jobs: HashMap<JobKey, Vec<SiblingLoad>>,
     /// Node lists computed once per pod shape (see `placement::eligible_nodes`).
     pub(crate) memo: memo::NodeListMemo,
-    /// `nodes` as the scheduler model reads them, built on first use (pods whose filters count
-    /// other pods).
-    model_nodes: std::sync::OnceLock<Vec<ModelNode>>,
     /// When the default scheduler's node list was taken (its leader's Lease, see
     /// `inventory::lease`): nodes created later were appended to their zone in the order they
     /// joined; those before it were listed in name order. `None`: every node in name order.
@@ -164,18 +172,19 @@ impl ClusterView {
                     non_zero_memory: requested.memory,
                     requested,
                 };
+                let allocatable_known = allocatable != Resources::default();
                 Some(NodeView {
-                    name: n.name.clone(),
+                    node: ModelNode {
+                        taints: taints.clone(),
+                        unschedulable,
+                        ..ModelNode::new(&n.name, labels, allocatable)
+                    },
                     base_hot: crate::view::heat::is_hot(&load, &scale, &policy.hot),
                     base_heat: crate::view::heat::heat(&load, &scale, &policy.weights),
                     load,
                     scale,
-                    labels,
-                    taints: taints.clone(),
-                    unschedulable,
                     ready,
-                    allocatable_known: allocatable != Resources::default(),
-                    allocatable,
+                    allocatable_known,
                     base_requested: if inventory.is_some() {
                         NodeRequests::default()
                     } else {
@@ -217,7 +226,6 @@ impl ClusterView {
             nodes_without_metrics,
             jobs: jobs_of(snapshot),
             memo: memo::NodeListMemo::default(),
-            model_nodes: std::sync::OnceLock::new(),
             scheduler_since: None,
         }
     }
@@ -229,21 +237,6 @@ impl ClusterView {
             scheduler_since: since,
             ..self
         }
-    }
-
-    /// The nodes, in view order, as the scheduler model's filters read them (names, labels,
-    /// taints, cordons; not requests).
-    pub(crate) fn model_nodes(&self) -> &[ModelNode] {
-        self.model_nodes.get_or_init(|| {
-            self.nodes
-                .iter()
-                .map(|n| ModelNode {
-                    taints: n.taints.clone(),
-                    unschedulable: n.unschedulable,
-                    ..ModelNode::new(&n.name, n.labels.clone(), n.allocatable.clone())
-                })
-                .collect()
-        })
     }
 
     pub fn node(&self, name: &str) -> Option<&NodeView> {

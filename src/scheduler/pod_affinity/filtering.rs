@@ -35,14 +35,14 @@ impl AffinityUnfit {
 type Pairs<'a> = HashMap<(&'a str, &'a str), i64>;
 
 /// The pod and the node it is on, for the existing pods on nodes the cycle lists.
-fn placed<'a>(
+fn placed<'a, N: AsRef<ModelNode>>(
     cluster: &ClusterPods<'a>,
-    nodes: &'a [ModelNode],
+    nodes: &'a [N],
 ) -> impl Iterator<Item = (&'a ExistingPod, &'a ModelNode)> {
     cluster
         .pods
         .iter()
-        .filter_map(move |p| nodes.get(p.node).map(|n| (p, n)))
+        .filter_map(move |p| nodes.get(p.node).map(|n| (p, n.as_ref())))
 }
 
 fn bump<'a>(pairs: &mut Pairs<'a>, key: &'a str, labels: &'a Labels, by: i64) {
@@ -67,9 +67,9 @@ pub(crate) struct AffinityFilter<'a> {
 
 impl<'a> AffinityFilter<'a> {
     /// `None` when nothing constrains the pod (PreFilter skips the plugin).
-    pub(crate) fn new(
+    pub(crate) fn new<N: AsRef<ModelNode>>(
         pod: &PodFacts<'a>,
-        nodes: &'a [ModelNode],
+        nodes: &'a [N],
         cluster: &ClusterPods<'a>,
     ) -> Option<Self> {
         let affinity = pod.required_affinity();

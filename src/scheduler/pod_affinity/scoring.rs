@@ -278,9 +278,9 @@ fn normalized(raw: i64, min: i64, spread: i64) -> i64 {
 
 /// Score and NormalizeScore for each of `candidates` (indexes into `nodes`), over the pods of
 /// `cluster`: see [`AffinityScore::scores`].
-pub(crate) fn affinity_scores(
+pub(crate) fn affinity_scores<N: AsRef<ModelNode>>(
     pod: &PodFacts<'_>,
-    nodes: &[ModelNode],
+    nodes: &[N],
     candidates: &[usize],
     cluster: &ClusterPods<'_>,
 ) -> Option<Vec<i64>> {
