@@ -8,8 +8,8 @@ use serde::de::DeserializeOwned;
 
 use super::Inventory;
 use super::nodes::node_facts;
-use super::pods::{UNFINISHED_PODS, decision_note, occupied_node, pod_uid};
-use crate::cluster::{ClusterPicture, SeenPod};
+use super::pods::{UNFINISHED_PODS, record_seen};
+use crate::cluster::ClusterPicture;
 use crate::scheduler::PodRequests;
 
 /// Items per list page: large clusters come back in pages, as kubectl reads them.
@@ -39,14 +39,7 @@ pub async fn list_cluster(client: Client) -> Result<ClusterState, kube::Error> {
         pods: ClusterPicture::default(),
     };
     for pod in &pods {
-        let seen = SeenPod {
-            uid: &pod_uid(pod),
-            node: occupied_node(pod, false),
-            requests: &PodRequests::of(pod),
-            deleted: false,
-            steered: decision_note(pod).is_some(),
-        };
-        state.pods.record_pod(pod, seen);
+        record_seen(&mut state.pods, pod, false, &PodRequests::of(pod));
     }
     tracing::info!(
         nodes = state.inventory.nodes.len(),

@@ -31,7 +31,7 @@ use kube::{Api, Client};
 use tracing::{debug, trace};
 
 use super::client::WatchHealth;
-use crate::cluster::SeenPod;
+use crate::cluster::{ClusterPicture, SeenPod};
 use crate::config::Mode;
 use crate::inflight::ledger::Ledger;
 use crate::inflight::note::{ANNOTATION, DecisionNote};
@@ -55,12 +55,33 @@ pub enum PodEffect {
 }
 
 /// The decision note a replica wrote on the pod, if any.
-pub(crate) fn decision_note(pod: &Pod) -> Option<DecisionNote> {
+fn decision_note(pod: &Pod) -> Option<DecisionNote> {
     pod.metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(ANNOTATION))
         .and_then(|text| DecisionNote::parse(text))
+}
+
+/// Records `pod` (with its `requests`) in the cluster's picture as a watch event or a list reads
+/// it, and returns the decision note a replica wrote on it: the one reading of a pod for the
+/// watch and for the one-shot list.
+pub(crate) fn record_seen(
+    picture: &mut ClusterPicture,
+    pod: &Pod,
+    deleted: bool,
+    requests: &PodRequests,
+) -> Option<DecisionNote> {
+    let note = decision_note(pod);
+    let seen = SeenPod {
+        uid: &pod_uid(pod),
+        node: occupied_node(pod, deleted),
+        requests,
+        deleted,
+        steered: note.is_some(),
+    };
+    picture.record_pod(pod, seen);
+    note
 }
 
 /// The node whose requests the pod occupies in the scheduler's cache: bound, not finished,
@@ -107,17 +128,8 @@ pub fn apply_pod_event(
     now_wall: SystemTime,
 ) -> PodEffect {
     let requests = PodRequests::of(pod);
-    let uid = pod_uid(pod);
+    let note = record_seen(&mut ledger.cluster, pod, deleted, &requests);
     let node = occupied_node(pod, deleted);
-    let note = decision_note(pod);
-    let seen = SeenPod {
-        uid: &uid,
-        node,
-        requests: &requests,
-        deleted,
-        steered: note.is_some(),
-    };
-    ledger.cluster.record_pod(pod, seen);
     let Some(note) = note else {
         return PodEffect::Ignored;
     };

@@ -406,7 +406,6 @@ impl Ledger {
         Some(self.per_node[id as usize]).filter(|x| !x.is_negligible())
     }
 
-    /// Numbers the nodes of the view `view_id` (named in view order) for [`Self::extra_at`] and
     /// Where the pod `id` is expected to land, with probabilities; bound pods have one node.
     pub fn shares(&self, id: &str) -> Option<Vec<(String, f64)>> {
         self.entries.get(id).map(|e| {
