@@ -10,13 +10,13 @@
 //! Checked where the scheduler scores every node (40 nodes): the hottest node that received a
 //! pod is at most one TaskManager above the bound (ideal water-filling, or inside each pod's
 //! sample where that is worse) and below no webhook. Under the scheduler's own sampling (500
-//! nodes; 2,000 and 5,000 with late joiners, the scheduler restarted, another workload scheduled
-//! meanwhile, one TaskManager per node) the target is the same and each run prints how far
-//! above the bound it ended, in TaskManagers; the gate allows [`sampling_allowance`], since a
-//! pod's landing there is a draw. At thousands of nodes that is for the pods on nodes their
-//! terms named, and at most `placement.sample_miss` of the pods went elsewhere (see
-//! [`check_named_sampled`]). With a zone spread the webhook is only required to beat no webhook
-//! (the figures, and the pods behind the hottest node, are printed; run with `--nocapture`).
+//! nodes; 2,000 and 5,000 with late joiners, the scheduler restarted, another workload
+//! scheduled meanwhile, one TaskManager per node, a zone spread) the target is the same and
+//! each run prints how far above the bound it ended, in TaskManagers; the gate allows
+//! [`sampling_allowance`], since a pod's landing there is a draw. At thousands of nodes that
+//! is for the pods on nodes their terms named, and at most `placement.sample_miss` of the pods
+//! went elsewhere (see [`check_named_sampled`]). The figures, and the pods behind the hottest
+//! node, are printed; run with `--nocapture`.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -386,23 +386,6 @@ fn check_named_sampled(name: &str, run: &Run) {
     );
 }
 
-/// What holds in every run under default sampling at thousands of nodes: the hottest node well
-/// below no webhook's, and fewer pods onto busy nodes.
-fn check_far_below_no_webhook(name: &str, run: &Run) {
-    assert!(
-        run.real_webhook.hottest_cpu < run.real_none.hottest_cpu,
-        "{name}: webhook {:.3}, no webhook {:.3}",
-        run.real_webhook.hottest_cpu,
-        run.real_none.hottest_cpu
-    );
-    assert!(
-        run.real_webhook.onto_busy < run.real_none.onto_busy,
-        "{name}: {} pods onto busy nodes, no webhook {}",
-        run.real_webhook.onto_busy,
-        run.real_none.onto_busy
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forty_nodes_every_node_scored() {
     let _serial = serial().await;
@@ -556,16 +539,17 @@ async fn two_thousand_busy_nodes_template_apart() {
     check_named_sampled("2,000 busy nodes, apart", &run);
 }
 
-/// [`ZONE_SPREAD_ON_TWO_THOUSAND`] on the real scheduler. Within one TaskManager of ideal in
-/// four runs (0.510, 0.393, 0.520 and 0.354 against ideal's 0.408, one TaskManager 0.125), but
-/// one of them by 0.013: not held every run, so the check is that it beats no webhook.
+/// [`ZONE_SPREAD_ON_TWO_THOUSAND`] on the real scheduler (0.395, 0.413 and 0.425 in three runs
+/// against ideal's 0.408, no pod on a node nothing named; with three named nodes per zone whenever one
+/// zone was open, 1 pod of 600 went to an unnamed node in each of four runs, once setting the
+/// hottest node at 0.694).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_busy_nodes_template_zone_spread() {
     let _serial = serial().await;
     let Some(run) = run(ZONE_SPREAD_ON_TWO_THOUSAND).await else {
         return;
     };
-    check_far_below_no_webhook("2,000 busy nodes, zone spread", &run);
+    check_named_sampled("2,000 busy nodes, zone spread", &run);
 }
 
 /// Restarts the default scheduler and waits until the new one leads (its Lease acquired anew,
