@@ -35,8 +35,6 @@ pub struct Running {
     pub store: Arc<ViewStore>,
     pub ledger: Arc<SharedLedger>,
     pub metrics: Arc<Metrics>,
-    /// What `/readyz` answers; the inventory watches set it.
-    pub readiness: Arc<Readiness>,
     pub tls: Arc<ServerTls>,
     membership: Option<Arc<Membership>>,
     stop: watch::Sender<bool>,
@@ -224,7 +222,6 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
         store,
         ledger,
         metrics,
-        readiness,
         tls,
         membership,
         stop,

@@ -51,12 +51,12 @@ pub struct Totals {
     pub steered: usize,
     pub steered_on_hot_nodes: usize,
     /// On a node without readings: neither hot nor cool as far as the webhook knows.
-    pub on_nodes_without_readings: usize,
+    pub(crate) on_nodes_without_readings: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct HotNode {
-    pub node: String,
+    pub(crate) node: String,
     /// CPU busy fraction.
     pub(crate) cpu: f64,
     /// Network as a fraction of the NIC's capacity (of the busiest node's traffic when the
@@ -66,23 +66,23 @@ pub(crate) struct HotNode {
     pub(crate) heat: f64,
     /// Which thresholds it crosses: `cpu`, `network`, `memory`.
     pub(crate) hot_dimensions: Vec<&'static str>,
-    pub taskmanagers: usize,
-    pub steered: usize,
+    pub(crate) taskmanagers: usize,
+    pub(crate) steered: usize,
 }
 
 /// One TaskManager on a hot node.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Row {
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// See [`job_name`].
-    pub job: String,
+    pub(crate) job: String,
     pub node: String,
     pub(crate) pod: String,
     pub(crate) node_cpu: f64,
     pub(crate) node_network: f64,
     pub(crate) node_memory: f64,
     pub(crate) hot_dimensions: Vec<&'static str>,
-    pub steered: bool,
+    pub(crate) steered: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

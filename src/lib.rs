@@ -6,7 +6,7 @@
 pub mod admission;
 pub mod app;
 pub mod cli;
-pub mod cluster;
+pub(crate) mod cluster;
 pub mod config;
 pub(crate) mod facts;
 pub mod hashing;

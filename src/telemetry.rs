@@ -22,7 +22,7 @@ pub const DEFAULT_LOG_FILTER: &str =
 
 /// How a review ended; exposed in snake_case (`failed_open`).
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
-pub(crate) enum Outcome {
+pub enum Outcome {
     /// A targeted pod received a patch.
     Patched,
     /// Not a target (other kind, operation, labels, opt-out, reinvocation): answered unchanged.
@@ -123,7 +123,7 @@ impl EncodeLabelValue for Landing {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct LandingLabels {
     /// Exposed as `where` (the derive strips the raw-identifier prefix).
-    pub r#where: Landing,
+    pub(crate) r#where: Landing,
 }
 
 /// A node's heat now (0 idle, 1 saturated) and whether it is at or above a hot threshold.

@@ -2,7 +2,7 @@
 //! internal. A placement webhook never rejects a pod.
 
 mod pod_read;
-pub(crate) mod review;
+pub mod review;
 
 use crate::inflight::shared::SharedLedger;
 use std::sync::Arc;
@@ -59,7 +59,6 @@ pub struct Answer {
     pub(crate) outcome: Outcome,
     /// Set when a patch was written.
     pub(crate) mode: Option<&'static str>,
-    pub snapshot_age_secs: Option<f64>,
     /// Every feasible node was hot: the least bad were named.
     pub(crate) saturated: bool,
     /// A pod was decided for and no node was named, or none of those named is predicted to
@@ -223,7 +222,7 @@ impl Admission {
     }
 
     /// Where the membership watch publishes the live replicas.
-    pub(crate) fn replicas(&self) -> &Arc<ArcSwapOption<ReplicaSet>> {
+    pub fn replicas(&self) -> &Arc<ArcSwapOption<ReplicaSet>> {
         &self.replicas
     }
 
@@ -280,7 +279,7 @@ impl Admission {
         )
     }
 
-    pub(crate) fn ledger(&self) -> &Arc<SharedLedger> {
+    pub fn ledger(&self) -> &Arc<SharedLedger> {
         &self.ledger
     }
 
@@ -293,7 +292,6 @@ impl Admission {
     /// Answers one request. Never fails: problems become `allowed: true` without a patch.
     pub(crate) fn answer(&self, request: &RequestIn, now: SystemTime) -> Answer {
         let view = self.store.current();
-        let age = view.as_ref().map(|v| v.age(now).as_secs_f64());
         let (mut saturated, mut named_none, mut fell_back) = (false, false, false);
         let (response, outcome, mode) = match self.steer(request, view.as_deref(), now) {
             Ok(Some(steered)) => {
@@ -320,7 +318,6 @@ impl Admission {
             review: response.into_review(),
             outcome,
             mode,
-            snapshot_age_secs: age,
             saturated,
             named_none,
             fell_back,
@@ -588,7 +585,7 @@ impl Admission {
         })
     }
 
-    pub(crate) fn config(&self) -> &Config {
+    pub fn config(&self) -> &Config {
         &self.config
     }
 

@@ -44,8 +44,6 @@ pub struct RequestIn {
     pub(crate) sub_resource: Option<String>,
     #[serde(default)]
     pub(crate) namespace: Option<String>,
-    #[serde(default)]
-    pub name: Option<String>,
     pub(crate) operation: String,
     /// The object as raw JSON: read once, into a Pod, when the review is one to steer.
     #[serde(default)]

@@ -61,7 +61,7 @@ pub struct MethodReport {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
     pub(crate) nodes: usize,
-    pub pods: usize,
+    pub(crate) pods: usize,
     pub(crate) pod_cpu_cores: f64,
     pub(crate) pod_network_bytes_per_second: f64,
     /// The CPU hot threshold: `onto_busy` counts pods landing at or above it.
@@ -80,12 +80,12 @@ pub struct Report {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Scenario {
     /// Webhook replicas sharing the burst.
-    pub replicas: usize,
+    pub(crate) replicas: usize,
     /// Delay between a bind and the webhook hearing of it, in milliseconds.
     pub(crate) bind_lag_ms: f64,
     /// Share of the reviews the first replica gets (`--split`); absent: round robin.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub first_share: Option<f64>,
+    pub(crate) first_share: Option<f64>,
     /// Every review decided by one replica (`forward.enabled`, with several replicas).
     pub(crate) one_decider: bool,
 }
@@ -93,7 +93,7 @@ pub(crate) struct Scenario {
 /// One bar of the picture.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Bar {
-    pub node: String,
+    pub(crate) node: String,
     pub(crate) cpu_before: f64,
     pub(crate) added_without: f64,
     pub(crate) added_with: f64,

@@ -215,7 +215,8 @@ impl PodGroups {
         self.ids.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.ids.is_empty()
     }
 }

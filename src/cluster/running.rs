@@ -390,7 +390,8 @@ impl RunningPods {
         self.pods.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.pods.is_empty()
     }
 

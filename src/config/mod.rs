@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub(crate) mod forward;
-pub(crate) mod inflight;
+pub mod inflight;
 pub mod kube_scheduler;
 pub(crate) mod names;
 pub mod prometheus;
@@ -19,10 +19,8 @@ use prometheus::PrometheusConfig;
 pub mod scheduler;
 
 pub use forward::ForwardConfig;
-pub(crate) use inflight::{
-    DEFAULT_MAX_INFLIGHT, DEFAULT_MAX_LANDINGS, EstimateConfig, InflightConfig,
-};
-pub(crate) use scheduler::SchedulerConfig;
+pub use inflight::{DEFAULT_MAX_INFLIGHT, DEFAULT_MAX_LANDINGS, EstimateConfig, InflightConfig};
+pub use scheduler::SchedulerConfig;
 
 /// A Lease: for the scheduler's, its `leaderElection.resourceNamespace` and `resourceName`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -248,10 +246,10 @@ pub struct PlacementConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct PerJob {
     /// A node holding this many of the job's pods is not a candidate while another is.
-    pub max_per_node: Option<u32>,
+    pub(crate) max_per_node: Option<u32>,
     /// A zone (`topology.kubernetes.io/zone`) that would hold more than this share of the
     /// job's pods with this one is not a candidate while another is.
-    pub max_per_zone: Option<f64>,
+    pub(crate) max_per_zone: Option<f64>,
 }
 
 impl PerJob {

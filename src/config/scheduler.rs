@@ -66,7 +66,7 @@ impl Default for SchedulerConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PluginWeights {
-    pub node_affinity: i64,
+    pub(crate) node_affinity: i64,
     pub(crate) node_resources_fit: i64,
     pub(crate) balanced_allocation: i64,
     pub(crate) taint_toleration: i64,
@@ -88,10 +88,10 @@ impl Default for PluginWeights {
 #[serde(default, deny_unknown_fields)]
 pub struct ScoringStrategy {
     #[serde(rename = "type")]
-    pub kind: ScoringStrategyType,
-    pub resources: Vec<ResourceWeight>,
+    pub(crate) kind: ScoringStrategyType,
+    pub(crate) resources: Vec<ResourceWeight>,
     /// `requestedToCapacityRatio.shape`, used by that strategy only.
-    pub shape: Vec<UtilizationShapePoint>,
+    pub(crate) shape: Vec<UtilizationShapePoint>,
 }
 
 impl Default for ScoringStrategy {
@@ -123,7 +123,7 @@ impl Default for ScoringStrategy {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ScoringStrategyType {
+pub(crate) enum ScoringStrategyType {
     LeastAllocated,
     MostAllocated,
     RequestedToCapacityRatio,
@@ -131,15 +131,15 @@ pub enum ScoringStrategyType {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ResourceWeight {
-    pub name: String,
-    pub weight: i64,
+pub(crate) struct ResourceWeight {
+    pub(crate) name: String,
+    pub(crate) weight: i64,
 }
 
 /// One point of the RequestedToCapacityRatio shape: utilization 0..100, score 0..10.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct UtilizationShapePoint {
+pub(crate) struct UtilizationShapePoint {
     pub(crate) utilization: i64,
     pub(crate) score: i64,
 }

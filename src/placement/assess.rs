@@ -13,13 +13,12 @@ use crate::view::heat::{Load, heat, is_hot};
 
 /// One row of `review --explain`: every node, with why it was or was not chosen.
 #[derive(Debug, Clone)]
-pub struct NodeAssessment {
-    pub name: String,
+pub(crate) struct NodeAssessment {
+    pub(crate) name: String,
     /// Heat now (weighted), with in-flight pods.
     pub(crate) heat: f64,
-    pub load: Load,
     pub(crate) network_fraction: f64,
-    pub eligibility: Result<(), Ineligible>,
+    pub(crate) eligibility: Result<(), Ineligible>,
     /// Requests fit in what is left of allocatable.
     pub(crate) fits: bool,
     pub(crate) hot: bool,
@@ -31,10 +30,10 @@ pub struct NodeAssessment {
     pub(crate) foreign: bool,
     /// Beyond the job's own bounds (`placement.per_job`): named only when no cool node is
     /// within them.
-    pub beyond_job_bounds: bool,
+    pub(crate) beyond_job_bounds: bool,
     /// Passes every filter, but the scores that count other pods (InterPodAffinity, a
     /// ScheduleAnyway spread) put it too far behind the best for a tier to lift it.
-    pub kept_out: bool,
+    pub(crate) kept_out: bool,
     /// Tier number (1-based) when the node was chosen.
     pub(crate) tier: Option<usize>,
     /// Its term's weight where grading set it below its tier's.
@@ -47,7 +46,7 @@ pub struct NodeAssessment {
 /// The utilisation a pod would leave behind on a node: CPU always, the NIC when the pod carries
 /// network, memory when the policy weighs it. In-flight pods counted as the decision counts them.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct After {
+pub(crate) struct After {
     pub(crate) cpu: f64,
     pub(crate) nic: Option<f64>,
     pub(crate) memory: Option<f64>,
@@ -57,7 +56,7 @@ pub struct After {
 /// (coolest measured first). Which nodes the decision could name (this replica's share, what
 /// the scores that count other pods keep, the job's own bounds) is the decision's own
 /// [`Eligibility`]; the per-node reasons and figures are worked out here, for the table only.
-pub fn assess_all(
+pub(crate) fn assess_all(
     ctx: &DecisionCtx<'_>,
     replica: &Replica,
     decision: &Decision,
@@ -115,7 +114,6 @@ pub fn assess_all(
                 name: node.name.clone(),
                 heat: heat(&load, &node.scale, &policy.weights),
                 network_fraction: node.scale.network_fraction(load.network_bytes_per_second),
-                load,
                 eligibility,
                 fits: fits_with(
                     node,

@@ -4,7 +4,7 @@ pub(crate) mod affinity_sums;
 pub(crate) mod assess;
 pub(crate) mod constraints;
 mod context;
-pub(crate) mod decide;
+pub mod decide;
 pub(crate) mod decision;
 mod eligibility;
 pub(crate) mod estimate;
@@ -29,7 +29,7 @@ mod walk;
 #[cfg(test)]
 mod tests;
 
-pub use assess::{After, NodeAssessment, assess_all};
+pub(crate) use assess::{NodeAssessment, assess_all};
 pub use constraints::{Ineligible, PodConstraints};
 pub use context::DecisionCtx;
 pub use context::PodDemand;

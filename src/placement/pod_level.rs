@@ -223,18 +223,18 @@ fn ineligible(unfit: Unfit) -> Ineligible {
 pub(crate) struct Restriction {
     /// Those their filters pass: the nodes the scheduler finds feasible, which set how much of
     /// the cluster its sample holds.
-    pub passing: Arc<[u32]>,
+    pub(crate) passing: Arc<[u32]>,
     /// Those of `passing` their scores keep (see [`best_scored`]): the nodes worth naming.
-    pub kept: Arc<[u32]>,
+    pub(crate) kept: Arc<[u32]>,
 }
 
 /// A pod among the pods the ledger places around it, in a view the ledger is aligned with:
 /// what the filters and scores that count pods read.
 #[derive(Clone, Copy)]
 pub(crate) struct Surroundings<'a> {
-    pub facts: &'a PodFacts<'a>,
-    pub view: &'a ClusterView,
-    pub ledger: &'a Ledger,
+    pub(crate) facts: &'a PodFacts<'a>,
+    pub(crate) view: &'a ClusterView,
+    pub(crate) ledger: &'a Ledger,
 }
 
 /// `eligible` (view positions) less the nodes the filters that count other pods reject, and

@@ -228,9 +228,9 @@ pub fn score_with(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cycle {
     /// The chosen node, `None` when no node passed filtering (the pod stays Pending).
-    pub node: Option<usize>,
+    pub(crate) node: Option<usize>,
     /// The feasible nodes that were scored (the sample).
-    pub sample: Vec<usize>,
+    pub(crate) sample: Vec<usize>,
 }
 
 /// The scheduler: its configuration and the state that carries from one cycle to the next.
@@ -246,7 +246,7 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    pub fn new(config: SchedulerConfig, seed: u64) -> Self {
+    pub(crate) fn new(config: SchedulerConfig, seed: u64) -> Self {
         Scheduler {
             config,
             next_start: 0,
@@ -277,13 +277,14 @@ impl Scheduler {
 
     /// Runs one cycle for `pod` over `nodes`, listed in the scheduler cache's order, with no
     /// other pod in view (PodTopologySpread and InterPodAffinity do nothing).
-    pub fn schedule(&mut self, pod: &PodFacts<'_>, nodes: &[ModelNode]) -> Cycle {
+    #[cfg(test)]
+    pub(crate) fn schedule(&mut self, pod: &PodFacts<'_>, nodes: &[ModelNode]) -> Cycle {
         self.run(pod, nodes, None)
     }
 
     /// [`Scheduler::schedule`] with the cluster's pods: PodTopologySpread and InterPodAffinity
     /// filter and score as upstream does.
-    pub fn schedule_with(
+    pub(crate) fn schedule_with(
         &mut self,
         pod: &PodFacts<'_>,
         nodes: &[ModelNode],

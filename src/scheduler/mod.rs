@@ -40,7 +40,7 @@ pub(crate) mod node;
 pub(crate) mod order;
 pub(crate) mod pod;
 pub(crate) mod pod_affinity;
-pub(crate) mod pods;
+pub mod pods;
 pub(crate) mod quantity;
 pub(crate) mod resources;
 pub(crate) mod scores;
@@ -52,16 +52,16 @@ pub(crate) mod topology_spread;
 #[cfg(test)]
 mod tests;
 
-pub use cycle::{
-    Cycle, NodeScore, PodFilters, Scheduler, Unfit, filter_with, num_feasible_nodes_to_find,
-    score_with,
-};
+pub use cycle::{Cycle, Scheduler, Unfit};
+pub use cycle::{NodeScore, PodFilters, filter_with, num_feasible_nodes_to_find, score_with};
 pub use node::ModelNode;
 pub use pod::PodFacts;
 pub use pod_affinity::AffinityUnfit;
 pub use pods::{AffinityTerms, ClusterPods, ExistingPod, Labels, PodGroup};
 pub use resources::{PodRequests, Resources};
-pub use spread_defaults::SpreadDefaults;
-pub use status::Code;
+#[cfg(test)]
+pub(crate) use spread_defaults::SpreadDefaults;
+#[cfg(test)]
+pub(crate) use status::Code;
 pub use terms::Taint;
 pub use topology_spread::SpreadUnfit;

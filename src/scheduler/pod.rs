@@ -19,7 +19,7 @@ pub struct PodFacts<'a> {
     pub(crate) tolerations: &'a [Toleration],
     pub(crate) node_selector: Option<&'a BTreeMap<String, String>>,
     pub(crate) required_terms: &'a [NodeSelectorTerm],
-    pub preferred_terms: &'a [PreferredSchedulingTerm],
+    pub(crate) preferred_terms: &'a [PreferredSchedulingTerm],
     /// The pod's namespace and labels (PodTopologySpread, InterPodAffinity).
     pub(crate) namespace: &'a str,
     pub(crate) labels: Option<&'a Labels>,
@@ -29,7 +29,7 @@ pub struct PodFacts<'a> {
     /// The selectors of the Services, ReplicaSets, StatefulSets and ReplicationControllers that
     /// select the pod: with none, the default spread constraints do not apply to it. Not in the
     /// pod itself; the caller fills it in.
-    pub owner_selectors: &'a [Labels],
+    pub(crate) owner_selectors: &'a [Labels],
 }
 
 impl<'a> PodFacts<'a> {

@@ -46,7 +46,7 @@ impl Hash for PodGroup {
 }
 
 impl PodGroup {
-    pub fn of(pod: &Pod) -> Self {
+    pub(crate) fn of(pod: &Pod) -> Self {
         PodGroup {
             namespace: Arc::from(pod.metadata.namespace.as_deref().unwrap_or_default()),
             labels: Arc::new(pod.metadata.labels.clone().unwrap_or_default()),
@@ -74,7 +74,7 @@ impl PodGroup {
 }
 
 /// Where a kind's namespace, labels and terms are: kinds at one address are alike.
-pub(crate) type KindAddress = (*const u8, *const Labels, *const AffinityTerms);
+pub type KindAddress = (*const u8, *const Labels, *const AffinityTerms);
 
 /// A pod group borrowed, from a [`PodGroup`] or from the incoming pod: the plugins ask the same
 /// of every pod of a kind, so they ask once per kind.
@@ -101,12 +101,12 @@ impl PodKind<'_> {
 pub struct ExistingPod {
     pub(crate) group: PodGroup,
     /// Index into the nodes of the cycle; a pod on a node the cycle does not list is ignored.
-    pub node: usize,
+    pub(crate) node: usize,
     /// A deletion timestamp is set: PodTopologySpread no longer counts it.
-    pub terminating: bool,
+    pub(crate) terminating: bool,
     /// How many pods this entry stands for: pods alike in group, node and deletion each count,
     /// but are matched against the terms once.
-    pub count: u32,
+    pub(crate) count: u32,
 }
 
 /// The pod (anti-)affinity terms of an existing pod, as `framework.PodInfo` parses them.
@@ -178,7 +178,7 @@ impl ExistingPod {
         }
     }
 
-    pub fn kind(&self) -> PodKind<'_> {
+    pub(crate) fn kind(&self) -> PodKind<'_> {
         self.group.kind()
     }
 }
@@ -216,14 +216,14 @@ impl<T> AlikeMemo<T> {
 /// What the plugins that look at other pods read besides the nodes and the incoming pod.
 #[derive(Debug, Clone, Copy)]
 pub struct ClusterPods<'a> {
-    pub pods: &'a [ExistingPod],
+    pub(crate) pods: &'a [ExistingPod],
     /// Labels of every namespace, for `namespaceSelector`; a namespace absent here has none.
-    pub namespace_labels: &'a BTreeMap<String, Labels>,
+    pub(crate) namespace_labels: &'a BTreeMap<String, Labels>,
     /// PodTopologySpread's cluster-level default constraints.
-    pub spread_defaults: &'a SpreadDefaults,
+    pub(crate) spread_defaults: &'a SpreadDefaults,
     /// InterPodAffinity's `hardPodAffinityWeight` (1 by default; 0 ignores existing pods'
     /// required affinity when scoring).
-    pub hard_pod_affinity_weight: i32,
+    pub(crate) hard_pod_affinity_weight: i32,
 }
 
 /// Default plugin arguments for [`ClusterPods`].

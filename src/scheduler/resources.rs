@@ -28,7 +28,7 @@ pub struct Resources {
 }
 
 impl Resources {
-    pub fn get(&self, resource: &str) -> i64 {
+    pub(crate) fn get(&self, resource: &str) -> i64 {
         match resource {
             CPU => self.milli_cpu,
             MEMORY => self.memory,

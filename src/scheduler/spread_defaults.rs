@@ -9,11 +9,13 @@ pub(super) const SCHEDULE_ANYWAY: &str = "ScheduleAnyway";
 
 /// The plugin's `defaultingType` and `defaultConstraints`.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub enum SpreadDefaults {
+pub(crate) enum SpreadDefaults {
     /// `System`: hostname maxSkew 3 and zone maxSkew 5, both ScheduleAnyway.
     #[default]
     System,
-    /// `List` with these constraints (none: no defaults at all).
+    /// `List` with these constraints (none: no defaults at all). The model's tests set it; the
+    /// webhook reads the scheduler's own defaults only.
+    #[cfg_attr(not(test), expect(dead_code))]
     List(Vec<TopologySpreadConstraint>),
 }
 

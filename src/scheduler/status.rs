@@ -2,8 +2,9 @@
 
 /// A filter's verdict on a node, as upstream's status codes: whether removing pods (preemption)
 /// could make the node fit.
+#[cfg(test)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Code {
+pub(crate) enum Code {
     Unschedulable,
     UnschedulableAndUnresolvable,
 }

@@ -19,6 +19,7 @@ use super::pods::{
 };
 use super::scores::MAX_NODE_SCORE;
 use super::spread_defaults::{SCHEDULE_ANYWAY, SpreadDefaults};
+#[cfg(test)]
 use super::status::Code;
 use super::terms::tolerated;
 use crate::well_known::HOSTNAME;
@@ -35,7 +36,8 @@ pub enum SpreadUnfit {
 }
 
 impl SpreadUnfit {
-    pub fn code(self) -> Code {
+    #[cfg(test)]
+    pub(crate) fn code(self) -> Code {
         match self {
             SpreadUnfit::MissingLabel => Code::UnschedulableAndUnresolvable,
             SpreadUnfit::Skew => Code::Unschedulable,

@@ -13,7 +13,7 @@
 //! and the webhook's replicas list them through their pod watch before the burst.
 
 pub(crate) mod cluster;
-pub(crate) mod figures;
+pub mod figures;
 mod pods;
 mod webhook;
 

@@ -4,7 +4,7 @@ use crate::config::{HeatWeights, HotThresholds};
 
 /// A node's load: CPU and memory as busy fractions, network in bytes per second.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Load {
+pub(crate) struct Load {
     pub(crate) cpu: f64,
     pub(crate) network_bytes_per_second: f64,
     pub(crate) memory: f64,

@@ -8,6 +8,7 @@ use super::{existing_selects, incoming_selects};
 use crate::scheduler::node::ModelNode;
 use crate::scheduler::pod::PodFacts;
 use crate::scheduler::pods::{AlikeMemo, ClusterPods, ExistingPod, Labels, term_selects};
+#[cfg(test)]
 use crate::scheduler::status::Code;
 
 /// Why the filter rejects a node, in upstream's order of checks.
@@ -22,7 +23,8 @@ pub enum AffinityUnfit {
 }
 
 impl AffinityUnfit {
-    pub fn code(self) -> Code {
+    #[cfg(test)]
+    pub(crate) fn code(self) -> Code {
         match self {
             AffinityUnfit::Affinity => Code::UnschedulableAndUnresolvable,
             AffinityUnfit::AntiAffinity | AffinityUnfit::ExistingAntiAffinity => {
