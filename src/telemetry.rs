@@ -22,7 +22,7 @@ pub const DEFAULT_LOG_FILTER: &str =
 
 /// How a review ended; exposed in snake_case (`failed_open`).
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// A targeted pod received a patch.
     Patched,
     /// Not a target (other kind, operation, labels, opt-out, reinvocation): answered unchanged.

@@ -2,7 +2,7 @@
 //! internal. A placement webhook never rejects a pod.
 
 mod pod_read;
-pub mod review;
+pub(crate) mod review;
 
 use crate::inflight::shared::SharedLedger;
 use std::sync::Arc;
@@ -222,7 +222,7 @@ impl Admission {
     }
 
     /// Where the membership watch publishes the live replicas.
-    pub fn replicas(&self) -> &Arc<ArcSwapOption<ReplicaSet>> {
+    pub(crate) fn replicas(&self) -> &Arc<ArcSwapOption<ReplicaSet>> {
         &self.replicas
     }
 
@@ -279,7 +279,7 @@ impl Admission {
         )
     }
 
-    pub fn ledger(&self) -> &Arc<SharedLedger> {
+    pub(crate) fn ledger(&self) -> &Arc<SharedLedger> {
         &self.ledger
     }
 
@@ -585,7 +585,7 @@ impl Admission {
         })
     }
 
-    pub fn config(&self) -> &Config {
+    pub(crate) fn config(&self) -> &Config {
         &self.config
     }
 

@@ -7,12 +7,12 @@ use serde::{Deserialize, Serialize};
 
 /// Steered pods remembered at once by default: far more than a scheduler binds in a TTL, at a
 /// few hundred bytes each.
-pub const DEFAULT_MAX_INFLIGHT: usize = 32_768;
+pub(crate) const DEFAULT_MAX_INFLIGHT: usize = 32_768;
 
 /// (pod, node) landings the in-flight ledger holds at most by default (16 bytes each): 8 MiB,
 /// 16 per pod at `DEFAULT_MAX_INFLIGHT` pods. A decision under default sampling on thousands of
 /// nodes predicts tens to a hundred or more.
-pub const DEFAULT_MAX_LANDINGS: usize = 1 << 19;
+pub(crate) const DEFAULT_MAX_LANDINGS: usize = 1 << 19;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -51,7 +51,7 @@ impl Default for InflightConfig {
 /// have been measured long enough; else its request (and `network_bytes_per_second`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct EstimateConfig {
+pub(crate) struct EstimateConfig {
     /// Siblings with readings needed to use them; fewer: the request.
     pub(crate) min_siblings: usize,
     /// Which percentile of the siblings' readings (0.5: the median; higher is more cautious).

@@ -125,7 +125,7 @@ pub(crate) fn leader_lease(
 }
 
 /// As [`load`], from the file's text; `origin` names it in errors.
-pub fn parse(
+pub(crate) fn parse(
     text: &str,
     origin: &str,
     scheduler_name: &str,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub(crate) mod forward;
-pub mod inflight;
+pub(crate) mod inflight;
 pub mod kube_scheduler;
 pub(crate) mod names;
 pub mod prometheus;
@@ -19,8 +19,10 @@ use prometheus::PrometheusConfig;
 pub mod scheduler;
 
 pub use forward::ForwardConfig;
-pub use inflight::{DEFAULT_MAX_INFLIGHT, DEFAULT_MAX_LANDINGS, EstimateConfig, InflightConfig};
-pub use scheduler::SchedulerConfig;
+pub(crate) use inflight::{
+    DEFAULT_MAX_INFLIGHT, DEFAULT_MAX_LANDINGS, EstimateConfig, InflightConfig,
+};
+pub(crate) use scheduler::SchedulerConfig;
 
 /// A Lease: for the scheduler's, its `leaderElection.resourceNamespace` and `resourceName`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,7 +1,7 @@
 //! Where node load comes from: a static file or a live Prometheus.
 
 pub(crate) mod file;
-pub mod prometheus;
+pub(crate) mod prometheus;
 pub(crate) mod readings;
 
 pub use file::embedded_example;

@@ -4,7 +4,7 @@ pub(crate) mod affinity_sums;
 pub(crate) mod assess;
 pub(crate) mod constraints;
 mod context;
-pub mod decide;
+pub(crate) mod decide;
 pub(crate) mod decision;
 mod eligibility;
 pub(crate) mod estimate;

@@ -40,7 +40,7 @@ pub(crate) mod node;
 pub(crate) mod order;
 pub(crate) mod pod;
 pub(crate) mod pod_affinity;
-pub mod pods;
+pub(crate) mod pods;
 pub(crate) mod quantity;
 pub(crate) mod resources;
 pub(crate) mod scores;

@@ -74,12 +74,12 @@ impl PodGroup {
 }
 
 /// Where a kind's namespace, labels and terms are: kinds at one address are alike.
-pub type KindAddress = (*const u8, *const Labels, *const AffinityTerms);
+pub(crate) type KindAddress = (*const u8, *const Labels, *const AffinityTerms);
 
 /// A pod group borrowed, from a [`PodGroup`] or from the incoming pod: the plugins ask the same
 /// of every pod of a kind, so they ask once per kind.
 #[derive(Debug, Clone, Copy)]
-pub struct PodKind<'a> {
+pub(crate) struct PodKind<'a> {
     pub(crate) namespace: &'a str,
     pub(crate) labels: &'a Labels,
     pub(crate) terms: Option<&'a AffinityTerms>,

@@ -13,7 +13,7 @@
 //! and the webhook's replicas list them through their pod watch before the burst.
 
 pub(crate) mod cluster;
-pub mod figures;
+pub(crate) mod figures;
 mod pods;
 mod webhook;
 

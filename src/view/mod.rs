@@ -278,7 +278,7 @@ impl ViewStore {
         self.view.load_full()
     }
 
-    pub fn snapshot(&self) -> Option<Arc<LoadSnapshot>> {
+    pub(crate) fn snapshot(&self) -> Option<Arc<LoadSnapshot>> {
         self.lock().snapshot.clone()
     }
 

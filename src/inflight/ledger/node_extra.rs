@@ -56,7 +56,7 @@ impl NodeExtra {
     }
 
     #[cfg(test)]
-    pub fn load(&self) -> PodLoad {
+    pub(crate) fn load(&self) -> PodLoad {
         PodLoad {
             cpu_cores: self.cpu_cores,
             network_bytes_per_second: self.network_bytes_per_second,
