@@ -14,7 +14,7 @@
 //!    better-scored tier-1 node is not. The pod is charged there, by probability.
 
 use super::context::DecisionCtx;
-use super::decision::{Decision, RankedNode, TierChoice};
+use super::decision::{Decision, NamedBy, RankedNode, TierChoice};
 use super::eligibility::Eligibility;
 use super::grading::{Grading, tier_weights};
 use super::landing::{Coverage, Window, order_positions, tier_size_for_sample};
@@ -368,6 +368,7 @@ fn finish(ctx: &DecisionCtx<'_>, picked: Picked) -> Decision {
         pod_adds: picked.pod_adds,
     };
     let weights = tier_weights(policy, &picked.tiers, &grading);
+    let named_by = NamedBy::new(view, &policy.node_match);
     let tiers: Vec<TierChoice> = policy
         .tiers
         .iter()
@@ -378,14 +379,7 @@ fn finish(ctx: &DecisionCtx<'_>, picked: Picked) -> Decision {
             nodes: chosen
                 .iter()
                 .zip(weights)
-                .map(|(c, &w)| {
-                    RankedNode::of(
-                        &view.nodes[c.index],
-                        c.heat.bottleneck,
-                        w,
-                        &policy.node_match,
-                    )
-                })
+                .map(|(c, &w)| RankedNode::of(&named_by, c.index, c.heat.bottleneck, w))
                 .collect(),
         })
         .collect();
@@ -397,10 +391,7 @@ fn finish(ctx: &DecisionCtx<'_>, picked: Picked) -> Decision {
         .iter()
         .filter(|&&(_, i)| !picked.saturated || !named(i))
         .take(policy.avoid_hot.max_nodes)
-        .map(|&(h, i)| {
-            let weight = policy.avoid_hot.weight;
-            RankedNode::of(&view.nodes[i], h, weight, &policy.node_match)
-        })
+        .map(|&(h, i)| RankedNode::of(&named_by, i, h, policy.avoid_hot.weight))
         .collect();
     // Every node the avoid term does not name matches it: the named ones too.
     let avoid_bonus = if avoid.is_empty() {

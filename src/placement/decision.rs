@@ -1,13 +1,16 @@
 //! What a decision is: the tiers, the avoid list and the predicted landing, and the preferred
 //! terms that express them.
 
+use std::sync::Arc;
+
 use k8s_openapi::api::core::v1::{
     NodeSelectorRequirement, NodeSelectorTerm, PreferredSchedulingTerm,
 };
 
 use crate::config::NodeMatch;
 use crate::patch::{RequirementJson, TermJson};
-use crate::view::NodeView;
+use crate::view::ClusterView;
+use crate::view::memo::MemoKey;
 
 /// A node chosen for a tier.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,20 +27,43 @@ pub struct RankedNode {
 }
 
 impl RankedNode {
-    /// `node` as a term names it, by `node_match`: a label-keyed term can name it when its
-    /// value of the label is its name, so the term's values stay node names for everything
-    /// that reads them back (landing accuracy, `simulate`); otherwise `metadata.name` does.
-    pub(crate) fn of(node: &NodeView, heat: f64, weight: i32, node_match: &NodeMatch) -> Self {
-        let by_label = match node_match {
-            NodeMatch::Name => false,
-            NodeMatch::Label { key } => node.labels.get(key) == Some(&node.name),
-        };
+    /// The node at `position` in `view` as a term names it, by `node_match`: a label-keyed
+    /// term can name it when its value of the label is its name, so the term's values stay
+    /// node names for everything that reads them back (landing accuracy, `simulate`);
+    /// otherwise `metadata.name` does.
+    pub(crate) fn of(named: &NamedBy<'_>, position: usize, heat: f64, weight: i32) -> Self {
         RankedNode {
-            name: node.name.clone(),
+            name: named.view.nodes[position].name.clone(),
             heat,
-            by_label,
+            by_label: named.by_label.as_ref().is_some_and(|m| m[position] == 1),
             weight,
         }
+    }
+}
+
+/// How terms name the nodes of one view: which of them a label-keyed term can name.
+pub(crate) struct NamedBy<'v> {
+    view: &'v ClusterView,
+    /// 1 for each node whose value of the label is its name; `None` when terms go by name.
+    by_label: Option<Arc<[u32]>>,
+}
+
+impl<'v> NamedBy<'v> {
+    /// Worked out once per view and key: a decision names up to a hundred nodes or more, and
+    /// each would look its label up.
+    pub(crate) fn new(view: &'v ClusterView, node_match: &NodeMatch) -> Self {
+        let by_label = match node_match {
+            NodeMatch::Name => None,
+            NodeMatch::Label { key } => Some(view.memo.get_or_compute(
+                MemoKey::LabelIsName(key.clone()),
+                || {
+                    (view.nodes.iter())
+                        .map(|node| u32::from(node.labels.get(key) == Some(&node.name)))
+                        .collect()
+                },
+            )),
+        };
+        NamedBy { view, by_label }
     }
 }
 

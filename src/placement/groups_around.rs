@@ -137,10 +137,5 @@ pub(super) fn view_domains(view: &ClusterView, key: &str) -> Domains {
 /// Pods steered and not yet bound in the groups this pod's terms read: each may take, before
 /// the scheduler reaches this pod, a node its scores would favour.
 pub(super) fn pending_read(facts: &PodFacts<'_>, ledger: &Ledger) -> usize {
-    let reads = reads_group(facts);
-    let mut pending = 0usize;
-    for_each_pending_group(ledger, &reads, &mut |_, placed| {
-        pending += placed.map(|(_, count)| count as usize).sum::<usize>();
-    });
-    pending
+    ledger.pending_pods(reads_group(facts))
 }

@@ -36,6 +36,8 @@ pub(crate) enum MemoKey {
     Ties(u64),
     /// Each node's place in name order.
     NameRanks,
+    /// Each node: 1 when its value of this label is its name.
+    LabelIsName(String),
 }
 
 /// Lists of `u32` (node positions, or one number per node), by what they were computed from.

@@ -17,6 +17,8 @@ pub(super) struct Alignment {
     /// View position by ledger number and by occupancy number (`u32::MAX`: not in the view).
     pub(super) by_ledger_number: Vec<u32>,
     pub(super) by_occupancy_number: Vec<u32>,
+    /// The ledger numbers below `by_ledger_number.len()` not in the view.
+    pub(super) outside: Vec<u32>,
 }
 
 /// How far a reader has followed the group changes (pods gained and lost by each group, bound
@@ -45,15 +47,31 @@ impl Ledger {
         &self,
     ) -> impl Iterator<Item = (&Arc<PodGroup>, impl Iterator<Item = (usize, u32)> + '_)> {
         let positions = &self.aligned.by_ledger_number;
-        self.pending_tally
-            .groups
-            .values()
-            .map(move |(group, on_node)| {
-                let placed = on_node
-                    .iter()
-                    .filter_map(move |(&node, &count)| Some((in_view(positions, node)?, count)));
-                (group, placed)
+        self.pending_tally.groups.values().map(move |tally| {
+            let placed = (tally.on_node.iter())
+                .filter_map(move |(&node, &count)| Some((in_view(positions, node)?, count)));
+            (&tally.group, placed)
+        })
+    }
+
+    /// How many pods [`Self::pending_by_group`] counts in the groups `keep` selects: each
+    /// group's total less its pods on nodes outside the view (few or none), so a decision does
+    /// not walk every node a burst's pods are counted on.
+    pub(crate) fn pending_pods(&self, keep: impl Fn(&PodGroup) -> bool) -> usize {
+        let aligned = &self.aligned;
+        // Ledger numbers given since the alignment (nodes named by other replicas' notes).
+        let later = aligned.by_ledger_number.len()..self.node_names.len();
+        let outside =
+            (aligned.outside.iter().copied()).chain(later.filter_map(|n| u32::try_from(n).ok()));
+        (self.pending_tally.groups.values())
+            .filter(|tally| keep(&tally.group))
+            .map(|tally| {
+                let away: u32 = (outside.clone())
+                    .filter_map(|n| tally.on_node.get(&n))
+                    .sum();
+                (tally.pods - away) as usize
             })
+            .sum()
     }
 
     /// The position in the aligned view of the node the occupancy numbers `number`.
@@ -80,10 +98,17 @@ impl Ledger {
             }
             by_number
         };
+        let by_ledger_number = reverse(&mut numbers.iter().map(|n| n.0));
+        let outside = (0..)
+            .zip(&by_ledger_number)
+            .filter(|&(_, &position)| position == u32::MAX)
+            .map(|(number, _)| number)
+            .collect();
         self.aligned = Alignment {
             view_id,
-            by_ledger_number: reverse(&mut numbers.iter().map(|n| n.0)),
+            by_ledger_number,
             by_occupancy_number: reverse(&mut numbers.iter().map(|n| n.1)),
+            outside,
             numbers,
         };
     }

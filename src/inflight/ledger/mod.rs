@@ -606,6 +606,34 @@ mod tests {
     }
 
     #[test]
+    fn pending_pods_are_those_counted_in_the_view() {
+        let mut l = Ledger::new(Duration::from_secs(60));
+        let now = Instant::now();
+        let group = PodGroup {
+            namespace: "flink".into(),
+            labels: Arc::new([("app".to_string(), "wordcount".to_string())].into()),
+            terms: None,
+        };
+        let counted = |l: &Ledger| pending_groups(l).iter().map(|&(_, _, n)| n as usize).sum();
+        let charge = |l: &mut Ledger, id: &str, node: &str| {
+            l.charge(id, &shares(&[(node, 1.0)]), TWO_CPU, &requests(), now);
+            l.set_group(id, group.clone());
+        };
+        for (id, node) in [("p1", "a"), ("p2", "b"), ("p3", "b"), ("p4", "c")] {
+            charge(&mut l, id, node);
+        }
+        // "b" is not in the view; "z" is numbered after the alignment.
+        l.align(1, ["c", "a"].into_iter());
+        charge(&mut l, "p5", "z");
+        charge(&mut l, "p6", "a");
+        assert_eq!((l.pending_pods(|_| true), counted(&l)), (3, 3));
+        assert_eq!(l.pending_pods(|g| &*g.namespace == "other"), 0);
+        l.forget("p1");
+        assert!(l.bind("p6", "b"));
+        assert_eq!((l.pending_pods(|_| true), counted(&l)), (1, 1));
+    }
+
+    #[test]
     fn a_jobs_taskmanager_is_tagged_only_while_the_jobs_bounds_are_on() {
         let taskmanager: k8s_openapi::api::core::v1::Pod =
             serde_json::from_value(serde_json::json!({

@@ -13,8 +13,17 @@ use crate::scheduler::pods::PodGroup;
 /// keep sums over them.
 #[derive(Debug, Clone, Default)]
 pub(super) struct PendingTally {
-    pub(super) groups: HashMap<usize, (Arc<PodGroup>, HashMap<u32, u32>)>,
+    pub(super) groups: HashMap<usize, GroupTally>,
     pub(super) changes: ChangeLog<GroupChange>,
+}
+
+/// One group's pending pods: on each node (ledger number), and in all.
+#[derive(Debug, Clone)]
+pub(super) struct GroupTally {
+    pub(super) group: Arc<PodGroup>,
+    pub(super) on_node: HashMap<u32, u32>,
+    /// The sum of `on_node`: read once per decision, which should not walk every node.
+    pub(super) pods: u32,
 }
 
 impl PendingTally {
@@ -22,26 +31,29 @@ impl PendingTally {
     pub(super) fn count(&mut self, group: &Arc<PodGroup>, node: u32, add: bool) {
         let key = Arc::as_ptr(group) as usize;
         if add {
-            let (_, on_node) = self
-                .groups
-                .entry(key)
-                .or_insert_with(|| (group.clone(), HashMap::default()));
-            *on_node.entry(node).or_insert(0) += 1;
+            let tally = self.groups.entry(key).or_insert_with(|| GroupTally {
+                group: group.clone(),
+                on_node: HashMap::default(),
+                pods: 0,
+            });
+            *tally.on_node.entry(node).or_insert(0) += 1;
+            tally.pods += 1;
             self.record(group, node, 1);
             return;
         }
-        let Some((_, on_node)) = self.groups.get_mut(&key) else {
+        let Some(tally) = self.groups.get_mut(&key) else {
             return;
         };
         let mut counted = false;
-        if let Some(count) = on_node.get_mut(&node) {
+        if let Some(count) = tally.on_node.get_mut(&node) {
             *count -= 1;
             if *count == 0 {
-                on_node.remove(&node);
+                tally.on_node.remove(&node);
             }
+            tally.pods -= 1;
             counted = true;
         }
-        if on_node.is_empty() {
+        if tally.on_node.is_empty() {
             self.groups.remove(&key);
         }
         if counted {
