@@ -42,7 +42,7 @@ pub struct Inventory {
 
 impl Inventory {
     /// InternalIP → node name, for mapping Prometheus `instance` hosts to nodes.
-    pub fn node_by_internal_ip(&self) -> HashMap<String, String> {
+    pub(crate) fn node_by_internal_ip(&self) -> HashMap<String, String> {
         self.nodes
             .iter()
             .filter_map(|(name, facts)| Some((facts.internal_ip.clone()?, name.clone())))

@@ -24,13 +24,13 @@ pub struct Report {
     pub(crate) taken_at: Option<String>,
     /// The thresholds that make a node hot (`placement.hot`).
     pub(crate) thresholds: Thresholds,
-    pub totals: Totals,
+    pub(crate) totals: Totals,
     /// Every node hot on measured load, hottest first.
     pub(crate) hot_nodes: Vec<HotNode>,
     /// Every TaskManager on a hot node, by namespace, job, node and pod.
-    pub taskmanagers_on_hot_nodes: Vec<Row>,
+    pub(crate) taskmanagers_on_hot_nodes: Vec<Row>,
     /// Every job with running TaskManagers: the ones with most on hot nodes first.
-    pub jobs: Vec<JobSummary>,
+    pub(crate) jobs: Vec<JobSummary>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -41,15 +41,15 @@ pub(crate) struct Thresholds {
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Totals {
+pub(crate) struct Totals {
     /// Nodes with readings.
     pub(crate) nodes: usize,
     pub(crate) hot_nodes: usize,
-    pub taskmanagers: usize,
-    pub on_hot_nodes: usize,
+    pub(crate) taskmanagers: usize,
+    pub(crate) on_hot_nodes: usize,
     /// TaskManagers carrying the webhook's decision annotation.
-    pub steered: usize,
-    pub steered_on_hot_nodes: usize,
+    pub(crate) steered: usize,
+    pub(crate) steered_on_hot_nodes: usize,
     /// On a node without readings: neither hot nor cool as far as the webhook knows.
     pub(crate) on_nodes_without_readings: usize,
 }
@@ -72,11 +72,11 @@ pub(crate) struct HotNode {
 
 /// One TaskManager on a hot node.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Row {
+pub(crate) struct Row {
     pub(crate) namespace: String,
     /// See [`job_name`].
     pub(crate) job: String,
-    pub node: String,
+    pub(crate) node: String,
     pub(crate) pod: String,
     pub(crate) node_cpu: f64,
     pub(crate) node_network: f64,

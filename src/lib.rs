@@ -23,6 +23,8 @@ pub(crate) mod server;
 pub mod simulate;
 pub mod snapshot;
 pub mod telemetry;
+#[cfg(test)]
+mod test_support;
 pub mod view;
 pub(crate) mod well_known;
 

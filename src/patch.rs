@@ -159,8 +159,9 @@ impl JsonPatch {
         serde_json::to_vec(self)
     }
 
+    #[cfg(test)]
     /// The same patch as the json-patch crate's operations.
-    pub fn to_json_patch(&self) -> Result<json_patch::Patch, serde_json::Error> {
+    pub(crate) fn to_json_patch(&self) -> Result<json_patch::Patch, serde_json::Error> {
         serde_json::from_slice(&self.to_bytes()?)
     }
 }
@@ -347,3 +348,6 @@ fn add(path: &[&str], value: impl Serialize) -> Result<AddOp, PatchError> {
             .map_err(|e| PatchError::Encode(e.to_string()))?,
     })
 }
+
+#[cfg(test)]
+mod properties;

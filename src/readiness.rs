@@ -39,11 +39,11 @@ impl Readiness {
         self.cluster_access.load(Ordering::Acquire)
     }
 
-    pub fn nodes_synced(&self) -> bool {
+    pub(crate) fn nodes_synced(&self) -> bool {
         self.nodes_synced.load(Ordering::Acquire)
     }
 
-    pub fn pods_synced(&self) -> bool {
+    pub(crate) fn pods_synced(&self) -> bool {
         self.pods_synced.load(Ordering::Acquire)
     }
 

@@ -43,7 +43,7 @@ pub struct NodeLoad {
     pub requested: BTreeMap<String, String>,
     /// False when the node's Ready condition is not True (set from the inventory).
     #[serde(default = "default_true", skip_serializing_if = "Clone::clone")]
-    pub ready: bool,
+    pub(crate) ready: bool,
 }
 
 fn default_true() -> bool {
@@ -75,30 +75,30 @@ pub use crate::scheduler::Taint;
 /// One running pod's measured load: the estimate for new pods of the same job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PodReading {
-    pub namespace: String,
+    pub(crate) namespace: String,
     pub pod: String,
     /// CPU cores in use.
-    pub cpu_cores: f64,
+    pub(crate) cpu_cores: f64,
     /// Receive + transmit bytes per second.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network_bytes_per_second: Option<f64>,
+    pub(crate) network_bytes_per_second: Option<f64>,
     /// The labels that name its job (`app`, `component`); see `jobs::JobKey`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
+    pub(crate) labels: BTreeMap<String, String>,
     /// Uid of its controller owner, for pods without Flink's labels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
+    pub(crate) owner: Option<String>,
     /// How long it had been running when the readings were taken; a rate over a window longer
     /// than that under-reads. Unknown: taken as settled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub running_secs: Option<f64>,
+    pub(crate) running_secs: Option<f64>,
     /// The node it runs on, for `hotspots` without cluster access (the pod watch knows it
     /// otherwise). Placement does not read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
+    pub(crate) node: Option<String>,
     /// It carries the webhook's decision annotation; for `hotspots`, as `node`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub steered: bool,
+    pub(crate) steered: bool,
 }
 
 impl PodReading {

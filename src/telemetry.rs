@@ -128,9 +128,9 @@ pub(crate) struct LandingLabels {
 
 /// A node's heat now (0 idle, 1 saturated) and whether it is at or above a hot threshold.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct NodeHeat {
-    pub heat: f64,
-    pub hot: bool,
+pub(crate) struct NodeHeat {
+    pub(crate) heat: f64,
+    pub(crate) hot: bool,
 }
 
 /// Which node of an observed pod a heat belongs to.

@@ -39,22 +39,22 @@ pub struct Request {
 
 /// One node after the burst, for the "hottest nodes" lists.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct NodeAfter {
-    pub node: String,
+pub(crate) struct NodeAfter {
+    pub(crate) node: String,
     pub(crate) cpu_before: f64,
     pub(crate) cpu_after: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) nic_after: Option<f64>,
-    pub pods: usize,
+    pub(crate) pods: usize,
 }
 
 /// One method's result.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct MethodReport {
+pub(crate) struct MethodReport {
     #[serde(flatten)]
-    pub figures: Figures,
+    pub(crate) figures: Figures,
     /// The ten hottest nodes after the burst (by real CPU), hottest first.
-    pub hottest_nodes: Vec<NodeAfter>,
+    pub(crate) hottest_nodes: Vec<NodeAfter>,
 }
 
 /// The whole answer; the document `--json` prints. Field names are stable.
@@ -70,7 +70,7 @@ pub struct Report {
     /// not selected, full by requests): no method can place there.
     pub(crate) unfit_nodes: usize,
     pub(crate) scenario: Scenario,
-    pub methods: Vec<MethodReport>,
+    pub(crate) methods: Vec<MethodReport>,
     /// Per node, sorted by CPU before the burst: what the SVG draws.
     #[serde(skip)]
     pub(crate) bars: Vec<Bar>,

@@ -54,9 +54,9 @@ impl CompactRequests {
 
 /// Requests bound to one node.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NodeRequests {
+pub(crate) struct NodeRequests {
     /// As written; `pods` counts the pods.
-    pub requested: Resources,
+    pub(crate) requested: Resources,
     pub(crate) non_zero_milli_cpu: i64,
     pub(crate) non_zero_memory: i64,
 }
@@ -104,9 +104,10 @@ pub(crate) fn pod_key(uid: &str) -> u128 {
 }
 
 impl Occupancy {
+    #[cfg(test)]
     /// Records that pod `uid` is bound to `node` with `requests`; `None` for a pod that is not
     /// (or no longer) counted: pending, finished or deleted.
-    pub fn set(&mut self, uid: &str, node: Option<&str>, requests: &PodRequests) {
+    pub(crate) fn set(&mut self, uid: &str, node: Option<&str>, requests: &PodRequests) {
         self.set_grouped(uid, node, requests, NO_GROUP);
     }
 
@@ -168,7 +169,7 @@ impl Occupancy {
         self.end_relist_with(|_, _| {});
     }
 
-    pub fn node(&self, name: &str) -> Option<&NodeRequests> {
+    pub(crate) fn node(&self, name: &str) -> Option<&NodeRequests> {
         self.node_ids.get(name).map(|&id| &self.nodes[id as usize])
     }
 

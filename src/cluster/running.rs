@@ -80,13 +80,13 @@ struct RunningPod {
 
 /// A running pod, where it runs and for which job.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct PlacedPod {
+pub(crate) struct PlacedPod {
     pub(crate) namespace: String,
-    pub pod: String,
+    pub(crate) pod: String,
     pub(crate) job: JobKey,
-    pub node: String,
+    pub(crate) node: String,
     /// It carries the webhook's decision annotation.
-    pub steered: bool,
+    pub(crate) steered: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -358,7 +358,7 @@ impl RunningPods {
     }
 
     /// Every running pod with a node and a job, sorted by namespace and name.
-    pub fn placed(&self) -> Vec<PlacedPod> {
+    pub(crate) fn placed(&self) -> Vec<PlacedPod> {
         // Each job's key once, not once per pod.
         let keys: Vec<Option<JobKey>> = self
             .jobs

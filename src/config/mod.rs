@@ -18,7 +18,7 @@ use prometheus::PrometheusConfig;
 
 pub mod scheduler;
 
-pub use forward::ForwardConfig;
+pub(crate) use forward::ForwardConfig;
 pub(crate) use inflight::{
     DEFAULT_MAX_INFLIGHT, DEFAULT_MAX_LANDINGS, EstimateConfig, InflightConfig,
 };
@@ -295,9 +295,9 @@ impl Default for PlacementConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HeatWeights {
-    pub cpu: f64,
-    pub network: f64,
-    pub memory: f64,
+    pub(crate) cpu: f64,
+    pub(crate) network: f64,
+    pub(crate) memory: f64,
 }
 
 impl Default for HeatWeights {
@@ -315,8 +315,8 @@ impl Default for HeatWeights {
 #[serde(default, deny_unknown_fields)]
 pub struct HotThresholds {
     pub cpu: f64,
-    pub network: f64,
-    pub memory: f64,
+    pub(crate) network: f64,
+    pub(crate) memory: f64,
 }
 
 impl Default for HotThresholds {
@@ -333,18 +333,18 @@ impl Default for HotThresholds {
 #[serde(deny_unknown_fields)]
 pub struct Tier {
     /// How many nodes this tier names.
-    pub nodes: usize,
+    pub(crate) nodes: usize,
     /// Preferred term weight, 1..100.
-    pub weight: i32,
+    pub(crate) weight: i32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AvoidHot {
     /// Weight of the "any node but these hot ones" term; 0 turns it off.
-    pub weight: i32,
+    pub(crate) weight: i32,
     /// The hottest nodes named at most, so the patch stays small on large clusters.
-    pub max_nodes: usize,
+    pub(crate) max_nodes: usize,
 }
 
 impl Default for AvoidHot {
@@ -385,8 +385,8 @@ impl Default for NodeMatch {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PinningRule {
-    pub pod_label: String,
-    pub node_label: String,
+    pub(crate) pod_label: String,
+    pub(crate) node_label: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -23,7 +23,7 @@ use std::fmt;
 
 use super::ledger::PodLoad;
 
-pub const ANNOTATION: &str = "placement-webhook.io/decision";
+pub(crate) const ANNOTATION: &str = "placement-webhook.io/decision";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct DecisionNote {

@@ -34,7 +34,7 @@ impl SharedLedger {
     }
 
     /// Exclusive access, counted as a write.
-    pub fn write(&self) -> RwLockWriteGuard<'_, Ledger> {
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Ledger> {
         let guard = self.ledger.write().unwrap_or_else(|e| e.into_inner());
         self.writes.fetch_add(1, Ordering::AcqRel);
         guard

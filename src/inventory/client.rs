@@ -51,7 +51,7 @@ pub(crate) async fn connect(shutdown: impl std::future::Future<Output = ()>) -> 
 }
 
 /// [`connect`] to a given apiserver, the first retry after `first_wait`.
-pub async fn connect_to(
+pub(crate) async fn connect_to(
     config: Config,
     first_wait: Duration,
     shutdown: impl std::future::Future<Output = ()>,
@@ -78,7 +78,7 @@ pub async fn connect_to(
 
 /// Builds a client from `config` and keeps it only if the apiserver answers `/version` in time.
 #[tracing::instrument(name = "kube_probe", skip_all, fields(cluster = %config.cluster_url))]
-pub async fn probe(config: Config, timeout: Duration) -> Option<Client> {
+pub(crate) async fn probe(config: Config, timeout: Duration) -> Option<Client> {
     // Two rustls providers are linked (ring, and aws-lc-rs through reqwest), so rustls cannot
     // pick one by itself and kube's TLS setup would panic. Prefer ring, as the rest of the crate
     // does; an error only means a provider was installed already.

@@ -10,3 +10,5 @@ pub(crate) mod namespaces;
 pub mod nodes;
 pub mod pods;
 pub mod replicas;
+#[cfg(test)]
+mod tests;

@@ -289,7 +289,7 @@ enum Seen {
 ///
 /// The ledger lock is held only for one [`apply_pod_event`] call, never across an await.
 #[tracing::instrument(name = "pod_watch", skip_all)]
-pub async fn watch_pods(
+pub(crate) async fn watch_pods(
     client: Client,
     ledger: Arc<SharedLedger>,
     readiness: Arc<Readiness>,

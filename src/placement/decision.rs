@@ -20,10 +20,10 @@ pub struct RankedNode {
     pub heat: f64,
     /// Label-keyed terms can name this node: its value of the label is its name. Otherwise
     /// (or when terms go by name) a `metadata.name` requirement names it.
-    pub by_label: bool,
+    pub(crate) by_label: bool,
     /// The weight of the term that names it: its tier's, graded within its tier when
     /// the scheduler samples (for the avoid list: the avoid term's).
-    pub weight: i32,
+    pub(crate) weight: i32,
 }
 
 impl RankedNode {
@@ -70,7 +70,7 @@ impl<'v> NamedBy<'v> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TierChoice {
     /// The tier's configured weight: its best node's.
-    pub weight: i32,
+    pub(crate) weight: i32,
     pub nodes: Vec<RankedNode>,
 }
 
@@ -80,26 +80,26 @@ pub struct Decision {
     /// Coolest first; empty tiers are dropped.
     pub tiers: Vec<TierChoice>,
     /// Hot feasible nodes named in the avoid term, hottest first.
-    pub avoid: Vec<RankedNode>,
-    pub avoid_weight: i32,
+    pub(crate) avoid: Vec<RankedNode>,
+    pub(crate) avoid_weight: i32,
     /// Required requirements from pinning rules, ANDed into every required term.
     pub pinning: Vec<NodeSelectorRequirement>,
     /// Where the model predicts the pod lands, with probabilities summing to 1.
     pub landing: Vec<(String, f64)>,
     /// Nodes the scheduler would find feasible (those without readings included).
-    pub feasible: usize,
+    pub(crate) feasible: usize,
     /// Share of the feasible nodes the scheduler scores for one pod.
-    pub sample_fraction: f64,
+    pub(crate) sample_fraction: f64,
     /// No feasible node was cool: the least bad hot ones are named.
-    pub saturated: bool,
+    pub(crate) saturated: bool,
     /// Candidates ranked at or below this were near-ties of the best, taken in this replica's
     /// own order (`None`: no candidate).
-    pub tie_limit: Option<f64>,
+    pub(crate) tie_limit: Option<f64>,
 }
 
 impl Decision {
     /// The nodes of the first tier.
-    pub fn first_tier(&self) -> &[RankedNode] {
+    pub(crate) fn first_tier(&self) -> &[RankedNode] {
         self.tiers.first().map_or(&[], |t| t.nodes.as_slice())
     }
 

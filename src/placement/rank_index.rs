@@ -89,6 +89,7 @@ impl RankIndexes {
         })
     }
 
+    #[cfg(test)]
     /// Shapes indexed for the current view.
     pub(crate) fn len(&self) -> usize {
         self.shapes
@@ -98,7 +99,8 @@ impl RankIndexes {
             .len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }

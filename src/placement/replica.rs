@@ -18,7 +18,7 @@ use crate::view::memo::MemoKey;
 
 /// The live replicas, as this one knows them (the webhook Service's ready endpoints).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReplicaSet {
+pub(crate) struct ReplicaSet {
     me: String,
     /// Sorted, distinct, `me` among them.
     members: Vec<String>,
@@ -29,7 +29,7 @@ pub struct ReplicaSet {
 impl ReplicaSet {
     /// `None` when there is nothing to partition: fewer than two members, or `me` not among
     /// them (not ready yet, or the membership is unknown).
-    pub fn new(me: &str, members: impl IntoIterator<Item = String>) -> Option<Self> {
+    pub(crate) fn new(me: &str, members: impl IntoIterator<Item = String>) -> Option<Self> {
         let mut members: Vec<String> = members.into_iter().filter(|m| !m.is_empty()).collect();
         members.sort();
         members.dedup();
@@ -64,7 +64,7 @@ impl ReplicaSet {
     }
 
     /// The member that owns `node`: the highest rendezvous score.
-    pub fn owner(&self, node: &str) -> &str {
+    pub(crate) fn owner(&self, node: &str) -> &str {
         let score = |member: &String| hasher().hash_one((member.as_str(), node));
         self.members
             .iter()
@@ -105,19 +105,19 @@ fn hasher() -> foldhash::fast::FixedState {
 #[derive(Debug, Clone, Default)]
 pub struct Replica {
     /// Orders near-ties in this replica's own way.
-    pub salt: u64,
+    pub(crate) salt: u64,
     /// The live replicas; `None`: this replica decides as if alone (near-ties still salted).
-    pub set: Option<Arc<ReplicaSet>>,
+    pub(crate) set: Option<Arc<ReplicaSet>>,
     /// Pods this replica decided that its pod watch has not reported yet (see
     /// [`crate::inflight::ledger::Ledger::unheard`]): the other replicas are taken to have
     /// decided as many that this one has not heard of.
-    pub unheard: usize,
+    pub(crate) unheard: usize,
     /// Whose decisions the pod watch reported lately: how the reviews are split.
-    pub heard: HeardMix,
+    pub(crate) heard: HeardMix,
     /// The scheduler scores every feasible node (set by the decision from the scheduler's
     /// configuration and the node count): a pod whose first-tier node another replica filled
     /// has no other named node in the sample to fall to.
-    pub unsampled: bool,
+    pub(crate) unsampled: bool,
 }
 
 impl From<u64> for Replica {

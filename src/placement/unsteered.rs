@@ -28,7 +28,7 @@ const MOST_WEIGHED: usize = 256;
 
 /// The predicted landing of `pod` without the webhook's terms: nodes with probabilities
 /// summing to 1, most likely first; empty when no node fits.
-pub fn unsteered_landing(
+pub(crate) fn unsteered_landing(
     pod: &PodDemand<'_>,
     view: &ClusterView,
     ledger: Option<&Ledger>,

@@ -226,7 +226,7 @@ pub fn score_with(
 
 /// What one cycle did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cycle {
+pub(crate) struct Cycle {
     /// The chosen node, `None` when no node passed filtering (the pod stays Pending).
     pub(crate) node: Option<usize>,
     /// The feasible nodes that were scored (the sample).
@@ -235,7 +235,7 @@ pub struct Cycle {
 
 /// The scheduler: its configuration and the state that carries from one cycle to the next.
 #[derive(Debug, Clone)]
-pub struct Scheduler {
+pub(crate) struct Scheduler {
     pub(crate) config: SchedulerConfig,
     /// Where the next search for feasible nodes starts (`nextStartNodeIndex`).
     next_start: usize,

@@ -52,11 +52,12 @@ pub(crate) mod topology_spread;
 #[cfg(test)]
 mod tests;
 
-pub use cycle::{Cycle, Scheduler, Unfit};
+pub(crate) use cycle::{Cycle, Scheduler, Unfit};
 pub use cycle::{NodeScore, PodFilters, filter_with, num_feasible_nodes_to_find, score_with};
 pub use node::ModelNode;
 pub use pod::PodFacts;
-pub use pod_affinity::AffinityUnfit;
+#[cfg(test)]
+pub(crate) use pod_affinity::AffinityUnfit;
 pub use pods::{AffinityTerms, ClusterPods, ExistingPod, Labels, PodGroup};
 pub use resources::{PodRequests, Resources};
 #[cfg(test)]
@@ -64,4 +65,4 @@ pub(crate) use spread_defaults::SpreadDefaults;
 #[cfg(test)]
 pub(crate) use status::Code;
 pub use terms::Taint;
-pub use topology_spread::SpreadUnfit;
+pub(crate) use topology_spread::SpreadUnfit;

@@ -150,7 +150,7 @@ pub(crate) fn required_node_affinity_matches(pod: &PodFacts<'_>, node: &ModelNod
 
 impl PodGroup {
     /// The group of the pod `facts` describes.
-    pub fn of_facts(facts: &PodFacts<'_>) -> Self {
+    pub(crate) fn of_facts(facts: &PodFacts<'_>) -> Self {
         PodGroup {
             namespace: std::sync::Arc::from(facts.namespace),
             labels: std::sync::Arc::new(facts.labels().clone()),

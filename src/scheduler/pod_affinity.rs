@@ -16,7 +16,7 @@ mod filtering;
 mod scoring;
 
 pub(crate) use filtering::AffinityFilter;
-pub use filtering::AffinityUnfit;
+pub(crate) use filtering::AffinityUnfit;
 pub(crate) use scoring::AffinitySums;
 pub(crate) use scoring::{AffinityScore, affinity_scores};
 

@@ -21,10 +21,10 @@ pub(crate) const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
 pub struct Resources {
     pub milli_cpu: i64,
     pub memory: i64,
-    pub ephemeral_storage: i64,
+    pub(crate) ephemeral_storage: i64,
     pub pods: i64,
     /// Extended and hugepage resources, sorted by name.
-    pub scalar: Vec<(String, i64)>,
+    pub(crate) scalar: Vec<(String, i64)>,
 }
 
 impl Resources {
@@ -119,8 +119,9 @@ impl Resources {
             .collect()
     }
 
+    #[cfg(test)]
     /// Like [`Resources::from_list`] from `(name, quantity text)` pairs.
-    pub fn parse(pairs: &[(&str, &str)]) -> Option<Self> {
+    pub(crate) fn parse(pairs: &[(&str, &str)]) -> Option<Self> {
         let mut out = Resources::default();
         for (name, q) in pairs {
             *out.slot(name) += amount(name, q)?;
@@ -133,10 +134,10 @@ impl Resources {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct PodRequests {
     /// As written (filter, BalancedAllocation, MostAllocated...).
-    pub requested: Resources,
+    pub(crate) requested: Resources,
     /// cpu and memory with the non-zero defaults for omitted requests (LeastAllocated).
-    pub non_zero_milli_cpu: i64,
-    pub non_zero_memory: i64,
+    pub(crate) non_zero_milli_cpu: i64,
+    pub(crate) non_zero_memory: i64,
 }
 
 impl PodRequests {

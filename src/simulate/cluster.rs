@@ -2,7 +2,7 @@
 //! nodes the scheduler model places on, in the order the scheduler cache lists them, and the
 //! pods already running on them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
 
@@ -12,9 +12,7 @@ use crate::config::scheduler::ListedNodeOrder;
 use crate::scheduler::cycle::{PodFacts, PodFilters, filter_with};
 use crate::scheduler::order::{listed_by_name, scheduler_order, zone_key};
 use crate::scheduler::pods::Labels;
-use crate::scheduler::{
-    ClusterPods, ExistingPod, ModelNode, PodRequests, Resources, Scheduler, Unfit,
-};
+use crate::scheduler::{ClusterPods, ExistingPod, ModelNode, Resources, Scheduler, Unfit};
 use crate::snapshot::LoadSnapshot;
 
 /// The cluster as both sides see it: the snapshot the webhook reads, and the nodes the
@@ -22,7 +20,7 @@ use crate::snapshot::LoadSnapshot;
 #[derive(Debug, Clone)]
 pub struct Cluster {
     pub(crate) snapshot: LoadSnapshot,
-    pub nodes: Vec<ModelNode>,
+    pub(crate) nodes: Vec<ModelNode>,
     /// Real capacity for the load arithmetic.
     pub(crate) cores: Vec<f64>,
     pub(crate) nic: Vec<Option<f64>>,
@@ -83,12 +81,13 @@ impl Cluster {
         self
     }
 
+    #[cfg(test)]
     /// The same cluster with `pods` already running: bound pods (`spec.nodeName` set) with
     /// their namespace and labels. Their requests count on their nodes (the snapshot's
     /// `requested` is taken to leave them out, as a pod watch would add them); their real load
     /// is the snapshot's. A pod without a node, or on a node the snapshot lacks, is left out.
-    pub fn with_pods(mut self, pods: Vec<Pod>) -> Self {
-        let index: HashMap<&str, usize> = self
+    pub(crate) fn with_pods(mut self, pods: Vec<Pod>) -> Self {
+        let index: std::collections::HashMap<&str, usize> = self
             .nodes
             .iter()
             .enumerate()
@@ -103,20 +102,21 @@ impl Cluster {
             })
             .collect();
         for (pod, k) in &placed {
-            self.nodes[*k].add_pod(&PodRequests::of(pod));
+            self.nodes[*k].add_pod(&crate::scheduler::PodRequests::of(pod));
         }
         self.pods.extend(placed);
         self
     }
 
+    #[cfg(test)]
     /// The same cluster with these namespace labels (for `namespaceSelector`).
-    pub fn with_namespace_labels(mut self, labels: BTreeMap<String, Labels>) -> Self {
+    pub(crate) fn with_namespace_labels(mut self, labels: BTreeMap<String, Labels>) -> Self {
         self.namespace_labels = labels;
         self
     }
 
     /// The pods already running, each with the index of its node in `nodes`.
-    pub fn bound_pods(&self) -> impl Iterator<Item = (&Pod, usize)> {
+    pub(crate) fn bound_pods(&self) -> impl Iterator<Item = (&Pod, usize)> {
         self.pods.iter().map(|(pod, k)| (pod, *k))
     }
 

@@ -8,10 +8,10 @@ use super::{Burst, Cluster, Outcome};
 /// One method's result. Field names are part of `simulate --json`: keep them stable.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Figures {
-    pub method: String,
+    pub(crate) method: String,
     pub pods: usize,
     /// Pods that no node could take (they stay Pending).
-    pub pending: usize,
+    pub(crate) pending: usize,
     /// Highest real CPU busy fraction, after the burst, of a node that received a pod.
     pub hottest_cpu: f64,
     pub hottest_cpu_node: Option<String>,
@@ -27,10 +27,10 @@ pub struct Figures {
     pub most_pods_on_one_node: usize,
     /// Share of the pods with preferred nodes that had none in the scheduler's sample.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub preferred_outside_sample: Option<f64>,
+    pub(crate) preferred_outside_sample: Option<f64>,
     /// Share of the steered pods that landed where the webhook predicted.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub landed_as_predicted: Option<f64>,
+    pub(crate) landed_as_predicted: Option<f64>,
     /// Landing accuracy as `placement_webhook_landings_total` counts it: first tier, another
     /// tier, elsewhere (webhook runs only).
     #[serde(skip_serializing_if = "Option::is_none")]

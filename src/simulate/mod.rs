@@ -13,8 +13,10 @@
 //! and the webhook's replicas list them through their pod watch before the burst.
 
 pub(crate) mod cluster;
-pub(crate) mod figures;
+pub mod figures;
 mod pods;
+#[cfg(test)]
+mod tests;
 mod webhook;
 
 use std::time::Duration;
@@ -45,27 +47,27 @@ pub struct Burst {
 /// How the webhook hears about the burst.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Timing {
-    pub replicas: usize,
-    pub review_interval: Duration,
-    pub bind_interval: Duration,
+    pub(crate) replicas: usize,
+    pub(crate) review_interval: Duration,
+    pub(crate) bind_interval: Duration,
     /// `None`: no watch event reaches the webhook until the whole burst is admitted (the
     /// replicas hear nothing of each other's pods, created or bound, through the burst).
-    pub watch_lag: Option<Duration>,
+    pub(crate) watch_lag: Option<Duration>,
     /// The scheduler binds only once the whole burst is admitted (its queue drains after the
     /// burst): the watch reports each pod created as usual, and bound only after the burst.
-    pub binds_after_burst: bool,
+    pub(crate) binds_after_burst: bool,
     /// Share of the reviews the apiserver sends to the first replica (the rest round robin
     /// to the others); `None`: round robin over all.
-    pub first_share: Option<f64>,
+    pub(crate) first_share: Option<f64>,
     /// The last replica joins (is ready, gets reviews, counts in the membership) only from
     /// this pod of the burst on.
-    pub join_at: Option<usize>,
+    pub(crate) join_at: Option<usize>,
     /// Replicas know each other (the membership watch); `false`: each decides as if alone.
-    pub membership: bool,
+    pub(crate) membership: bool,
     /// With the membership known, every replica forwards its reviews to the lowest-named one,
     /// which decides them all (the default install); `false`: that replica does not answer,
     /// and each decides the reviews it receives, with its share of the nodes.
-    pub forwarding: bool,
+    pub(crate) forwarding: bool,
 }
 
 impl Timing {
@@ -86,7 +88,7 @@ impl Timing {
 
     /// Whether the replicas' reviews are all decided by the first one (the lowest-named, which
     /// is in the membership from the start).
-    pub fn one_decider(&self) -> bool {
+    pub(crate) fn one_decider(&self) -> bool {
         self.forwarding && self.membership && self.replicas > 1
     }
 
@@ -135,7 +137,7 @@ pub enum Method {
 }
 
 impl Method {
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match self {
             Method::NoWebhook => "no webhook".into(),
             Method::Webhook(t) => {

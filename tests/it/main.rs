@@ -4,14 +4,11 @@
 //! real kube-apiserver and kube-scheduler are the other binary, `tests/real_cluster`: they run
 //! one at a time, each with the machine to itself.
 
-#[path = "../seeded/mod.rs"]
-mod seeded;
 #[path = "../support/mod.rs"]
 mod support;
 
 mod admission_tls;
 mod certs_serve;
-mod closed_loop;
 mod concurrent_reviews;
 mod deploy_manifests;
 mod error_messages;
@@ -19,17 +16,10 @@ mod forwarding;
 mod fuzz_regressions;
 mod hardening;
 mod hotspots;
-mod inventory_kube;
-mod ledger_properties;
 mod log_format;
 mod monitoring;
-mod patch_properties;
-mod placement_decide;
-mod placement_properties;
 mod prometheus_faults;
 mod prometheus_live;
-mod rank_index;
 mod readme_commands;
 mod review_cli;
-mod sibling_estimates;
 mod simulate_cli;

@@ -4,7 +4,7 @@
 //! burst of TaskManagers created through the apiserver 8 at a time as Flink's resource manager
 //! does, the real kube-scheduler binding them under its own default sampling. Then the same
 //! burst with no webhook, and the model's rows for the same cluster (the fast closed loop of
-//! tests/it/closed_loop.rs): ideal water-filling, water-filling inside each pod's sample, the
+//! src/simulate/tests/closed_loop.rs): ideal water-filling, water-filling inside each pod's sample, the
 //! model's own webhook and no-webhook runs.
 //!
 //! Checked where the scheduler scores every node (40 nodes): the hottest node that received a
@@ -322,7 +322,7 @@ fn taskmanagers_above_bound(run: &Run, burst: &Figures) -> f64 {
 /// (0.473 or more against 0.432 + 0.031) in 1 of 8 runs at 5,000 nodes, and past one in 1 of 7
 /// at 2,000. A gate that fails on chance gives two answers for one commit; three still fails the
 /// webhook that placed the nodes it could not place by name (+6 to +8 TaskManagers at 2,000
-/// nodes). The model's closed loop guards its sampled rows at four (tests/it/closed_loop.rs).
+/// nodes). The model's closed loop guards its sampled rows at four (src/simulate/tests/closed_loop.rs).
 fn sampling_allowance() -> f64 {
     if std::env::var_os("CLOSED_LOOP_STRICT").is_some() {
         1.0

@@ -6,6 +6,8 @@
 //! Each test starts its own control plane; they run one at a time (a lock), since each
 //! apiserver takes a core while it starts and the machine may have only two.
 
+#[path = "../support/node_resources.rs"]
+mod node_resources;
 #[path = "../support/mod.rs"]
 mod support;
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 /// A node of `cores` cores and 4 GiB per core, 110 pods, with `requested_cores` bound by
 /// `pods` running pods (2 GiB of memory per requested core): (allocatable, requested).
-pub fn node_resources(
+pub(crate) fn node_resources(
     cores: u32,
     requested_cores: f64,
     pods: u32,

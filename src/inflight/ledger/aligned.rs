@@ -181,7 +181,7 @@ impl Ledger {
     }
 
     /// Whether [`Self::align`] was last called for the view `view_id` (never for id 0).
-    pub fn is_aligned(&self, view_id: u64) -> bool {
+    pub(crate) fn is_aligned(&self, view_id: u64) -> bool {
         view_id != 0 && self.aligned.view_id == view_id
     }
 

@@ -4,7 +4,7 @@ use super::{HeardMix, Ledger};
 
 impl Ledger {
     /// Marks `id` as decided by this replica, with the heat its landing nodes had then.
-    pub fn remember_decision(&mut self, id: &str, heats: Vec<(String, f32)>) {
+    pub(crate) fn remember_decision(&mut self, id: &str, heats: Vec<(String, f32)>) {
         let Some(entry) = self.entries.get_mut(id) else {
             return;
         };

@@ -4,9 +4,9 @@
 /// The decisions the pod watch reported lately, this replica's and the others', each count
 /// decaying by `HeardMix::KEEP` per report: how the apiserver splits the reviews now.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct HeardMix {
-    pub own: f64,
-    pub others: f64,
+pub(crate) struct HeardMix {
+    pub(crate) own: f64,
+    pub(crate) others: f64,
 }
 
 impl HeardMix {

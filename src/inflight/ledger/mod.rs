@@ -32,7 +32,7 @@ mod pending_tally;
 
 use aligned::Alignment;
 pub(crate) use aligned::{ChangeMark, GroupMark};
-pub use heard::HeardMix;
+pub(crate) use heard::HeardMix;
 pub use node_extra::{NodeExtra, PodLoad};
 use pending_tally::PendingTally;
 
@@ -280,7 +280,7 @@ impl Ledger {
 
     /// The pod `id` was bound to `node`: its whole load counts there from now on, and its
     /// requests leave the ledger (the occupancy counts them). False when there is no such pod.
-    pub fn bind(&mut self, id: &str, node: &str) -> bool {
+    pub(crate) fn bind(&mut self, id: &str, node: &str) -> bool {
         let Some(entry) = self.entries.get(id) else {
             return false;
         };
@@ -305,7 +305,7 @@ impl Ledger {
     }
 
     /// The labels and terms of the pending pod `id`, interned with the bound pods' groups.
-    pub fn set_group(&mut self, id: &str, group: PodGroup) {
+    pub(crate) fn set_group(&mut self, id: &str, group: PodGroup) {
         // A burst's pods share one template: its pending pods share one copy (the bound pods'
         // when some are bound), so the plugins match the burst's pods once (see `AlikeMemo`),
         // however the reviews of several bursts interleave.
@@ -355,7 +355,7 @@ impl Ledger {
     }
 
     /// The pod is gone (deleted, or failed before running).
-    pub fn forget(&mut self, id: &str) {
+    pub(crate) fn forget(&mut self, id: &str) {
         if let Some(entry) = self.entries.remove(id) {
             self.landings -= entry.shares.len();
             if entry.unheard {
@@ -368,7 +368,7 @@ impl Ledger {
 
     /// Drops entries the metrics have absorbed by now: only the expired part of the queue is
     /// visited.
-    pub fn expire(&mut self, now: Instant) {
+    pub(crate) fn expire(&mut self, now: Instant) {
         while let Some(Reverse((expires, _, _))) = self.expiry.peek() {
             if *expires > now {
                 break;
@@ -401,7 +401,7 @@ impl Ledger {
     }
 
     /// The in-flight load and requests counted on `node`.
-    pub fn extra(&self, node: &str) -> Option<NodeExtra> {
+    pub(crate) fn extra(&self, node: &str) -> Option<NodeExtra> {
         let id = *self.node_ids.get(node)?;
         Some(self.per_node[id as usize]).filter(|x| !x.is_negligible())
     }
@@ -474,6 +474,9 @@ fn most_likely(entry: &Entry) -> Option<u32> {
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .map(|(node, _)| node)
 }
+
+#[cfg(test)]
+mod properties;
 
 #[cfg(test)]
 mod tests {

@@ -12,20 +12,20 @@ pub struct PodLoad {
 /// The expected in-flight load and requests on one node.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct NodeExtra {
-    pub cpu_cores: f64,
-    pub network_bytes_per_second: f64,
+    pub(crate) cpu_cores: f64,
+    pub(crate) network_bytes_per_second: f64,
     /// Expected requests of steered pods not yet bound (probability-weighted).
-    pub milli_cpu: f64,
-    pub memory: f64,
+    pub(crate) milli_cpu: f64,
+    pub(crate) memory: f64,
     pub(crate) non_zero_milli_cpu: f64,
     pub(crate) non_zero_memory: f64,
-    pub pods: f64,
+    pub(crate) pods: f64,
     /// Variance of the count of steered pods not yet bound that land here: how far the pods
     /// arriving before the next one may stray from `pods`.
     pub(crate) pods_variance: f64,
     /// Variance of the in-flight CPU (cores²) and network (bytes²/s²) that landing
     /// probabilities below 1 leave: where sampling makes the landing uncertain.
-    pub cpu_variance: f64,
+    pub(crate) cpu_variance: f64,
     pub(crate) network_variance: f64,
 }
 

@@ -25,14 +25,14 @@ use crate::view::ClusterView;
 
 /// The sample as a run of the order: `len` consecutive positions of `n`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Window {
+pub(crate) struct Window {
     pub(crate) n: usize,
-    pub len: usize,
+    pub(crate) len: usize,
 }
 
 impl Window {
     /// A run that holds `wanted` of `feasible` feasible nodes, over `n` positions.
-    pub fn new(n: usize, wanted: usize, feasible: usize) -> Self {
+    pub(crate) fn new(n: usize, wanted: usize, feasible: usize) -> Self {
         let len = if feasible == 0 || wanted >= feasible {
             n
         } else {
@@ -45,7 +45,7 @@ impl Window {
     }
 
     /// Every position is in every sample.
-    pub fn whole(&self) -> bool {
+    pub(crate) fn whole(&self) -> bool {
         self.len >= self.n
     }
 

@@ -117,7 +117,7 @@ pub(super) fn snapshot(nodes: &[Node]) -> LoadSnapshot {
                 all.insert("kubernetes.io/hostname".into(), s.name.clone());
                 node.labels = Arc::new(all);
                 (node.allocatable, node.requested) =
-                    crate::support::node_resources::node_resources(s.cores, s.requested_cores, 1);
+                    crate::node_resources::node_resources(s.cores, s.requested_cores, 1);
                 node
             })
             .collect(),

@@ -2,30 +2,28 @@
 //! pods and policies, checked against an oracle written here from the README's rules (not from
 //! the placement code).
 //!
-//! `placement_decide.rs` covers CPU-only clusters with cordoned and nodeSelector-mismatched
+//! `decide.rs` covers CPU-only clusters with cordoned and nodeSelector-mismatched
 //! nodes; these add NotReady nodes, taints (tolerated or not, filtering or not), required
 //! affinity (Flink's blocklist), network and memory heat against known and unknown NIC
 //! capacity, in-flight network load, generated heat weights and tiers, both node-match styles,
 //! and the avoid term. Properties are read off the terms that go into the patch.
 
-use crate::seeded;
+use crate::test_support::seeded;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Pod, PreferredSchedulingTerm};
-use placement_webhook::config::scheduler::SchedulerConfig;
-use placement_webhook::config::{
-    AvoidHot, HeatWeights, HotThresholds, NodeMatch, PlacementConfig, Tier,
-};
-use placement_webhook::inflight::ledger::{Ledger, PodLoad};
-use placement_webhook::placement::{
+use crate::config::scheduler::SchedulerConfig;
+use crate::config::{AvoidHot, HeatWeights, HotThresholds, NodeMatch, PlacementConfig, Tier};
+use crate::inflight::ledger::{Ledger, PodLoad};
+use crate::placement::{
     DecisionCtx, PodConstraints, PodDemand, RankIndexes, decide, decide_indexed,
 };
-use placement_webhook::scheduler::PodFacts;
-use placement_webhook::snapshot::{LoadSnapshot, NodeLoad, Taint};
-use placement_webhook::view::ClusterView;
+use crate::scheduler::PodFacts;
+use crate::snapshot::{LoadSnapshot, NodeLoad, Taint};
+use crate::view::ClusterView;
+use k8s_openapi::api::core::v1::{Pod, PreferredSchedulingTerm};
 use proptest::prelude::*;
 use serde_json::json;
 

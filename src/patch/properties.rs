@@ -1,13 +1,13 @@
 //! Property: for any pod shape the webhook may meet, the patch applies, yields a valid Pod,
 //! preserves everything that was there, and only adds.
 
-use crate::seeded;
+use crate::test_support::seeded;
 
+use crate::config::NodeMatch;
+use crate::patch::{Changes, PatchError, Preferred, build};
+use crate::placement::{Decision, RankedNode, TierChoice};
 use json_patch::PatchOperation;
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, Pod};
-use placement_webhook::config::NodeMatch;
-use placement_webhook::patch::{Changes, PatchError, Preferred, build};
-use placement_webhook::placement::{Decision, RankedNode, TierChoice};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -2,7 +2,7 @@
 //! same commit passes or fails the same way. Explore beyond the gate with
 //! `PROPTEST_EXPLORE=1` (a random seed each run, printed on failure) or
 //! `PROPTEST_RNG_SEED=<n>` (another fixed seed), and `PROPTEST_CASES=<n>` for more cases.
-//! Failures found that way are persisted in `tests/it/*.proptest-regressions`: commit them.
+//! Failures found that way are persisted in `beside each test file (`*.proptest-regressions`)`: commit them.
 
 use proptest::test_runner::{Config, RngSeed};
 
@@ -10,7 +10,7 @@ use proptest::test_runner::{Config, RngSeed};
 const SEED: u64 = 0x5eed_2026_1124;
 
 /// `cases` cases from the fixed seed, unless the environment asks for exploration.
-pub fn config(cases: u32) -> Config {
+pub(crate) fn config(cases: u32) -> Config {
     // Config::default() reads PROPTEST_* from the environment.
     let from_env = Config::default();
     let explore = std::env::var_os("PROPTEST_EXPLORE").is_some_and(|v| v != "0");

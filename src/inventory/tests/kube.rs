@@ -4,26 +4,26 @@
 //! resourceVersion (`?&watch=true&timeoutSeconds=290&allowWatchBookmarks=true&resourceVersion=…`),
 //! and re-watches when a watch response ends; each test answers those requests in order.
 
-use placement_webhook::inflight::shared::SharedLedger;
+use crate::inflight::shared::SharedLedger;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use crate::config::PlacementConfig;
+use crate::inflight::ledger::Ledger;
+use crate::inflight::note::ANNOTATION;
+use crate::inventory::client::probe;
+use crate::inventory::nodes::{node_facts, watch_nodes};
+use crate::inventory::pods::watch_pods;
+use crate::inventory::{Inventory, NodeFacts};
+use crate::readiness::Readiness;
+use crate::telemetry::NodeHeat;
+use crate::view::ViewStore;
 use http::{Request, Response, StatusCode};
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::client::Body;
-use placement_webhook::config::PlacementConfig;
-use placement_webhook::inflight::ledger::Ledger;
-use placement_webhook::inflight::note::ANNOTATION;
-use placement_webhook::inventory::client::probe;
-use placement_webhook::inventory::nodes::{node_facts, watch_nodes};
-use placement_webhook::inventory::pods::watch_pods;
-use placement_webhook::inventory::{Inventory, NodeFacts};
-use placement_webhook::readiness::Readiness;
-use placement_webhook::telemetry::NodeHeat;
-use placement_webhook::view::ViewStore;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::time::timeout;
@@ -335,8 +335,8 @@ async fn pod_watch_keeps_the_ledger_in_step_with_other_replicas() {
         let ledger = Arc::new(SharedLedger::new(Ledger::new(Duration::from_secs(90))));
         let client = Client::new(service, "default");
         let l = ledger.clone();
-        let readiness = Arc::new(placement_webhook::readiness::Readiness::new());
-        let metrics = Arc::new(placement_webhook::telemetry::Metrics::new());
+        let readiness = Arc::new(crate::readiness::Readiness::new());
+        let metrics = Arc::new(crate::telemetry::Metrics::new());
         let (r, m) = (readiness.clone(), metrics.clone());
         let (tx, task) = spawn_with_shutdown(move |shutdown| {
             watch_pods(client, l, r, m, |_: &str| None, shutdown)
@@ -518,7 +518,7 @@ async fn try_client_returns_promptly() {
     // comes within the probe timeout plus configuration loading.
     let result = timeout(
         Duration::from_secs(10),
-        placement_webhook::inventory::client::try_client(),
+        crate::inventory::client::try_client(),
     )
     .await;
     assert!(result.is_ok(), "try_client hung");
@@ -532,7 +532,7 @@ async fn connect_retries_until_the_apiserver_answers() {
     // Down at first: the port refuses connections until the server starts below.
     drop(listener);
     let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
-    let connecting = tokio::spawn(placement_webhook::inventory::client::connect_to(
+    let connecting = tokio::spawn(crate::inventory::client::connect_to(
         config,
         Duration::from_millis(100),
         std::future::pending(),
@@ -555,7 +555,7 @@ async fn connect_stops_on_shutdown() {
     let config = closed_port_apiserver();
     let result = timeout(
         Duration::from_secs(5),
-        placement_webhook::inventory::client::connect_to(
+        crate::inventory::client::connect_to(
             config,
             Duration::from_millis(50),
             tokio::time::sleep(Duration::from_millis(300)),
@@ -568,10 +568,10 @@ async fn connect_stops_on_shutdown() {
 
 #[tokio::test]
 async fn simulate_reads_nodes_and_bound_requests_from_the_apiserver() {
-    use placement_webhook::cli::simulate::{self, SimulateError};
-    use placement_webhook::config::Config;
-    use placement_webhook::inventory::listing::list_cluster;
-    use placement_webhook::snapshot::{LoadSnapshot, NodeLoad};
+    use crate::cli::simulate::{self, SimulateError};
+    use crate::config::Config;
+    use crate::inventory::listing::list_cluster;
+    use crate::snapshot::{LoadSnapshot, NodeLoad};
 
     let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
     let mut handle = Box::pin(handle);
@@ -636,8 +636,7 @@ async fn simulate_reads_nodes_and_bound_requests_from_the_apiserver() {
             ("orders-enrichment-taskmanager-1-3", "worker-5", false),
         ]
     );
-    let hot =
-        placement_webhook::cli::hotspots::report_for(&Config::default(), &snapshot, Some(&cluster));
+    let hot = crate::cli::hotspots::report_for(&Config::default(), &snapshot, Some(&cluster));
     assert_eq!(
         (
             hot.totals.taskmanagers,
@@ -719,7 +718,7 @@ async fn simulate_reads_nodes_and_bound_requests_from_the_apiserver() {
     })
     .to_string();
     let landing = |cluster| {
-        let out = placement_webhook::cli::review::review_with(
+        let out = crate::cli::review::review_with(
             Config::default(),
             snapshot.clone(),
             cluster,
@@ -760,8 +759,8 @@ async fn pod_watch_compares_an_observed_pods_node_with_the_webhooks_choice() {
         let mut handle = Box::pin(handle);
         let ledger = Arc::new(SharedLedger::new(Ledger::new(Duration::from_secs(90))));
         let client = Client::new(service, "default");
-        let readiness = Arc::new(placement_webhook::readiness::Readiness::new());
-        let metrics = Arc::new(placement_webhook::telemetry::Metrics::new());
+        let readiness = Arc::new(crate::readiness::Readiness::new());
+        let metrics = Arc::new(crate::telemetry::Metrics::new());
         let (l, r, m) = (ledger.clone(), readiness.clone(), metrics.clone());
         // The view's heat now: the scheduler's node is hot, the webhook's choice is not.
         let node_heat = |node: &str| match node {
@@ -805,7 +804,7 @@ async fn pod_watch_compares_an_observed_pods_node_with_the_webhooks_choice() {
             json!({"type": "MODIFIED", "object": bound}),
         ]));
 
-        let counted = |m: &placement_webhook::telemetry::Metrics| {
+        let counted = |m: &crate::telemetry::Metrics| {
             m.encode()
                 .contains("placement_webhook_observed_hot_landings_total 1\n")
         };

@@ -1,23 +1,21 @@
 //! `placement::decide` on hand-made clusters: what is preferred, what never is.
 
-use crate::seeded;
+use crate::test_support::seeded;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::config::scheduler::{ListedNodeOrder, SchedulerConfig};
+use crate::config::{PinningRule, PlacementConfig};
+use crate::inflight::ledger::{Ledger, PodLoad};
+use crate::placement::DecisionCtx;
+use crate::placement::landing::Window;
+use crate::placement::{Decision, PodConstraints, PodDemand, decide, unsteered_landing};
+use crate::scheduler::PodFacts;
+use crate::scheduler::num_feasible_nodes_to_find;
+use crate::snapshot::{LoadSnapshot, NodeLoad, Taint};
+use crate::view::ClusterView;
 use k8s_openapi::api::core::v1::Pod;
-use placement_webhook::config::scheduler::{ListedNodeOrder, SchedulerConfig};
-use placement_webhook::config::{PinningRule, PlacementConfig};
-use placement_webhook::inflight::ledger::{Ledger, PodLoad};
-use placement_webhook::placement::DecisionCtx;
-use placement_webhook::placement::landing::Window;
-use placement_webhook::placement::{
-    Decision, PodConstraints, PodDemand, decide, unsteered_landing,
-};
-use placement_webhook::scheduler::PodFacts;
-use placement_webhook::scheduler::num_feasible_nodes_to_find;
-use placement_webhook::snapshot::{LoadSnapshot, NodeLoad, Taint};
-use placement_webhook::view::ClusterView;
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -229,7 +227,7 @@ fn inflight_load_moves_the_next_pod_elsewhere() {
     };
     // No tie band: "a" and "b" are within half a pod of each other.
     let policy = PlacementConfig {
-        tiers: vec![placement_webhook::config::Tier {
+        tiers: vec![crate::config::Tier {
             nodes: 1,
             weight: 100,
         }],
@@ -558,8 +556,8 @@ fn replicas_take_near_ties_in_their_own_order() {
 /// nothing is mirrored.
 #[test]
 fn a_replica_the_watch_runs_behind_mirrors_the_others_unheard_pods() {
-    use placement_webhook::inflight::ledger::HeardMix;
-    use placement_webhook::placement::{Replica, ReplicaSet};
+    use crate::inflight::ledger::HeardMix;
+    use crate::placement::{Replica, ReplicaSet};
     use std::sync::Arc;
     let set = Arc::new(ReplicaSet::new("a", ["a".to_string(), "b".to_string()]).expect("set"));
     let nodes: Vec<NodeLoad> = (0..20)
@@ -609,7 +607,7 @@ fn a_replica_the_watch_runs_behind_mirrors_the_others_unheard_pods() {
 /// such a pod, and `b`'s cooler nodes are named.
 #[test]
 fn another_replicas_last_room_is_left_to_it_where_every_node_is_scored() {
-    use placement_webhook::placement::ReplicaSet;
+    use crate::placement::ReplicaSet;
     use std::sync::Arc;
     let set = Arc::new(ReplicaSet::new("a", ["a".to_string(), "b".to_string()]).expect("set"));
     let owners = |count: usize| {
@@ -641,7 +639,7 @@ fn another_replicas_last_room_is_left_to_it_where_every_node_is_scored() {
 /// names none of them; with the watch current, they are the coolest and named.
 #[test]
 fn the_others_unheard_pods_take_the_room_they_fill() {
-    use placement_webhook::placement::ReplicaSet;
+    use crate::placement::ReplicaSet;
     use std::sync::Arc;
     let set = Arc::new(ReplicaSet::new("a", ["a".to_string(), "b".to_string()]).expect("set"));
     let mut idle = Vec::new();
@@ -675,12 +673,12 @@ fn the_others_unheard_pods_take_the_room_they_fill() {
 /// A 2-core TaskManager decided by replica `a` of `set`, with `unheard` of its decisions not
 /// reported by the watch yet.
 fn decide_as_a(
-    set: &std::sync::Arc<placement_webhook::placement::ReplicaSet>,
+    set: &std::sync::Arc<crate::placement::ReplicaSet>,
     unheard: usize,
     view: &ClusterView,
 ) -> Decision {
     let p = pod(json!({}));
-    let replica = placement_webhook::placement::Replica {
+    let replica = crate::placement::Replica {
         salt: 1,
         set: Some(set.clone()),
         unheard,

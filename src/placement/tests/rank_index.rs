@@ -4,23 +4,23 @@
 //! forgets, expiry, the pod watch's bound requests and bound pods of the job, a new view), both
 //! give the same decision for every pod shape at every step.
 
-use crate::seeded;
+use crate::test_support::seeded;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use k8s_openapi::api::core::v1::Pod;
-use placement_webhook::config::PlacementConfig;
-use placement_webhook::config::scheduler::SchedulerConfig;
-use placement_webhook::inflight::ledger::{Ledger, PodLoad};
-use placement_webhook::inventory::pods::apply_pod_event;
-use placement_webhook::placement::{
+use crate::config::PlacementConfig;
+use crate::config::scheduler::SchedulerConfig;
+use crate::inflight::ledger::{Ledger, PodLoad};
+use crate::inventory::pods::apply_pod_event;
+use crate::placement::{
     DecisionCtx, PodConstraints, PodDemand, RankIndexes, decide, decide_indexed,
 };
-use placement_webhook::scheduler::{PodFacts, PodGroup, PodRequests};
-use placement_webhook::snapshot::{LoadSnapshot, NodeLoad};
-use placement_webhook::view::ClusterView;
+use crate::scheduler::{PodFacts, PodGroup, PodRequests};
+use crate::snapshot::{LoadSnapshot, NodeLoad};
+use crate::view::ClusterView;
+use k8s_openapi::api::core::v1::Pod;
 use proptest::prelude::*;
 use serde_json::json;
 

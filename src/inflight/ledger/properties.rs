@@ -2,13 +2,13 @@
 //! scans every entry, on random sequences of charge, bind, forget and expire: same entries,
 //! same shares, same per-node load and requests.
 
-use crate::seeded;
+use crate::test_support::seeded;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use placement_webhook::inflight::ledger::{Ledger, NodeExtra, PodLoad};
-use placement_webhook::scheduler::{PodRequests, Resources};
+use crate::inflight::ledger::{Ledger, NodeExtra, PodLoad};
+use crate::scheduler::{PodRequests, Resources};
 use proptest::prelude::*;
 
 const TTL: Duration = Duration::from_secs(90);

@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use placement_webhook::config::Config;
-use placement_webhook::simulate::{Burst, Cluster, Figures, Method, Timing, figures, run};
-use placement_webhook::snapshot::{LoadSnapshot, NodeLoad, PodReading};
+use crate::config::Config;
+use crate::simulate::{Burst, Cluster, Figures, Method, Timing, figures, run};
+use crate::snapshot::{LoadSnapshot, NodeLoad, PodReading};
 use serde_json::{Value, json};
 
 const NIC: f64 = 1.25e9;

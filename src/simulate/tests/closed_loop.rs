@@ -31,10 +31,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use crate::config::Config;
+use crate::simulate::{Burst, Cluster, Figures, Method, Outcome, Timing, figures, run};
+use crate::snapshot::{LoadSnapshot, NodeLoad, PodReading};
 use k8s_openapi::api::core::v1::Pod;
-use placement_webhook::config::Config;
-use placement_webhook::simulate::{Burst, Cluster, Figures, Method, Outcome, Timing, figures, run};
-use placement_webhook::snapshot::{LoadSnapshot, NodeLoad, PodReading};
 use serde_json::{Value, json};
 
 const BUSY: f64 = 0.70;
@@ -113,7 +113,11 @@ fn snapshot(specs: &[Spec]) -> LoadSnapshot {
                     );
                 }
                 (node.allocatable, node.requested) =
-                    crate::support::node_resources::node_resources(s.cores, s.requested_cores, 4);
+                    crate::test_support::node_resources::node_resources(
+                        s.cores,
+                        s.requested_cores,
+                        4,
+                    );
                 node
             })
             .collect(),

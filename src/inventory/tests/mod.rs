@@ -1,0 +1,3 @@
+//! The kube layer against a mocked apiserver.
+
+mod kube;

@@ -1,0 +1,4 @@
+//! Closed loops through the admission path and the scheduler model, with their tables.
+
+mod closed_loop;
+mod sibling_estimates;
