@@ -242,7 +242,7 @@ pub(crate) struct Surroundings<'a> {
 /// [`best_scored`]); `None` when the pod has no such filter or score.
 pub(crate) fn restrict(
     at: Surroundings<'_>,
-    eligible: &[u32],
+    eligible: &Arc<[u32]>,
     around: Around<'_>,
     affinity_gap: i64,
 ) -> Option<Restriction> {
@@ -270,7 +270,7 @@ pub(crate) fn restrict(
             .filter(|&p| filters.check(facts, p as usize).is_ok())
             .collect()
     } else {
-        eligible.into()
+        Arc::clone(eligible)
     };
     let kept = if scored {
         best_scored(at, &passing, &pods, around, affinity_gap).into()

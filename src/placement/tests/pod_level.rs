@@ -359,7 +359,7 @@ fn mirrored_pods_count_in_the_affinity_score() {
     for (k, score) in scores.iter().enumerate() {
         assert_eq!(*score, if k == a1 { 0 } else { 100 }, "node {k}");
     }
-    let eligible: Vec<u32> = (0..6).collect();
+    let eligible: std::sync::Arc<[u32]> = (0..6).collect();
     let at = Surroundings {
         facts: &d.facts,
         view: &view,
@@ -470,7 +470,7 @@ fn kept_nodes_match_the_normalised_scores() {
             [term("kubernetes.io/hostname", 60)]},
         "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [term(ZONE, 30)]}}});
     let all: Vec<usize> = (0..view.nodes.len()).collect();
-    let eligible: Vec<u32> = (0..view.nodes.len() as u32).collect();
+    let eligible: std::sync::Arc<[u32]> = (0..view.nodes.len() as u32).collect();
     let mut state = 0x2545_f491_u64;
     let mut next = move || {
         state = state
@@ -491,7 +491,7 @@ fn kept_nodes_match_the_normalised_scores() {
                     .collect();
                 let expected: Vec<u32> =
                     match around_affinity_scores(&d.facts, &view, &ledger, &mirrored, &all) {
-                        None => eligible.clone(),
+                        None => eligible.to_vec(),
                         Some(scores) => {
                             let total = |s: i64| s * INTER_POD_AFFINITY_WEIGHT;
                             let best = scores.iter().map(|&s| total(s)).max().unwrap_or(0);
@@ -517,7 +517,7 @@ fn kept_nodes_match_the_normalised_scores() {
                     gap,
                 )
                 .map(|r| r.kept.to_vec())
-                .unwrap_or_else(|| eligible.clone());
+                .unwrap_or_else(|| eligible.to_vec());
                 assert_eq!(kept, expected, "gap {gap}, pods {mirrored:?}");
                 kept_some += usize::from(kept.len() < eligible.len());
             }
