@@ -9,7 +9,7 @@ pub type HashMap<K, V> = foldhash::HashMap<K, V>;
 pub(crate) type HashSet<K> = foldhash::HashSet<K>;
 
 #[cfg(fuzzing)]
-pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
+pub type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
 
 #[cfg(fuzzing)]
 pub(crate) type HashSet<K> = std::collections::HashSet<K, foldhash::fast::FixedState>;
