@@ -2,7 +2,8 @@
 //! same commit passes or fails the same way. Explore beyond the gate with
 //! `PROPTEST_EXPLORE=1` (a random seed each run, printed on failure) or
 //! `PROPTEST_RNG_SEED=<n>` (another fixed seed), and `PROPTEST_CASES=<n>` for more cases.
-//! Failures found that way are persisted in `beside each test file (`*.proptest-regressions`)`: commit them.
+//! Failures found that way are persisted in a `*.proptest-regressions` file beside each test file:
+//! commit them.
 
 use proptest::test_runner::{Config, RngSeed};
 
