@@ -180,6 +180,7 @@ pub struct Metrics {
     pub(crate) saturated_decisions: Counter,
     pub(crate) empty_decisions: Counter,
     pub(crate) scheduler_fallbacks: Counter,
+    pub(crate) scheduler_routed_late: Counter,
     pub(crate) forwarded: Family<ForwardLabels, Counter>,
     pub(crate) landings: Family<LandingLabels, Counter>,
     pub(crate) landing_heat: Histogram,
@@ -290,6 +291,14 @@ impl Metrics {
              scheduler_name, because that scheduler's leader Lease was not being renewed",
             scheduler_fallbacks.clone(),
         );
+        let scheduler_routed_late = Counter::default();
+        registry.register(
+            "scheduler_routed_late",
+            "Pods routed to scheduler_name while a renewal of its leader Lease was late (more \
+             than 1.5 renewal periods old, not yet lapsed): after a crash these wait for a \
+             standby scheduler to take the Lease",
+            scheduler_routed_late.clone(),
+        );
         let forwarded = Family::<ForwardLabels, Counter>::default();
         registry.register(
             "forwarded_reviews",
@@ -383,6 +392,7 @@ impl Metrics {
             saturated_decisions,
             empty_decisions,
             scheduler_fallbacks,
+            scheduler_routed_late,
             forwarded,
             landing_heat,
             observed_heat,

@@ -16,7 +16,7 @@ use tracing::{debug, warn};
 use crate::config::{Config, Mode, SchedulerConfig};
 use crate::inflight::ledger::{Ledger, PodLoad};
 use crate::inflight::note::{ANNOTATION, DecisionNote};
-use crate::inventory::lease::SchedulerLease;
+use crate::inventory::lease::{Liveness, SchedulerLease};
 use crate::jobs::JobKey;
 use crate::patch::{self, Changes};
 use crate::placement::{self, Decision, PodConstraints, PodDemand, Replica, ReplicaSet};
@@ -68,6 +68,8 @@ pub struct Answer {
     /// Steered with affinity for the default scheduler because the scheduler that
     /// `spec.schedulerName` would name has let its Lease lapse.
     pub(crate) fell_back: bool,
+    /// Routed to that scheduler while a renewal of its Lease was late (see [`Liveness::Late`]).
+    pub(crate) routed_late: bool,
 }
 
 /// A decision written into a response.
@@ -77,6 +79,7 @@ struct Steered {
     saturated: bool,
     named_none: bool,
     fell_back: bool,
+    routed_late: bool,
 }
 
 /// Everything a review needs; shared by the server and the `review` command.
@@ -110,7 +113,20 @@ struct Route<'a> {
     mode: Mode,
     scheduler: &'a SchedulerConfig,
     indexes: &'a placement::RankIndexes,
-    fell_back: bool,
+    /// The routed scheduler's Lease at this review, when routing is gated on it.
+    lease: Option<Liveness>,
+}
+
+impl Route<'_> {
+    /// Steered for the default scheduler because the routed one's Lease lapsed.
+    fn fell_back(&self) -> bool {
+        self.lease == Some(Liveness::Lapsed)
+    }
+
+    /// Routed to a scheduler whose Lease renewal is late.
+    fn routed_late(&self) -> bool {
+        self.lease == Some(Liveness::Late)
+    }
 }
 
 /// Why a pod is not one to steer.
@@ -196,21 +212,24 @@ impl Admission {
     /// This review's route (see [`Route`]).
     fn route(&self, now: SystemTime) -> Route<'_> {
         let mode = self.config.mode;
-        let lapsed = mode.writes_scheduler_name()
-            && self.lease.as_ref().is_some_and(|lease| !lease.alive(now));
-        if lapsed {
+        let lease = self
+            .lease
+            .as_ref()
+            .filter(|_| mode.writes_scheduler_name())
+            .map(|lease| lease.liveness(now));
+        if lease == Some(Liveness::Lapsed) {
             Route {
                 mode: Mode::Affinity,
                 scheduler: &self.fallback_scheduler,
                 indexes: &self.fallback_indexes,
-                fell_back: true,
+                lease,
             }
         } else {
             Route {
                 mode,
                 scheduler: &self.config.scheduler,
                 indexes: &self.indexes,
-                fell_back: false,
+                lease,
             }
         }
     }
@@ -292,12 +311,14 @@ impl Admission {
     /// Answers one request. Never fails: problems become `allowed: true` without a patch.
     pub(crate) fn answer(&self, request: &RequestIn, now: SystemTime) -> Answer {
         let view = self.store.current();
-        let (mut saturated, mut named_none, mut fell_back) = (false, false, false);
+        let (mut saturated, mut named_none, mut fell_back, mut routed_late) =
+            (false, false, false, false);
         let (response, outcome, mode) = match self.steer(request, view.as_deref(), now) {
             Ok(Some(steered)) => {
                 saturated = steered.saturated;
                 named_none = steered.named_none;
                 fell_back = steered.fell_back;
+                routed_late = steered.routed_late;
                 (steered.response, Outcome::Patched, Some(steered.mode))
             }
             Ok(None) => (ResponseOut::allow(&request.uid), Outcome::Skipped, None),
@@ -321,6 +342,7 @@ impl Admission {
             saturated,
             named_none,
             fell_back,
+            routed_late,
         }
     }
 
@@ -369,6 +391,9 @@ impl Admission {
         let demand = self.demand(pod, Some(view));
         let id = ledger_id(&request.uid);
         let route = self.route(now);
+        if let (Some(lease), Some(liveness), false) = (&self.lease, route.lease, dry_run) {
+            lease.record(liveness, now);
+        }
         let decision = self.decide_and_charge(&demand, view, &id, !dry_run, &route);
 
         let mode = route.mode;
@@ -408,7 +433,8 @@ impl Admission {
             mode: mode.as_str(),
             saturated: decision.saturated,
             named_none: decision.first_tier().is_empty() || decision.landing.is_empty(),
-            fell_back: route.fell_back,
+            fell_back: route.fell_back(),
+            routed_late: route.routed_late(),
         }))
     }
 

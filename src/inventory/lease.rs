@@ -7,6 +7,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwapOption;
@@ -14,7 +15,7 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::client::WatchHealth;
 use crate::config::LeaseRef;
@@ -28,12 +29,44 @@ struct Renewal {
     valid_for: Duration,
 }
 
-/// The routed scheduler's liveness, as its Lease tells it.
-#[derive(Debug, Default)]
+/// The routed scheduler's liveness at a review, as its Lease tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Liveness {
+    /// Renewed within the last renewal period (half a period of slack): pods are routed to it.
+    Renewing,
+    /// A renewal is late but the Lease has not lapsed: pods are still routed to it (a busy
+    /// apiserver delays renewals too), though a crashed leader looks like this first, and what
+    /// is routed now waits for a standby to take the Lease.
+    Late,
+    /// Lapsed, released or unknown: pods go to the default scheduler.
+    Lapsed,
+}
+
+/// The routed scheduler's liveness, as its Lease tells it, and what this replica last said
+/// of it in its log.
+#[derive(Debug)]
 pub(crate) struct SchedulerLease {
     last: ArcSwapOption<Renewal>,
     /// Lapsed after this long without a renewal, when sooner than the Lease's duration.
     lapses_after: Option<Duration>,
+    /// Late after this long without a renewal (when the renewal period is known).
+    late_after: Option<Duration>,
+    /// The [`Liveness`] last recorded (as `u8`), so only changes are logged.
+    recorded: AtomicU8,
+    /// Pods routed while the current renewal is late.
+    routed_late: AtomicU64,
+}
+
+impl Default for SchedulerLease {
+    fn default() -> Self {
+        SchedulerLease {
+            last: ArcSwapOption::empty(),
+            lapses_after: None,
+            late_after: None,
+            recorded: AtomicU8::new(Liveness::Lapsed as u8),
+            routed_late: AtomicU64::new(0),
+        }
+    }
 }
 
 /// Renewals a leader may miss before its Lease counts as lapsed: client-go's leader renews
@@ -45,8 +78,65 @@ impl SchedulerLease {
     /// it says how often it is renewed) or its duration has run out.
     pub(crate) fn of(lease: &LeaseRef) -> Self {
         SchedulerLease {
-            last: ArcSwapOption::empty(),
             lapses_after: lease.renewed_every.map(|every| every * MISSED_RENEWALS),
+            late_after: lease.renewed_every.map(|every| every + every / 2),
+            ..SchedulerLease::default()
+        }
+    }
+
+    /// How long before `now` the last renewal was seen here; `None` when none is known.
+    pub(crate) fn since_renewal(&self, now: SystemTime) -> Option<Duration> {
+        let last = self.last.load();
+        let seen = last.as_deref()?.seen;
+        Some(now.duration_since(seen).unwrap_or_default())
+    }
+
+    /// The scheduler's [`Liveness`] at `now`.
+    pub(crate) fn liveness(&self, now: SystemTime) -> Liveness {
+        if !self.alive(now) {
+            return Liveness::Lapsed;
+        }
+        match (self.late_after, self.since_renewal(now)) {
+            (Some(late_after), Some(age)) if age > late_after => Liveness::Late,
+            _ => Liveness::Renewing,
+        }
+    }
+
+    /// Records that a pod was steered at `now` while the scheduler was `liveness` (routed to
+    /// it unless [`Liveness::Lapsed`]); logs when that changed since the last pod. Between a
+    /// crash and the fallback every pod is routed to a scheduler that is gone: the log says how
+    /// long after the last renewal the fallback came, and how many were routed late.
+    pub(crate) fn record(&self, liveness: Liveness, now: SystemTime) {
+        if liveness == Liveness::Late {
+            self.routed_late.fetch_add(1, Ordering::Relaxed);
+        }
+        let before = self.recorded.swap(liveness as u8, Ordering::Relaxed);
+        if before == liveness as u8 {
+            return;
+        }
+        let since_renewal_ms = self
+            .since_renewal(now)
+            .map_or(-1, |age| i64::try_from(age.as_millis()).unwrap_or(i64::MAX));
+        match liveness {
+            Liveness::Late => warn!(
+                since_renewal_ms,
+                "scheduler lease: renewal late; pods still routed to its scheduler"
+            ),
+            Liveness::Lapsed => {
+                let routed_late = self.routed_late.swap(0, Ordering::Relaxed);
+                warn!(
+                    since_renewal_ms,
+                    routed_late,
+                    "scheduler lease lapsed: pods steered for the default scheduler until it is renewed"
+                );
+            }
+            Liveness::Renewing => {
+                let routed_late = self.routed_late.swap(0, Ordering::Relaxed);
+                info!(
+                    since_renewal_ms,
+                    routed_late, "scheduler lease renewed: pods routed to its scheduler"
+                );
+            }
         }
     }
 
@@ -91,6 +181,12 @@ impl SchedulerLease {
     }
 }
 
+/// Who holds the Lease; `None` without a holder.
+fn holder_of(lease: Option<&Lease>) -> Option<String> {
+    let holder = lease?.spec.as_ref()?.holder_identity.as_ref()?;
+    Some(holder.clone()).filter(|h| !h.is_empty())
+}
+
 /// When the Lease's current holder took it (`acquireTime`); `None` without a holder.
 pub fn acquired(lease: Option<&Lease>) -> Option<SystemTime> {
     let spec = lease?.spec.as_ref()?;
@@ -106,13 +202,17 @@ pub(crate) async fn follow_routed(
     state: Arc<SchedulerLease>,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    let mut was_alive = None;
+    let mut holder = None;
     watch_lease(client, which, shutdown, move |lease| {
         state.update(lease, SystemTime::now());
-        let alive = state.alive(SystemTime::now());
-        if was_alive != Some(alive) {
-            info!(alive, "scheduler lease");
-            was_alive = Some(alive);
+        let now_held_by = holder_of(lease);
+        if holder.as_ref() != Some(&now_held_by) {
+            // A new holder after a crash is the standby taking over.
+            info!(
+                holder = now_held_by.as_deref().unwrap_or(""),
+                "scheduler lease holder"
+            );
+            holder = Some(now_held_by);
         }
     })
     .await;
@@ -243,5 +343,41 @@ mod tests {
         slow.update(Some(&lease(Some("s-1"), now, 15)), now);
         assert!(slow.alive(now + secs(15)));
         assert!(!slow.alive(now + secs(16)), "its duration ran out first");
+    }
+
+    /// Renewed every 2 s: late past 3 s without a renewal, lapsed past 6 s; a new holder's
+    /// renewal (a standby taking over) makes it renewing again.
+    #[test]
+    fn a_late_renewal_comes_before_the_lapse_and_pods_routed_meanwhile_are_counted() {
+        let now = SystemTime::now();
+        let secs = Duration::from_secs;
+        let state = SchedulerLease::of(&LeaseRef {
+            renewed_every: Some(secs(2)),
+            ..LeaseRef::named("ns", "s")
+        });
+        assert_eq!(state.liveness(now), Liveness::Lapsed, "unknown");
+        state.update(Some(&lease(Some("s-1"), now, 15)), now);
+        assert_eq!(state.liveness(now + secs(3)), Liveness::Renewing);
+        assert_eq!(
+            state.liveness(now + Duration::from_millis(3_100)),
+            Liveness::Late
+        );
+        assert_eq!(state.liveness(now + secs(6)), Liveness::Late);
+        assert_eq!(state.liveness(now + secs(7)), Liveness::Lapsed);
+        assert_eq!(state.since_renewal(now + secs(7)), Some(secs(7)));
+
+        for _ in 0..5 {
+            state.record(Liveness::Late, now + secs(4));
+        }
+        assert_eq!(state.routed_late.load(Ordering::Relaxed), 5);
+        state.record(Liveness::Lapsed, now + secs(7));
+        assert_eq!(
+            state.routed_late.load(Ordering::Relaxed),
+            0,
+            "counted per late spell"
+        );
+        let standby = now + secs(16);
+        state.update(Some(&lease(Some("s-2"), standby, 15)), standby);
+        assert_eq!(state.liveness(standby), Liveness::Renewing);
     }
 }

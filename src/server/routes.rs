@@ -239,6 +239,9 @@ fn answer(state: &AppState, body: &Bytes) -> Response {
             if answer.fell_back {
                 m.scheduler_fallbacks.inc();
             }
+            if answer.routed_late {
+                m.scheduler_routed_late.inc();
+            }
             if let Some(mode) = answer.mode {
                 m.patches.get_or_create(&ModeLabels { mode }).inc();
             }

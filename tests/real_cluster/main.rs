@@ -20,5 +20,6 @@ mod helm;
 mod install;
 mod replicas;
 mod sample_window;
+mod scheduler_crash;
 mod scheduler_profile;
 mod watches;

@@ -256,11 +256,7 @@ impl ControlPlane {
         kubeconfig: &Path,
         verbosity: u8,
     ) -> Process {
-        let body = format!(
-            "{}\nclientConnection:\n  kubeconfig: {}\n",
-            config.trim_end(),
-            kubeconfig.display()
-        );
+        let body = with_kubeconfig(config, kubeconfig);
         let path = self.dir.path().join(format!("{name}.yaml"));
         std::fs::write(&path, body).expect("write scheduler config");
         Process::spawn(
@@ -518,4 +514,19 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("free port")
+}
+
+/// `config` (a KubeSchedulerConfiguration) connecting with `kubeconfig`: added to its own
+/// top-level `clientConnection` (its QPS and burst kept) or as one.
+fn with_kubeconfig(config: &str, kubeconfig: &Path) -> String {
+    let line = format!("  kubeconfig: {}", kubeconfig.display());
+    let mut lines: Vec<String> = config.trim_end().lines().map(str::to_string).collect();
+    match lines
+        .iter()
+        .position(|l| l.trim_end() == "clientConnection:")
+    {
+        Some(at) => lines.insert(at + 1, line),
+        None => lines.extend(["clientConnection:".to_string(), line]),
+    }
+    lines.join("\n") + "\n"
 }

@@ -176,7 +176,7 @@ pub async fn create_many(client: &Client, namespace: &str, pods: &[Value], concu
 }
 
 /// Creates the pods, `concurrency` at a time, in order; `keep` takes each as created.
-async fn create_each<T>(
+pub async fn create_each<T>(
     client: &Client,
     namespace: &str,
     pods: &[Value],
