@@ -620,6 +620,22 @@ fn scheduler_profile_overlay_runs_the_scheduler_the_webhook_models() {
     let scheduler = named(&docs, "Deployment", Some(NAMESPACE), SCHEDULER);
     let pod = &scheduler["spec"]["template"]["spec"];
     assert_eq!(pod["serviceAccountName"], SCHEDULER);
+    // A leader and a standby that takes the Lease when the leader crashes, on different nodes
+    // where it can, and a drain never takes both.
+    assert_eq!(scheduler["spec"]["replicas"], 2);
+    let spread = &pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        [0]["podAffinityTerm"];
+    assert_eq!(spread["topologyKey"], "kubernetes.io/hostname");
+    assert_eq!(
+        spread["labelSelector"]["matchLabels"],
+        scheduler["spec"]["selector"]["matchLabels"]
+    );
+    let budget = named(&docs, "PodDisruptionBudget", Some(NAMESPACE), SCHEDULER);
+    assert_eq!(budget["spec"]["minAvailable"], 1);
+    assert_eq!(
+        budget["spec"]["selector"], scheduler["spec"]["selector"],
+        "the budget covers the scheduler's pods"
+    );
     let containers = pod["containers"].as_array().expect("containers");
     assert_eq!(containers.len(), 1);
     let c = &containers[0];

@@ -73,6 +73,20 @@ async fn holder(leases: &Api<Lease>) -> Option<(String, SystemTime)> {
     Some((holder, acquired))
 }
 
+/// The resident memory of process `pid`, in MiB (Linux).
+fn rss_mib(pid: Option<u32>) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", pid?)).ok()?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib / 1024.0)
+}
+
 fn taskmanagers(prefix: &str, range: std::ops::Range<usize>) -> Vec<Value> {
     range
         .map(|i| taskmanager(&format!("{prefix}-{i}"), "wordcount", "500m"))
@@ -174,6 +188,11 @@ async fn a_crashed_leader_strands_no_pod_because_its_standby_binds_them() {
         })
         .await,
     );
+    // What the standby costs: the same caches as the leader, filled while it waits.
+    let memory = (
+        rss_mib(leader.pid()),
+        standby.as_ref().and_then(|s| rss_mib(s.pid())),
+    );
     leader.stop();
     let crashed = Instant::now();
     let crashed_at = SystemTime::now();
@@ -239,6 +258,7 @@ async fn a_crashed_leader_strands_no_pod_because_its_standby_binds_them() {
         .map(|(_, at)| at.duration_since(crashed_at).unwrap_or_default());
     let routed_late = cluster.metric_sum(ROUTED_LATE, &[]).await;
     let fallbacks = cluster.metric_sum(FALLBACKS, &[]).await;
+    let mib = |m: Option<f64>| m.map_or("-".to_string(), |m| format!("{m:.0} MiB"));
     let secs = |d: Option<Duration>| {
         d.map_or("never".to_string(), |d| format!("{:.1} s", d.as_secs_f64()))
     };
@@ -251,7 +271,8 @@ async fn a_crashed_leader_strands_no_pod_because_its_standby_binds_them() {
          \x20 webhook fell back after: {} ({fallbacks} pods steered for the default scheduler)\n\
          \x20 standby took the Lease after: {}\n\
          \x20 last pod bound after: {}\n\
-         \x20 Pending at crash + lease + 10 s: {} of {}",
+         \x20 Pending at crash + lease + 10 s: {} of {}\n\
+         \x20 resident memory before the crash: leader {}, standby {}",
         if with_standby { 2 } else { 1 },
         lease.as_secs(),
         burst_took.as_secs_f64(),
@@ -261,6 +282,8 @@ async fn a_crashed_leader_strands_no_pod_because_its_standby_binds_them() {
         secs(last_bind),
         pending.len(),
         created.len(),
+        mib(memory.0),
+        mib(memory.1),
     );
 
     assert!(

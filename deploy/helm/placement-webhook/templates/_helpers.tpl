@@ -89,6 +89,10 @@ leaderElection:
   resourceLock: leases
   resourceName: {{ .Values.schedulerProfile.schedulerName }}
   resourceNamespace: {{ .Release.Namespace }}
+  retryPeriod: {{ .Values.schedulerProfile.leaderElection.retryPeriod }}
+clientConnection:
+  qps: {{ .Values.schedulerProfile.clientConnection.qps }}
+  burst: {{ .Values.schedulerProfile.clientConnection.burst }}
 profiles:
   - schedulerName: {{ .Values.schedulerProfile.schedulerName }}
     # Score every feasible node: no sample, so the node the webhook prefers is always scored.
