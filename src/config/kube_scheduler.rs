@@ -496,9 +496,13 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/deploy/scheduler-profile/scheduler-config.yaml"
         );
+        // Renewed every second: a crashed leader's Lease lapses for the webhook after 3 s.
         assert_eq!(
             load_leader_lease(Path::new(shipped)).expect("shipped file"),
-            named("placement-webhook", "placement-scheduler")
+            Some(LeaseRef {
+                renewed_every: Some(std::time::Duration::from_secs(1)),
+                ..LeaseRef::named("placement-webhook", "placement-scheduler")
+            })
         );
     }
 
