@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the control plane the tests run against (etcd, kube-apiserver, kube-scheduler, kubectl
-# and a test-only second mutating webhook) from this Go module, pinned by go.mod/go.sum, and Helm
-# (the chart's tests) from the module in helm/, and links tests/kube/bin to the result. Helm has a
-# module of its own: its release requires newer Kubernetes libraries than the pinned components.
+# and a test-only second mutating webhook) from this Go module, pinned by go.mod/go.sum, Helm
+# (the chart's tests) from the module in helm/ and kwok (nodes and pods that start, without a
+# kubelet) from the module in kwok/, and links tests/kube/bin to the result. Helm and kwok have
+# modules of their own: their releases require other Kubernetes libraries than the pinned
+# components.
 # The binaries are cached under $PLACEMENT_KUBE_CACHE (default ~/.cache/placement-webhook/kube),
 # keyed by both modules' files, so a warm machine skips the build.
 set -euo pipefail
@@ -11,11 +13,12 @@ cd "$here"
 
 version=v1.36.3
 cache_root="${PLACEMENT_KUBE_CACHE:-$HOME/.cache/placement-webhook/kube}"
-key="$(cat go.mod go.sum build.sh etcd/*.go mutator/*.go helm/go.mod helm/go.sum | sha256sum | cut -c1-16)"
+key="$(cat go.mod go.sum build.sh etcd/*.go mutator/*.go helm/go.mod helm/go.sum kwok/go.mod kwok/go.sum \
+  | sha256sum | cut -c1-16)"
 out="$cache_root/$key"
 
 if [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-scheduler" ] && [ -x "$out/etcd" ] \
-  && [ -x "$out/kubectl" ] && [ -x "$out/mutator" ] && [ -x "$out/helm" ]; then
+  && [ -x "$out/kubectl" ] && [ -x "$out/mutator" ] && [ -x "$out/helm" ] && [ -x "$out/kwok" ]; then
   echo "control plane $version: cached in $out"
 else
   started=$SECONDS
@@ -50,6 +53,9 @@ else
     go build -trimpath -ldflags "$helm_ldflags" -o "$tmp/helm" helm.sh/helm/v3/cmd/helm
   )
   echo "helm: built in $((SECONDS - helm_started)) s"
+  kwok_started=$SECONDS
+  (cd kwok && go build -trimpath -ldflags "-s -w" -o "$tmp/kwok" sigs.k8s.io/kwok/cmd/kwok)
+  echo "kwok: built in $((SECONDS - kwok_started)) s"
   rm -rf "$out"
   mv "$tmp" "$out"
   echo "control plane $version: built in $((SECONDS - started)) s into $out"
@@ -57,3 +63,4 @@ fi
 ln -sfn "$out" "$here/bin"
 "$here/bin/kube-apiserver" --version
 "$here/bin/helm" version --short
+"$here/bin/kwok" --version

@@ -18,6 +18,7 @@ mod differential;
 mod fixture;
 mod helm;
 mod install;
+mod lifecycle;
 mod replicas;
 mod sample_window;
 mod scheduler_crash;

@@ -29,13 +29,14 @@ use process::Process;
 pub const KUBERNETES_VERSION: &str = "v1.36.3";
 /// The admin's bearer token (group system:masters).
 const ADMIN_TOKEN: &str = "admin-token";
-const BINARIES: [&str; 6] = [
+const BINARIES: [&str; 7] = [
     "etcd",
     "helm",
     "kube-apiserver",
     "kube-scheduler",
     "kubectl",
     "mutator",
+    "kwok",
 ];
 
 /// Where the binaries are: `$KUBE_ASSETS`, else `tests/kube/bin` (linked by the build script).
@@ -243,8 +244,28 @@ impl ControlPlane {
         self.scheduler = Some(scheduler);
     }
 
-    /// Starts another kube-scheduler named `name` with `config` (a KubeSchedulerConfiguration
-    /// without `clientConnection`), connecting with `kubeconfig`; stopped when dropped.
+    /// Starts kwok as the kubelet of every node: nodes Ready with a node Lease, pods started
+    /// and deleted by the stages in tests/kube/kwok/stages.yaml; stopped when dropped.
+    pub fn spawn_kwok(&self) -> Process {
+        let stages = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/kube/kwok/stages.yaml");
+        Process::spawn(
+            "kwok",
+            &self.bin.join("kwok"),
+            &[
+                format!("--kubeconfig={}", self.admin_kubeconfig().display()),
+                format!("--config={}", stages.display()),
+                "--manage-all-nodes=true".into(),
+                "--node-lease-duration-seconds=40".into(),
+                format!("--server-address=127.0.0.1:{}", free_port()),
+            ],
+            &[],
+            self.dir.path().join("kwok.log"),
+        )
+    }
+
+    /// Starts another kube-scheduler named `name` with `config` (a KubeSchedulerConfiguration,
+    /// its `clientConnection` without a kubeconfig), connecting with `kubeconfig`; stopped when
+    /// dropped.
     pub fn spawn_scheduler(&self, name: &str, config: &str, kubeconfig: &Path) -> Process {
         self.spawn_scheduler_logging(name, config, kubeconfig, 1)
     }
