@@ -131,13 +131,7 @@ impl Cluster {
             ),
         };
         webhook::install(&plane, setup.overlay, &url, &certs.ca_bundle);
-        let token = plane.service_account_token(NAMESPACE, SERVICE_ACCOUNT);
-        let webhook_kubeconfig = plane.dir.path().join("webhook.kubeconfig");
-        std::fs::write(
-            &webhook_kubeconfig,
-            plane.kubeconfig_with_token(SERVICE_ACCOUNT, &token),
-        )
-        .expect("write kubeconfig");
+        let webhook_kubeconfig = plane.service_account_kubeconfig(NAMESPACE, SERVICE_ACCOUNT);
         let snapshot = plane.dir.path().join("snapshot.json");
         let mut cluster = Cluster {
             admin,

@@ -107,17 +107,7 @@ async fn a_crashed_leader_strands_no_pod_because_its_standby_binds_them() {
     let Some(cluster) = Cluster::start(setup).await else {
         return;
     };
-    let token = cluster.plane.service_account_token(NAMESPACE, PROFILE);
-    let kubeconfig = cluster
-        .plane
-        .dir
-        .path()
-        .join("placement-scheduler.kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        cluster.plane.kubeconfig_with_token(PROFILE, &token),
-    )
-    .expect("write kubeconfig");
+    let kubeconfig = cluster.plane.service_account_kubeconfig(NAMESPACE, PROFILE);
 
     // The leader first, then the standby, so which one leads is known.
     let leases = Api::<Lease>::namespaced(cluster.admin.clone(), NAMESPACE);

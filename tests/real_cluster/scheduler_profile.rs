@@ -47,17 +47,7 @@ async fn pods_go_to_the_second_scheduler_only_while_its_lease_is_renewed() {
     let early = create(&cluster, "tm-early").await;
     assert_eq!(scheduler_of(&early), "default-scheduler");
 
-    let token = cluster.plane.service_account_token(NAMESPACE, PROFILE);
-    let kubeconfig = cluster
-        .plane
-        .dir
-        .path()
-        .join("placement-scheduler.kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        cluster.plane.kubeconfig_with_token(PROFILE, &token),
-    )
-    .expect("write kubeconfig");
+    let kubeconfig = cluster.plane.service_account_kubeconfig(NAMESPACE, PROFILE);
     let shipped = std::fs::read_to_string(&config_file).expect("scheduler config");
     let mut second = cluster
         .plane

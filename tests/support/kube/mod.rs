@@ -417,6 +417,15 @@ impl ControlPlane {
             .unwrap_or_default()
     }
 
+    /// A kubeconfig file (`<name>.kubeconfig` in the plane's directory) that authenticates as
+    /// `namespace/name`'s ServiceAccount with a TokenRequest token.
+    pub fn service_account_kubeconfig(&self, namespace: &str, name: &str) -> PathBuf {
+        let token = self.service_account_token(namespace, name);
+        let path = self.dir.path().join(format!("{name}.kubeconfig"));
+        std::fs::write(&path, self.kubeconfig_with_token(name, &token)).expect("write kubeconfig");
+        path
+    }
+
     /// A bearer token for `namespace/name`'s ServiceAccount, from the TokenRequest API.
     pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
         let token = self.kubectl(&["create", "token", name, "-n", namespace, "--duration=2h"]);
