@@ -91,14 +91,27 @@ impl SchedulerLease {
         Some(now.duration_since(seen).unwrap_or_default())
     }
 
-    /// The scheduler's [`Liveness`] at `now`.
+    /// The scheduler's [`Liveness`] at `now`: lapsed once the holder has not renewed the Lease
+    /// within its `leaseDurationSeconds` (or missed renewals, see [`SchedulerLease::of`]),
+    /// timed on this replica's clock from when the renewal was seen (as client-go's leader
+    /// election times other candidates, so clock skew between machines does not count). An
+    /// unknown Lease (not listed yet, missing, without a holder) has lapsed.
     pub(crate) fn liveness(&self, now: SystemTime) -> Liveness {
-        if !self.alive(now) {
+        let last = self.last.load();
+        let Some(renewal) = last.as_deref() else {
             return Liveness::Lapsed;
-        }
-        match (self.late_after, self.since_renewal(now)) {
-            (Some(late_after), Some(age)) if age > late_after => Liveness::Late,
-            _ => Liveness::Renewing,
+        };
+        // Seen "after" now (this replica's clock stepped back): fresh.
+        let age = now.duration_since(renewal.seen).unwrap_or_default();
+        let lapses_after = self
+            .lapses_after
+            .map_or(renewal.valid_for, |after| after.min(renewal.valid_for));
+        if age > lapses_after {
+            Liveness::Lapsed
+        } else if self.late_after.is_some_and(|late_after| age > late_after) {
+            Liveness::Late
+        } else {
+            Liveness::Renewing
         }
     }
 
@@ -140,27 +153,18 @@ impl SchedulerLease {
         }
     }
 
-    /// Whether the Lease's holder renewed it less than its `leaseDurationSeconds` (or missed
-    /// renewals, see [`SchedulerLease::of`]) before `now`,
-    /// timed on this replica's clock from when the renewal was seen (as client-go's leader
-    /// election times other candidates, so clock skew between machines does not count). An
-    /// unknown Lease (not listed yet, missing, without a holder) is not alive.
-    pub(crate) fn alive(&self, now: SystemTime) -> bool {
-        self.last.load().as_deref().is_some_and(|r| {
-            let lapses_after = self
-                .lapses_after
-                .map_or(r.valid_for, |after| after.min(r.valid_for));
-            now.duration_since(r.seen)
-                .map_or(true, |age| age <= lapses_after)
-        })
+    /// Whether pods are routed to the scheduler at `now` (see [`SchedulerLease::liveness`]).
+    #[cfg(test)]
+    fn alive(&self, now: SystemTime) -> bool {
+        self.liveness(now) != Liveness::Lapsed
     }
 
     /// Takes the Lease as listed or watched at `now` (`None`: it is gone).
     pub(crate) fn update(&self, lease: Option<&Lease>, now: SystemTime) {
         let last = self.last.load_full();
         let renewal = lease.and_then(|lease| {
+            holder_of(Some(lease))?;
             let spec = lease.spec.as_ref()?;
-            spec.holder_identity.as_ref().filter(|h| !h.is_empty())?;
             let renewed =
                 SystemTime::from(spec.renew_time.as_ref().or(spec.acquire_time.as_ref())?.0);
             let valid_for = Duration::from_secs(u64::try_from(spec.lease_duration_seconds?).ok()?);
@@ -181,17 +185,17 @@ impl SchedulerLease {
     }
 }
 
-/// Who holds the Lease; `None` without a holder.
-fn holder_of(lease: Option<&Lease>) -> Option<String> {
-    let holder = lease?.spec.as_ref()?.holder_identity.as_ref()?;
-    Some(holder.clone()).filter(|h| !h.is_empty())
+/// Who holds the Lease; `None` without a holder (an empty identity is none).
+fn holder_of(lease: Option<&Lease>) -> Option<&str> {
+    let holder = lease?.spec.as_ref()?.holder_identity.as_deref()?;
+    Some(holder).filter(|h| !h.is_empty())
 }
 
 /// When the Lease's current holder took it (`acquireTime`); `None` without a holder.
 pub fn acquired(lease: Option<&Lease>) -> Option<SystemTime> {
-    let spec = lease?.spec.as_ref()?;
-    spec.holder_identity.as_ref().filter(|h| !h.is_empty())?;
-    spec.acquire_time.as_ref().map(|t| SystemTime::from(t.0))
+    holder_of(lease)?;
+    let acquire_time = lease?.spec.as_ref()?.acquire_time.as_ref()?;
+    Some(SystemTime::from(acquire_time.0))
 }
 
 /// Keeps the routed scheduler's `state` up to date from its Lease until `shutdown`; the
@@ -206,13 +210,10 @@ pub(crate) async fn follow_routed(
     watch_lease(client, which, shutdown, move |lease| {
         state.update(lease, SystemTime::now());
         let now_held_by = holder_of(lease);
-        if holder.as_ref() != Some(&now_held_by) {
+        if holder.as_ref().map(Option::as_deref) != Some(now_held_by) {
             // A new holder after a crash is the standby taking over.
-            info!(
-                holder = now_held_by.as_deref().unwrap_or(""),
-                "scheduler lease holder"
-            );
-            holder = Some(now_held_by);
+            info!(holder = now_held_by.unwrap_or(""), "scheduler lease holder");
+            holder = Some(now_held_by.map(str::to_string));
         }
     })
     .await;
