@@ -296,6 +296,14 @@ mod tests {
         }
     }
 
+    /// The liveness of a Lease its holder renews `every` so often.
+    fn renewed_every(every: Duration) -> SchedulerLease {
+        SchedulerLease::of(&LeaseRef {
+            renewed_every: Some(every),
+            ..LeaseRef::named("ns", "s")
+        })
+    }
+
     #[test]
     fn alive_while_renewed_within_its_duration() {
         let state = SchedulerLease::default();
@@ -330,17 +338,11 @@ mod tests {
     fn a_lease_that_says_how_often_it_is_renewed_lapses_after_missed_renewals() {
         let now = SystemTime::now();
         let secs = Duration::from_secs;
-        let state = SchedulerLease::of(&LeaseRef {
-            renewed_every: Some(secs(2)),
-            ..LeaseRef::named("ns", "s")
-        });
+        let state = renewed_every(secs(2));
         state.update(Some(&lease(Some("s-1"), now, 15)), now);
         assert!(state.alive(now + secs(6)));
         assert!(!state.alive(now + secs(7)), "three renewals missed");
-        let slow = SchedulerLease::of(&LeaseRef {
-            renewed_every: Some(secs(10)),
-            ..LeaseRef::named("ns", "s")
-        });
+        let slow = renewed_every(secs(10));
         slow.update(Some(&lease(Some("s-1"), now, 15)), now);
         assert!(slow.alive(now + secs(15)));
         assert!(!slow.alive(now + secs(16)), "its duration ran out first");
@@ -352,10 +354,7 @@ mod tests {
     fn a_late_renewal_comes_before_the_lapse_and_pods_routed_meanwhile_are_counted() {
         let now = SystemTime::now();
         let secs = Duration::from_secs;
-        let state = SchedulerLease::of(&LeaseRef {
-            renewed_every: Some(secs(2)),
-            ..LeaseRef::named("ns", "s")
-        });
+        let state = renewed_every(secs(2));
         assert_eq!(state.liveness(now), Liveness::Lapsed, "unknown");
         state.update(Some(&lease(Some("s-1"), now, 15)), now);
         assert_eq!(state.liveness(now + secs(3)), Liveness::Renewing);

@@ -87,10 +87,23 @@ fn rss_mib(pid: Option<u32>) -> Option<f64> {
     Some(kib / 1024.0)
 }
 
-fn taskmanagers(prefix: &str, range: std::ops::Range<usize>) -> Vec<Value> {
-    range
-        .map(|i| taskmanager(&format!("{prefix}-{i}"), "wordcount", "500m"))
-        .collect()
+/// Creates TaskManagers `range` of the burst, [`CONCURRENCY`] at a time.
+async fn create_burst(cluster: &Cluster, range: std::ops::Range<usize>) -> Vec<Created> {
+    let pods: Vec<Value> = range
+        .map(|i| {
+            let name = format!("wordcount-taskmanager-1-{i}");
+            taskmanager(&name, "wordcount", "500m")
+        })
+        .collect();
+    objects::create_each(&cluster.admin, FLINK, &pods, CONCURRENCY, |p| {
+        Created::of(&p)
+    })
+    .await
+}
+
+/// Creates one TaskManager of `job`.
+async fn create_one(cluster: &Cluster, name: &str, job: &str) -> Created {
+    Created::of(&cluster.create(FLINK, &taskmanager(name, job, "500m")).await)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -151,13 +164,7 @@ async fn a_crashed_leader_strands_no_pod_because_its_standby_binds_them() {
     // Routed once the webhook has seen the Lease renewed.
     let mut created = Vec::new();
     for i in 0.. {
-        let pod = cluster
-            .create(
-                FLINK,
-                &taskmanager(&format!("tm-probe-{i}"), "probe", "500m"),
-            )
-            .await;
-        created.push(Created::of(&pod));
+        created.push(create_one(&cluster, &format!("tm-probe-{i}"), "probe").await);
         if created.last().is_some_and(|c| c.routed) {
             break;
         }
@@ -171,13 +178,7 @@ async fn a_crashed_leader_strands_no_pod_because_its_standby_binds_them() {
 
     // The burst, and the leader killed in its middle.
     let burst_started = Instant::now();
-    let pods = taskmanagers("wordcount-taskmanager-1", 0..BEFORE_CRASH);
-    created.extend(
-        objects::create_each(&cluster.admin, FLINK, &pods, CONCURRENCY, |p| {
-            Created::of(&p)
-        })
-        .await,
-    );
+    created.extend(create_burst(&cluster, 0..BEFORE_CRASH).await);
     // What the standby costs: the same caches as the leader, filled while it waits.
     let memory = (
         rss_mib(leader.pid()),
@@ -186,13 +187,7 @@ async fn a_crashed_leader_strands_no_pod_because_its_standby_binds_them() {
     leader.stop();
     let crashed = Instant::now();
     let crashed_at = SystemTime::now();
-    let pods = taskmanagers("wordcount-taskmanager-1", BEFORE_CRASH..BURST);
-    created.extend(
-        objects::create_each(&cluster.admin, FLINK, &pods, CONCURRENCY, |p| {
-            Created::of(&p)
-        })
-        .await,
-    );
+    created.extend(create_burst(&cluster, BEFORE_CRASH..BURST).await);
     let burst_took = burst_started.elapsed();
     // Then one every 200 ms until the webhook has fallen back and routes again (to the new
     // leader), or the deadline.
@@ -205,13 +200,7 @@ async fn a_crashed_leader_strands_no_pod_because_its_standby_binds_them() {
         if Instant::now() + Duration::from_secs(2) > deadline {
             break;
         }
-        let pod = cluster
-            .create(
-                FLINK,
-                &taskmanager(&format!("tm-after-{i}"), "wordcount", "500m"),
-            )
-            .await;
-        created.push(Created::of(&pod));
+        created.push(create_one(&cluster, &format!("tm-after-{i}"), "wordcount").await);
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
