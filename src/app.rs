@@ -105,7 +105,13 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
             "prometheus"
         }
         (None, Some(path)) => {
-            background.push(spawn_file_source(path.clone(), store.clone(), FILE_POLL)?);
+            background.push(spawn_file_source(
+                path.clone(),
+                store.clone(),
+                ledger.clone(),
+                metrics.clone(),
+                FILE_POLL,
+            )?);
             "file"
         }
         (None, None) => {

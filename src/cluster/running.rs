@@ -425,7 +425,7 @@ impl RunningPods {
 
 /// When the pod's containers last started: the latest `running.startedAt` (a restart resets
 /// the rate window), else the pod's start time.
-fn started(pod: &Pod) -> Option<SystemTime> {
+pub(crate) fn started(pod: &Pod) -> Option<SystemTime> {
     let status = pod.status.as_ref()?;
     status
         .container_statuses

@@ -17,10 +17,13 @@ pub(crate) const DEFAULT_MAX_LANDINGS: usize = 1 << 19;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct InflightConfig {
-    /// How long a steered pod's estimated load is added to its nodes: until the metrics window
-    /// (scrape interval + rate window) has absorbed it.
+    /// How long a steered pod's estimated load is charged while the pod watch has not seen it
+    /// bound (a pod the scheduler cannot place, or no pod watch at all); under
+    /// `handover.rule: ttl`, how long every charge lasts.
     #[serde(with = "humantime_serde")]
     pub ttl: Duration,
+    /// When a bound pod's charge ends: once the metrics show its load.
+    pub(crate) handover: HandoverConfig,
     /// Estimated network load of one pod.
     pub(crate) network_bytes_per_second: f64,
     /// CPU assumed for a pod that declares no request or limit.
@@ -38,6 +41,7 @@ impl Default for InflightConfig {
     fn default() -> Self {
         InflightConfig {
             ttl: Duration::from_secs(90),
+            handover: HandoverConfig::default(),
             network_bytes_per_second: 0.0,
             default_cpu_cores: 1.0,
             estimate: EstimateConfig::default(),
@@ -73,4 +77,34 @@ impl Default for EstimateConfig {
             min_running: Duration::from_secs(180),
         }
     }
+}
+
+/// How a bound pod's charge ends (docs/design.md, "Handover on evidence").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct HandoverConfig {
+    pub(crate) rule: HandoverRule,
+    /// How often Prometheus scrapes the node and pod series: the newest sample a refresh reads
+    /// may be this old.
+    #[serde(with = "humantime_serde")]
+    pub(crate) scrape_interval: Duration,
+}
+
+impl Default for HandoverConfig {
+    fn default() -> Self {
+        HandoverConfig {
+            rule: HandoverRule::Evidence,
+            // kube-prometheus-stack's default.
+            scrape_interval: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum HandoverRule {
+    /// A bound pod is charged until the metrics show it, and only what they do not show yet.
+    Evidence,
+    /// Every charge ends `ttl` after the pod was steered, whatever the metrics show.
+    Ttl,
 }

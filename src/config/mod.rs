@@ -20,7 +20,7 @@ pub mod scheduler;
 
 pub(crate) use forward::ForwardConfig;
 pub(crate) use inflight::{
-    DEFAULT_MAX_INFLIGHT, DEFAULT_MAX_LANDINGS, EstimateConfig, InflightConfig,
+    DEFAULT_MAX_INFLIGHT, DEFAULT_MAX_LANDINGS, EstimateConfig, HandoverRule, InflightConfig,
 };
 pub(crate) use scheduler::SchedulerConfig;
 

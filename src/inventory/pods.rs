@@ -34,6 +34,7 @@ use super::client::WatchHealth;
 use crate::cluster::{ClusterPicture, SeenPod};
 use crate::config::Mode;
 use crate::inflight::ledger::Ledger;
+use crate::inflight::ledger::handover::pod_key;
 use crate::inflight::note::{ANNOTATION, DecisionNote};
 use crate::readiness::Readiness;
 use crate::scheduler::{PodFacts, PodRequests};
@@ -94,6 +95,12 @@ pub(crate) fn occupied_node(pod: &Pod, deleted: bool) -> Option<&str> {
         .as_ref()
         .and_then(|s| s.node_name.as_deref())
         .filter(|n| !n.is_empty())
+}
+
+/// When a running pod's containers started; `None` before it runs.
+fn running_since(pod: &Pod) -> Option<SystemTime> {
+    let running = pod.status.as_ref()?.phase.as_deref() == Some("Running");
+    running.then(|| crate::cluster::running::started(pod)).flatten()
 }
 
 fn is_finished(pod: &Pod) -> bool {
@@ -157,6 +164,11 @@ pub fn apply_pod_event(
         }
         // Absent after charge: older than the ttl, the metrics show it already.
         return if ledger.bind(&note.id, node) {
+            let key = pod_key(
+                pod.metadata.namespace.as_deref().unwrap_or_default(),
+                pod.metadata.name.as_deref().unwrap_or_default(),
+            );
+            ledger.started(&note.id, &key, running_since(pod));
             PodEffect::Bound
         } else {
             PodEffect::Ignored

@@ -6,7 +6,11 @@ use std::time::Duration;
 
 use tracing::{info, warn};
 
+use super::handover::HandoverReader;
+use crate::inflight::ledger::handover::Evidence;
+use crate::inflight::shared::SharedLedger;
 use crate::snapshot::{LoadSnapshot, SnapshotError};
+use crate::telemetry::Metrics;
 use crate::view::ViewStore;
 
 /// The example cluster shipped in `examples/cluster.json`, used by `review` when no source is given.
@@ -21,13 +25,19 @@ pub fn embedded_example() -> Result<LoadSnapshot, SnapshotError> {
 pub(crate) fn spawn_file_source(
     path: PathBuf,
     store: Arc<ViewStore>,
+    ledger: Arc<SharedLedger>,
+    metrics: Arc<Metrics>,
     every: Duration,
 ) -> Result<tokio::task::JoinHandle<()>, SnapshotError> {
     let first = std::fs::read(&path).map_err(|error| SnapshotError::Read {
         path: path.display().to_string(),
         error,
     })?;
-    store.publish_snapshot(LoadSnapshot::from_json(&String::from_utf8_lossy(&first))?);
+    let snapshot = LoadSnapshot::from_json(&String::from_utf8_lossy(&first))?;
+    let mut handovers = HandoverReader::default();
+    let evidence = Evidence::of(&snapshot);
+    store.publish_snapshot(snapshot);
+    handovers.read(&ledger, &evidence, &metrics);
     info!(path = %path.display(), "node load from snapshot file");
     Ok(tokio::spawn(async move {
         let mut last = first;
@@ -44,7 +54,9 @@ pub(crate) fn spawn_file_source(
             match LoadSnapshot::from_json(&String::from_utf8_lossy(&bytes)) {
                 Ok(snapshot) => {
                     info!(path = %path.display(), nodes = snapshot.nodes.len(), "snapshot file reloaded");
+                    let evidence = Evidence::of(&snapshot);
                     store.publish_snapshot(snapshot);
+                    handovers.read(&ledger, &evidence, &metrics);
                 }
                 Err(e) => {
                     warn!(path = %path.display(), error = %e, "snapshot file changed but is invalid: keeping the last one")

@@ -1,6 +1,7 @@
 //! Where node load comes from: a static file or a live Prometheus.
 
 pub(crate) mod file;
+pub(crate) mod handover;
 pub(crate) mod prometheus;
 pub(crate) mod readings;
 

@@ -20,6 +20,8 @@ use super::readings::{self, BuildError, BuildReport, Readings, ResponseError, Se
 use crate::config::prometheus::{Auth, NodeMapping, PrometheusConfig};
 use crate::facts::Inventory;
 use crate::snapshot::LoadSnapshot;
+use super::handover::HandoverReader;
+use crate::inflight::ledger::handover::Evidence;
 use crate::telemetry::{Metrics, QueryLabels};
 use crate::view::ViewStore;
 
@@ -445,6 +447,7 @@ pub(crate) fn spawn_refresher(
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut health = Health::Starting;
         let mut last_good: Option<Instant> = None;
+        let mut handovers = HandoverReader::default();
         let refresher = async {
             loop {
                 tick.tick().await;
@@ -477,11 +480,18 @@ pub(crate) fn spawn_refresher(
                             let ledger = ledger.read();
                             ledger.cluster.running.label(&mut snapshot);
                         }
+                        let evidence = Evidence::of(&snapshot);
                         let store = store.clone();
-                        off_the_workers(move || store.publish_snapshot(snapshot))
+                        let published = off_the_workers(move || store.publish_snapshot(snapshot))
                             .await
                             .map(|()| (counts, report))
-                            .map_err(RefreshError::Internal)
+                            .map_err(RefreshError::Internal);
+                        // After the view: a decision never sees a charge gone before the
+                        // metrics that show it.
+                        if published.is_ok() {
+                            handovers.read(&ledger, &evidence, &metrics);
+                        }
+                        published
                     }
                     Err(e) => Err(e),
                 };

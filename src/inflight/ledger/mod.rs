@@ -6,7 +6,9 @@
 //! load and its requests where the scheduler model predicts it lands: wholly on one node when
 //! the scheduler scores every node, split by landing probability when it samples. Once the pod
 //! watch sees the pod bound, its load counts on its real node and its requests come from the
-//! watch (the [`Occupancy`]), until `ttl` after it was steered, when the metrics show it.
+//! watch (the [`Occupancy`]). From then on the metrics decide ([`handover`]): the charge
+//! shrinks to what they do not show yet and ends once their rate window covers the pod's run.
+//! A pod not seen bound within `ttl` (or every pod, under `handover.rule: ttl`) is dropped then.
 //!
 //! Every operation costs O(shares) plus O(log n) for the expiry queue: nothing scans the
 //! whole ledger, so a decision's lookups cost the same with 10 or 30,000 pods in flight.
@@ -14,7 +16,7 @@
 use crate::hashing::HashMap;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::cluster::ClusterPicture;
 use crate::cluster::changes::ChangeLog;
@@ -25,12 +27,14 @@ use std::sync::Arc;
 
 mod aligned;
 mod decided;
+pub(crate) mod handover;
 mod heard;
 mod node_extra;
 mod pending_groups;
 mod pending_tally;
 
 use aligned::Alignment;
+use handover::HandoverPolicy;
 pub(crate) use aligned::{ChangeMark, GroupMark};
 pub(crate) use heard::HeardMix;
 pub use node_extra::{NodeExtra, PodLoad};
@@ -62,7 +66,15 @@ struct Entry {
     /// Where the pod may land and with what probability (summing to 1). Numbers, not names:
     /// at 5,000 nodes a pod may have ~50. Boxed: no spare capacity.
     shares: Box<[Share]>,
+    /// The pod's estimated load.
     load: PodLoad,
+    /// The part of `load` counted on its nodes: all of it until the metrics start to show it.
+    charged: PodLoad,
+    steered_at: Instant,
+    /// `namespace/name`, once the pod watch has seen it bound: how its readings are found.
+    pod: Option<Box<str>>,
+    /// When its containers started running, as the pod watch last saw them.
+    started: Option<SystemTime>,
     /// Shared with the entries charged before it with the same requests: a burst's pods have
     /// one template.
     requests: Arc<PodRequests>,
@@ -86,6 +98,8 @@ struct Entry {
 #[derive(Debug, Clone)]
 pub struct Ledger {
     ttl: Duration,
+    /// When a bound pod's charge ends.
+    handover: HandoverPolicy,
     /// Entries boxed: the map's slots stay small, so the map doubling its slots (which removals
     /// and inserts at a steady size make it do, through its tombstones) costs little.
     entries: HashMap<String, Box<Entry>>,
@@ -149,6 +163,7 @@ impl Ledger {
     /// The ledger `config` describes: its ttl, its bounds, and whether it tags a job's pods.
     pub(crate) fn for_config(config: &crate::config::Config) -> Self {
         Ledger::new(config.inflight.ttl)
+            .with_handover(HandoverPolicy::of(config))
             .with_max_entries(config.inflight.max_entries)
             .with_max_landings(config.inflight.max_landings)
             .tagging_jobs(!config.placement.per_job.is_off())
@@ -195,6 +210,7 @@ impl Ledger {
     pub fn new(ttl: Duration) -> Self {
         Ledger {
             ttl,
+            handover: HandoverPolicy::FIXED_TTL,
             entries: HashMap::default(),
             node_ids: HashMap::default(),
             node_names: Vec::new(),
@@ -246,6 +262,10 @@ impl Ledger {
                 .map(|(n, p)| Share::new(self.node_id(n), p / total))
                 .collect(),
             load,
+            charged: load,
+            steered_at,
+            pod: None,
+            started: None,
             requests: self.shared_requests(requests),
             bound: false,
             charge_seq: self.next_seq,
@@ -377,7 +397,13 @@ impl Ledger {
                 break;
             };
             // Skip queue items whose entry was forgotten (and maybe charged again since).
-            if self.entries.get(&id).is_some_and(|e| e.charge_seq == seq) {
+            let Some(entry) = self.entries.get(&id).filter(|e| e.charge_seq == seq) else {
+                continue;
+            };
+            if entry.bound && self.handover.on_evidence() {
+                // The metrics end it; queued again so that it stays evictable.
+                self.expiry.push(Reverse((now + self.ttl, seq, id)));
+            } else {
                 self.forget(&id);
             }
         }

@@ -33,11 +33,12 @@ impl NodeExtra {
     /// Adds (`sign` 1) or removes (`sign` -1) `entry`'s share `p` of landing here.
     pub(super) fn add(&mut self, entry: &Entry, p: f64, sign: f64) {
         let share = sign * p;
-        self.cpu_cores += entry.load.cpu_cores * share;
-        self.network_bytes_per_second += entry.load.network_bytes_per_second * share;
+        let load = entry.charged;
+        self.cpu_cores += load.cpu_cores * share;
+        self.network_bytes_per_second += load.network_bytes_per_second * share;
         let spread = sign * p * (1.0 - p);
-        self.cpu_variance += spread * entry.load.cpu_cores.powi(2);
-        self.network_variance += spread * entry.load.network_bytes_per_second.powi(2);
+        self.cpu_variance += spread * load.cpu_cores.powi(2);
+        self.network_variance += spread * load.network_bytes_per_second.powi(2);
         if !entry.bound {
             let r = &entry.requests;
             self.milli_cpu += r.requested.milli_cpu as f64 * share;

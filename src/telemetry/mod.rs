@@ -12,6 +12,9 @@ use std::sync::{Mutex, PoisonError};
 
 use crate::config::Mode;
 
+mod handover;
+pub(crate) use handover::{Charged, HandoverMetrics};
+
 /// The log filter when `RUST_LOG` is not set. kube's HTTP layer logs an ERROR for every failed
 /// request (target `kube_client::client::builder`), and its watcher a WARN for every 403, so an
 /// apiserver outage or missing RBAC would print one line per retry; the watches say "failing"
@@ -165,6 +168,9 @@ const LANDING_HEAT_BUCKETS: [f64; 14] = [
     0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2,
 ];
 
+/// The handover rules, as `inflight_handover_rule` labels them.
+pub(crate) const HANDOVER_RULES: [&str; 3] = ["pod_readings", "timing", "ttl"];
+
 pub struct Metrics {
     registry: Registry,
     pub(crate) reviews: Family<OutcomeLabels, Counter>,
@@ -189,6 +195,7 @@ pub struct Metrics {
     pub(crate) inventory_nodes: Gauge,
     pub(crate) inventory_ready: Gauge,
     pub(crate) taskmanagers_on_hot_nodes: Family<HotJobLabels, Gauge>,
+    pub(crate) handover: HandoverMetrics,
     /// Held while that family is rebuilt and while the registry is encoded, so that a scrape
     /// never sees it half rebuilt by another.
     hot_jobs_lock: Mutex<()>,
@@ -346,6 +353,7 @@ impl Metrics {
              steered them (one pair of series per job with running TaskManagers)",
             taskmanagers_on_hot_nodes.clone(),
         );
+        let handover = HandoverMetrics::register(&mut registry, &HANDOVER_RULES);
         // prometheus-client leaves label families without children out of the exposition (as
         // the Go client does). Every label value known in advance starts at 0, so each family
         // is exposed from the first scrape and rate()/ratio rules see a series before the
@@ -400,6 +408,7 @@ impl Metrics {
             inventory_nodes,
             inventory_ready,
             taskmanagers_on_hot_nodes,
+            handover,
             hot_jobs_lock: Mutex::new(()),
         }
     }

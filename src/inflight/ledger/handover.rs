@@ -1,0 +1,418 @@
+//! Handover on evidence: a bound pod's charge lasts until the node's metrics show its load, and
+//! only the part they do not show yet is charged.
+//!
+//! A node's CPU and network are read as rates over a window W, from samples up to one scrape
+//! interval S old. A pod that started running at `s` is therefore shown, at a refresh taken at
+//! `t`, for the fraction `f = clamp((t - S - s) / W, 0, 1)` of the window. Each refresh:
+//! - `f = 1`: the window covers the pod's whole run; the metrics show what it really uses,
+//!   whatever was estimated. The charge ends (the handover).
+//! - the refresh has the pod's own reading `r` (its containers' rate over the same window, which
+//!   reads low for a young series exactly as the node's rate does): `max(0, estimate - r)` per
+//!   resource is charged, Koordinator's rule, so nothing is counted twice.
+//! - no reading of the pod (Prometheus shows no pods, or not this one yet): `estimate x (1 - f)`.
+//!
+//! A bound pod that has not started is shown nowhere and keeps its whole charge while it holds
+//! its node's requests; deleted, it loses it at once. Between refreshes nothing changes: what
+//! the metrics show is what the last refresh read.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::config::{Config, HandoverRule};
+use crate::hashing::HashMap;
+use crate::snapshot::LoadSnapshot;
+
+use super::{Ledger, PodLoad};
+
+/// When a bound pod's charge ends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct HandoverPolicy {
+    rule: HandoverRule,
+    /// The rate window of the node and pod queries.
+    window: Duration,
+    /// How old the newest sample a refresh reads may be.
+    scrape: Duration,
+}
+
+impl HandoverPolicy {
+    /// Every charge ends `ttl` after the pod was steered.
+    pub(crate) const FIXED_TTL: HandoverPolicy = HandoverPolicy {
+        rule: HandoverRule::Ttl,
+        window: Duration::from_secs(120),
+        scrape: Duration::from_secs(30),
+    };
+
+    /// The configured rule, with the Prometheus rate window when Prometheus is the source.
+    pub(crate) fn of(config: &Config) -> Self {
+        let handover = &config.inflight.handover;
+        HandoverPolicy {
+            rule: handover.rule,
+            window: config
+                .prometheus
+                .as_ref()
+                .map_or(Self::FIXED_TTL.window, |p| p.rate_window),
+            scrape: handover.scrape_interval,
+        }
+    }
+
+    pub(crate) fn on_evidence(&self) -> bool {
+        self.rule == HandoverRule::Evidence
+    }
+
+    /// The fraction of the rate window a refresh taken at `taken_at` shows of a pod running
+    /// since `started`: 0 when it has not started.
+    fn shown_fraction(&self, started: Option<SystemTime>, taken_at: SystemTime) -> f64 {
+        let Some(started) = started else {
+            return 0.0;
+        };
+        let ran = taken_at
+            .duration_since(started)
+            .unwrap_or(Duration::ZERO)
+            .saturating_sub(self.scrape);
+        (ran.as_secs_f64() / self.window.as_secs_f64().max(1e-3)).clamp(0.0, 1.0)
+    }
+}
+
+/// Which rule ended the charges at the last refresh.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum InForce {
+    /// Evidence, with the pods' own readings.
+    PodReadings,
+    /// Evidence from the timing alone: the refresh had no pod readings.
+    Timing,
+    /// The fixed ttl (`handover.rule: ttl`).
+    Ttl,
+}
+
+impl InForce {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            InForce::PodReadings => "pod_readings",
+            InForce::Timing => "timing",
+            InForce::Ttl => "ttl",
+        }
+    }
+}
+
+/// One pod's own reading in a refresh.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Reading {
+    pub(crate) cpu_cores: f64,
+    pub(crate) network_bytes_per_second: Option<f64>,
+}
+
+/// What one refresh says of the pods: when it was taken, and each pod's reading by
+/// `namespace/name`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Evidence {
+    taken_at: Option<SystemTime>,
+    pods: HashMap<String, Reading>,
+}
+
+impl Evidence {
+    pub(crate) fn of(snapshot: &LoadSnapshot) -> Self {
+        Evidence {
+            taken_at: snapshot.taken_at,
+            pods: snapshot
+                .pods
+                .iter()
+                .map(|p| {
+                    (
+                        pod_key(&p.namespace, &p.pod),
+                        Reading {
+                            cpu_cores: p.cpu_cores,
+                            network_bytes_per_second: p.network_bytes_per_second,
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The key a pod's readings are found by.
+pub(crate) fn pod_key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+/// What a refresh's evidence did to the charges.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Handover {
+    pub(crate) in_force: InForce,
+    /// How long after it was steered each charge that ended here had lasted.
+    pub(crate) ages: Vec<Duration>,
+    /// Load charged now, over every pod in flight.
+    pub(crate) charged: PodLoad,
+    /// Load both charged and shown by the metrics: a bound pod's charge plus what the refresh
+    /// shows of it, beyond its estimate.
+    pub(crate) counted_twice: PodLoad,
+}
+
+/// How much of `estimate` is still charged for a pod shown for `fraction` of the rate window,
+/// with its own `reading` if the refresh has one; `None` once the window covers its run.
+pub(crate) fn still_charged(
+    estimate: PodLoad,
+    fraction: f64,
+    reading: Option<Reading>,
+) -> Option<PodLoad> {
+    if fraction >= 1.0 {
+        return None;
+    }
+    let unshown = |estimate: f64, read: Option<f64>| match read {
+        Some(read) => (estimate - read).max(0.0),
+        None => estimate * (1.0 - fraction),
+    };
+    Some(PodLoad {
+        cpu_cores: unshown(estimate.cpu_cores, reading.map(|r| r.cpu_cores)),
+        network_bytes_per_second: unshown(
+            estimate.network_bytes_per_second,
+            reading.and_then(|r| r.network_bytes_per_second),
+        ),
+    })
+}
+
+/// What the metrics show of a pod: its reading, else its estimate times the fraction shown.
+fn shown(estimate: PodLoad, fraction: f64, reading: Option<Reading>) -> PodLoad {
+    PodLoad {
+        cpu_cores: reading.map_or(estimate.cpu_cores * fraction, |r| r.cpu_cores),
+        network_bytes_per_second: reading
+            .and_then(|r| r.network_bytes_per_second)
+            .unwrap_or(estimate.network_bytes_per_second * fraction),
+    }
+}
+
+impl Ledger {
+    /// Builder: the handover `policy`.
+    pub(crate) fn with_handover(mut self, policy: HandoverPolicy) -> Self {
+        self.handover = policy;
+        self
+    }
+
+    /// The bound pod `id` is `namespace/name` and its containers started at `started` (`None`:
+    /// not running).
+    pub(crate) fn started(&mut self, id: &str, pod: &str, started: Option<SystemTime>) {
+        if let Some(entry) = self.entries.get_mut(id) {
+            if entry.pod.as_deref() != Some(pod) {
+                entry.pod = Some(pod.into());
+            }
+            entry.started = started;
+        }
+    }
+
+    /// Reads a refresh: each bound pod is charged what the metrics do not show yet, and a pod
+    /// whose run they cover is handed over to them.
+    pub(crate) fn read_evidence(&mut self, evidence: &Evidence, now: Instant) -> Handover {
+        let taken_at = evidence.taken_at.unwrap_or_else(SystemTime::now);
+        let in_force = match (self.handover.rule, evidence.pods.is_empty()) {
+            (HandoverRule::Ttl, _) => InForce::Ttl,
+            (HandoverRule::Evidence, true) => InForce::Timing,
+            (HandoverRule::Evidence, false) => InForce::PodReadings,
+        };
+        let mut report = Handover {
+            in_force,
+            ages: Vec::new(),
+            charged: PodLoad::default(),
+            counted_twice: PodLoad::default(),
+        };
+        let mut changed: Vec<(String, Option<PodLoad>)> = Vec::new();
+        for (id, entry) in &self.entries {
+            if !entry.bound {
+                report.charged.add(entry.charged);
+                continue;
+            }
+            let reading = entry.pod.as_deref().and_then(|k| evidence.pods.get(k)).copied();
+            let fraction = self.handover.shown_fraction(entry.started, taken_at);
+            let charged = if self.handover.on_evidence() {
+                still_charged(entry.load, fraction, reading)
+            } else {
+                Some(entry.charged)
+            };
+            if let Some(charged) = charged {
+                report.charged.add(charged);
+                let shown = shown(entry.load, fraction, reading);
+                report.counted_twice.add(PodLoad {
+                    cpu_cores: (charged.cpu_cores + shown.cpu_cores - entry.load.cpu_cores)
+                        .max(0.0),
+                    network_bytes_per_second: (charged.network_bytes_per_second
+                        + shown.network_bytes_per_second
+                        - entry.load.network_bytes_per_second)
+                        .max(0.0),
+                });
+            }
+            if charged != Some(entry.charged) {
+                changed.push((id.clone(), charged));
+            }
+        }
+        for (id, charged) in changed {
+            match charged {
+                Some(charged) => self.recharge(&id, charged),
+                None => {
+                    if let Some(entry) = self.entries.get(&id) {
+                        report.ages.push(now.saturating_duration_since(entry.steered_at));
+                    }
+                    self.forget(&id);
+                }
+            }
+        }
+        report
+    }
+
+    /// Charges `charged` for the pod `id` instead of what it charged so far.
+    fn recharge(&mut self, id: &str, charged: PodLoad) {
+        let Some(mut entry) = self.entries.remove(id) else {
+            return;
+        };
+        self.apply(&entry, -1.0);
+        entry.charged = charged;
+        self.apply(&entry, 1.0);
+        self.entries.insert(id.to_string(), entry);
+    }
+}
+
+impl PodLoad {
+    fn add(&mut self, other: PodLoad) {
+        self.cpu_cores += other.cpu_cores;
+        self.network_bytes_per_second += other.network_bytes_per_second;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::{PodRequests, Resources};
+
+    const TWO_CPU: PodLoad = PodLoad {
+        cpu_cores: 2.0,
+        network_bytes_per_second: 1000.0,
+    };
+
+    fn policy() -> HandoverPolicy {
+        HandoverPolicy {
+            rule: HandoverRule::Evidence,
+            window: Duration::from_secs(120),
+            scrape: Duration::from_secs(30),
+        }
+    }
+
+    fn requests() -> PodRequests {
+        let requested = Resources::parse(&[("cpu", "2")]).expect("quantities");
+        PodRequests {
+            non_zero_milli_cpu: requested.milli_cpu,
+            non_zero_memory: requested.memory,
+            requested,
+        }
+    }
+
+    /// A ledger with pod `p` steered now and bound to node `a`, started `started` ago.
+    fn bound(policy: HandoverPolicy, started: Option<Duration>) -> (Ledger, SystemTime) {
+        let mut l = Ledger::new(Duration::from_secs(90)).with_handover(policy);
+        l.charge(
+            "p",
+            &[("a".to_string(), 1.0)],
+            TWO_CPU,
+            &requests(),
+            Instant::now(),
+        );
+        assert!(l.bind("p", "a"));
+        let now = SystemTime::now();
+        l.started("p", "flink/tm-1", started.map(|ago| now - ago));
+        (l, now)
+    }
+
+    fn evidence(taken_at: SystemTime, reading: Option<Reading>) -> Evidence {
+        Evidence {
+            taken_at: Some(taken_at),
+            pods: reading
+                .map(|r| ("flink/tm-1".to_string(), r))
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    fn cpu_on_a(l: &Ledger) -> f64 {
+        l.extra("a").map_or(0.0, |x| x.cpu_cores)
+    }
+
+    #[test]
+    fn the_charge_shrinks_by_the_pods_own_reading_and_ends_once_the_window_covers_it() {
+        let (mut l, now) = bound(policy(), Some(Duration::from_secs(90)));
+        // 60 s of a 120 s window shown: the pod's reading is half its use.
+        let read = |cpu| Reading {
+            cpu_cores: cpu,
+            network_bytes_per_second: Some(500.0),
+        };
+        let report = l.read_evidence(&evidence(now, Some(read(1.0))), Instant::now());
+        assert_eq!(report.in_force, InForce::PodReadings);
+        assert_eq!(cpu_on_a(&l), 1.0);
+        assert_eq!(report.charged.network_bytes_per_second, 500.0);
+        assert_eq!(report.counted_twice, PodLoad::default());
+        // A pod that uses less than estimated keeps the rest charged until the window covers it.
+        l.read_evidence(&evidence(now, Some(read(0.5))), Instant::now());
+        assert_eq!(cpu_on_a(&l), 1.5);
+        let later = now + Duration::from_secs(60);
+        let report = l.read_evidence(&evidence(later, Some(read(1.0))), Instant::now());
+        assert_eq!((l.len(), cpu_on_a(&l)), (0, 0.0));
+        assert_eq!(report.ages.len(), 1);
+    }
+
+    #[test]
+    fn without_pod_readings_the_unshown_part_of_the_window_is_charged() {
+        let (mut l, now) = bound(policy(), Some(Duration::from_secs(60)));
+        let report = l.read_evidence(&evidence(now, None), Instant::now());
+        assert_eq!(report.in_force, InForce::Timing);
+        // 60 s run, 30 s of it not scraped yet: a quarter of the window shown.
+        assert!((cpu_on_a(&l) - 1.5).abs() < 1e-6, "{}", cpu_on_a(&l));
+        l.read_evidence(
+            &evidence(now + Duration::from_secs(90), None),
+            Instant::now(),
+        );
+        assert!(l.is_empty());
+    }
+
+    #[test]
+    fn a_pod_not_started_keeps_its_whole_charge_past_the_ttl_until_deleted() {
+        let (mut l, now) = bound(policy(), None);
+        l.read_evidence(
+            &evidence(now + Duration::from_secs(600), None),
+            Instant::now(),
+        );
+        l.expire(Instant::now() + Duration::from_secs(300));
+        assert_eq!(cpu_on_a(&l), 2.0);
+        l.forget("p");
+        assert_eq!(l.extra("a"), None);
+    }
+
+    #[test]
+    fn the_fixed_ttl_keeps_the_whole_charge_and_counts_what_is_shown_twice() {
+        let (mut l, now) = bound(HandoverPolicy::FIXED_TTL, Some(Duration::from_secs(90)));
+        let reading = Reading {
+            cpu_cores: 1.0,
+            network_bytes_per_second: None,
+        };
+        let report = l.read_evidence(&evidence(now, Some(reading)), Instant::now());
+        assert_eq!(report.in_force, InForce::Ttl);
+        assert_eq!(cpu_on_a(&l), 2.0);
+        assert_eq!(report.counted_twice.cpu_cores, 1.0);
+        l.expire(Instant::now() + Duration::from_secs(91));
+        assert!(l.is_empty());
+    }
+
+    #[test]
+    fn each_rule_is_named_as_the_metrics_label_it() {
+        for rule in [InForce::PodReadings, InForce::Timing, InForce::Ttl] {
+            assert!(crate::telemetry::HANDOVER_RULES.contains(&rule.as_str()));
+        }
+    }
+
+    #[test]
+    fn the_shown_fraction_rises_over_the_window_after_the_scrape_delay() {
+        let p = policy();
+        let t = SystemTime::now();
+        let started = |ago: u64| Some(t - Duration::from_secs(ago));
+        assert_eq!(p.shown_fraction(None, t), 0.0);
+        assert_eq!(p.shown_fraction(started(20), t), 0.0);
+        assert_eq!(p.shown_fraction(started(90), t), 0.5);
+        assert_eq!(p.shown_fraction(started(400), t), 1.0);
+        // A refresh taken before the pod started shows none of it.
+        assert_eq!(p.shown_fraction(Some(t + Duration::from_secs(5)), t), 0.0);
+    }
+}
