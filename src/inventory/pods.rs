@@ -100,7 +100,9 @@ pub(crate) fn occupied_node(pod: &Pod, deleted: bool) -> Option<&str> {
 /// When a running pod's containers started; `None` before it runs.
 fn running_since(pod: &Pod) -> Option<SystemTime> {
     let running = pod.status.as_ref()?.phase.as_deref() == Some("Running");
-    running.then(|| crate::cluster::running::started(pod)).flatten()
+    running
+        .then(|| crate::cluster::running::started(pod))
+        .flatten()
 }
 
 fn is_finished(pod: &Pod) -> bool {

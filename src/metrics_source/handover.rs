@@ -31,7 +31,9 @@ impl HandoverReader {
         if self.in_force != Some(report.in_force) {
             let ends_on = match report.in_force {
                 InForce::PodReadings => "the pods' own readings and the rate window",
-                InForce::Timing => "the rate window's timing alone: the metrics show no pod readings",
+                InForce::Timing => {
+                    "the rate window's timing alone: the metrics show no pod readings"
+                }
                 InForce::Ttl => "the fixed inflight.ttl",
             };
             info!(

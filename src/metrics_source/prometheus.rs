@@ -16,12 +16,12 @@ use futures::future::join_all;
 use reqwest::header::{AUTHORIZATION, HeaderValue};
 use tracing::{Instrument, info, info_span, warn};
 
+use super::handover::HandoverReader;
 use super::readings::{self, BuildError, BuildReport, Readings, ResponseError, Series};
 use crate::config::prometheus::{Auth, NodeMapping, PrometheusConfig};
 use crate::facts::Inventory;
-use crate::snapshot::LoadSnapshot;
-use super::handover::HandoverReader;
 use crate::inflight::ledger::handover::Evidence;
+use crate::snapshot::LoadSnapshot;
 use crate::telemetry::{Metrics, QueryLabels};
 use crate::view::ViewStore;
 

@@ -60,9 +60,9 @@ impl HandoverMetrics {
             "inflight_counted_twice_network_bytes_per_second",
             "Network bytes per second of bound pods both charged by the ledger and shown by the metrics",
         );
-        let age = Histogram::new(
-            prometheus_client::metrics::histogram::exponential_buckets(15.0, 1.5, 12),
-        );
+        let age = Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+            15.0, 1.5, 12,
+        ));
         registry.register(
             "inflight_handover_age_seconds",
             "How long after it was steered a pod's charge ended because the metrics showed it",
@@ -125,7 +125,12 @@ mod tests {
             cpu_cores: 3.0,
             network_bytes_per_second: 10.0,
         };
-        metrics.record("timing", load, Charged::default(), &[Duration::from_secs(100)]);
+        metrics.record(
+            "timing",
+            load,
+            Charged::default(),
+            &[Duration::from_secs(100)],
+        );
         metrics.record("pod_readings", load, Charged::default(), &[]);
         let at_one: Vec<&str> = super::super::HANDOVER_RULES
             .into_iter()

@@ -41,6 +41,16 @@ impl HandoverPolicy {
         scrape: Duration::from_secs(30),
     };
 
+    /// The evidence rule over a `window` read from samples up to `scrape` old.
+    #[cfg(test)]
+    pub(crate) fn evidence(window: Duration, scrape: Duration) -> Self {
+        HandoverPolicy {
+            rule: HandoverRule::Evidence,
+            window,
+            scrape,
+        }
+    }
+
     /// The configured rule, with the Prometheus rate window when Prometheus is the source.
     pub(crate) fn of(config: &Config) -> Self {
         let handover = &config.inflight.handover;
@@ -109,6 +119,18 @@ pub(crate) struct Evidence {
 }
 
 impl Evidence {
+    /// A refresh taken at `taken_at` with these readings, by `namespace/name`.
+    #[cfg(test)]
+    pub(crate) fn at(
+        taken_at: SystemTime,
+        pods: impl IntoIterator<Item = (String, Reading)>,
+    ) -> Self {
+        Evidence {
+            taken_at: Some(taken_at),
+            pods: pods.into_iter().collect(),
+        }
+    }
+
     pub(crate) fn of(snapshot: &LoadSnapshot) -> Self {
         Evidence {
             taken_at: snapshot.taken_at,
@@ -219,7 +241,11 @@ impl Ledger {
                 report.charged.add(entry.charged);
                 continue;
             }
-            let reading = entry.pod.as_deref().and_then(|k| evidence.pods.get(k)).copied();
+            let reading = entry
+                .pod
+                .as_deref()
+                .and_then(|k| evidence.pods.get(k))
+                .copied();
             let fraction = self.handover.shown_fraction(entry.started, taken_at);
             let charged = if self.handover.on_evidence() {
                 still_charged(entry.load, fraction, reading)
@@ -247,7 +273,9 @@ impl Ledger {
                 Some(charged) => self.recharge(&id, charged),
                 None => {
                     if let Some(entry) = self.entries.get(&id) {
-                        report.ages.push(now.saturating_duration_since(entry.steered_at));
+                        report
+                            .ages
+                            .push(now.saturating_duration_since(entry.steered_at));
                     }
                     self.forget(&id);
                 }
@@ -286,11 +314,7 @@ mod tests {
     };
 
     fn policy() -> HandoverPolicy {
-        HandoverPolicy {
-            rule: HandoverRule::Evidence,
-            window: Duration::from_secs(120),
-            scrape: Duration::from_secs(30),
-        }
+        HandoverPolicy::evidence(Duration::from_secs(120), Duration::from_secs(30))
     }
 
     fn requests() -> PodRequests {
@@ -319,13 +343,7 @@ mod tests {
     }
 
     fn evidence(taken_at: SystemTime, reading: Option<Reading>) -> Evidence {
-        Evidence {
-            taken_at: Some(taken_at),
-            pods: reading
-                .map(|r| ("flink/tm-1".to_string(), r))
-                .into_iter()
-                .collect(),
-        }
+        Evidence::at(taken_at, reading.map(|r| ("flink/tm-1".to_string(), r)))
     }
 
     fn cpu_on_a(l: &Ledger) -> f64 {

@@ -34,8 +34,8 @@ mod pending_groups;
 mod pending_tally;
 
 use aligned::Alignment;
-use handover::HandoverPolicy;
 pub(crate) use aligned::{ChangeMark, GroupMark};
+use handover::HandoverPolicy;
 pub(crate) use heard::HeardMix;
 pub use node_extra::{NodeExtra, PodLoad};
 use pending_tally::PendingTally;

@@ -1,17 +1,21 @@
 //! The indexed ledger (expiry queue, lazy deletion) against a straightforward reference that
-//! scans every entry, on random sequences of charge, bind, forget and expire: same entries,
-//! same shares, same per-node load and requests.
+//! scans every entry, on random sequences of charge, bind, forget, expire, a pod's start and a
+//! refresh's evidence, under the fixed ttl and under the evidence rule: same entries, same
+//! shares, same per-node load and requests.
 
 use crate::test_support::seeded;
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
+use crate::inflight::ledger::handover::{Evidence, HandoverPolicy, Reading};
 use crate::inflight::ledger::{Ledger, NodeExtra, PodLoad};
 use crate::scheduler::{PodRequests, Resources};
 use proptest::prelude::*;
 
 const TTL: Duration = Duration::from_secs(90);
+const WINDOW: Duration = Duration::from_secs(120);
+const SCRAPE: Duration = Duration::from_secs(30);
 const NODES: [&str; 5] = ["n0", "n1", "n2", "n3", "n4"];
 /// Few pods, so that one is charged again after being forgotten or expired.
 const PODS: u8 = 4;
@@ -23,11 +27,16 @@ struct RefEntry {
     requests: PodRequests,
     expires: Instant,
     bound: bool,
+    /// The part of `load` still charged.
+    charged: PodLoad,
+    pod: Option<String>,
+    started: Option<SystemTime>,
 }
 
 /// The ledger's behaviour written the simple way: per-node sums recomputed from every entry.
 struct Reference {
     entries: HashMap<String, RefEntry>,
+    on_evidence: bool,
 }
 
 impl Reference {
@@ -58,6 +67,9 @@ impl Reference {
             requests: r.clone(),
             expires,
             bound: false,
+            charged: load,
+            pod: None,
+            started: None,
         };
         self.entries.insert(id.to_string(), entry);
     }
@@ -76,7 +88,45 @@ impl Reference {
     }
 
     fn expire(&mut self, now: Instant) {
-        self.entries.retain(|_, e| e.expires > now);
+        let on_evidence = self.on_evidence;
+        self.entries
+            .retain(|_, e| e.expires > now || (on_evidence && e.bound));
+    }
+
+    fn started(&mut self, id: &str, pod: &str, since: Option<SystemTime>) {
+        if let Some(e) = self.entries.get_mut(id) {
+            e.pod = Some(pod.to_string());
+            e.started = since;
+        }
+    }
+
+    /// Each bound pod charged what the window does not show of it yet: its estimate less its
+    /// reading, or the unshown part of its estimate; dropped once the window covers its run.
+    fn evidence(&mut self, taken_at: SystemTime, readings: &HashMap<String, f64>) {
+        if !self.on_evidence {
+            return;
+        }
+        self.entries.retain(|_, e| {
+            if !e.bound {
+                return true;
+            }
+            let ran = e.started.map_or(0.0, |s| {
+                taken_at.duration_since(s).map_or(0.0, |d| d.as_secs_f64()) - SCRAPE.as_secs_f64()
+            });
+            let shown = (ran / WINDOW.as_secs_f64()).clamp(0.0, 1.0);
+            if shown >= 1.0 {
+                return false;
+            }
+            let read = e.pod.as_ref().and_then(|p| readings.get(p));
+            e.charged = PodLoad {
+                cpu_cores: read.map_or(e.load.cpu_cores * (1.0 - shown), |r| {
+                    (e.load.cpu_cores - r).max(0.0)
+                }),
+                // Readings here have no network: the timing counts it.
+                network_bytes_per_second: e.load.network_bytes_per_second * (1.0 - shown),
+            };
+            true
+        });
     }
 
     /// (cpu, network, milli_cpu, memory, pods, cpu variance) summed over every entry.
@@ -87,14 +137,14 @@ impl Reference {
                 if n != node {
                     continue;
                 }
-                sum[0] += e.load.cpu_cores * p;
-                sum[1] += e.load.network_bytes_per_second * p;
+                sum[0] += e.charged.cpu_cores * p;
+                sum[1] += e.charged.network_bytes_per_second * p;
                 if !e.bound {
                     sum[2] += e.requests.requested.milli_cpu as f64 * p;
                     sum[3] += e.requests.requested.memory as f64 * p;
                     sum[4] += p;
                 }
-                sum[5] += p * (1.0 - p) * e.load.cpu_cores.powi(2);
+                sum[5] += p * (1.0 - p) * e.charged.cpu_cores.powi(2);
             }
         }
         sum
@@ -122,6 +172,10 @@ enum Op {
     Forget(u8),
     /// Seconds after the start of the run (any order: callers need not be monotonic).
     Expire(u64),
+    /// Pod index, seconds its containers have run (`None`: not running).
+    Start(u8, Option<u64>),
+    /// Seconds after the start of the run the refresh was taken; pod indexes and CPU read.
+    Evidence(u64, Vec<(u8, f64)>),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -134,6 +188,9 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0u8..PODS, 0..NODES.len()).prop_map(|(pod, node)| Op::Bind(pod, node)),
         1 => (0u8..PODS).prop_map(Op::Forget),
         2 => (0u64..200).prop_map(Op::Expire),
+        2 => (0u8..PODS, prop::option::of(0u64..400)).prop_map(|(pod, ran)| Op::Start(pod, ran)),
+        2 => (0u64..200, prop::collection::vec((0u8..PODS, 0.0f64..6.0), 0..3))
+            .prop_map(|(at, read)| Op::Evidence(at, read)),
     ]
 }
 
@@ -166,10 +223,17 @@ proptest! {
     #![proptest_config(seeded::config(512))]
 
     #[test]
-    fn indexed_ledger_matches_the_reference(ops in prop::collection::vec(op(), 1..80)) {
+    fn indexed_ledger_matches_the_reference(
+        ops in prop::collection::vec(op(), 1..80),
+        on_evidence in any::<bool>(),
+    ) {
         let start = Instant::now();
+        let wall = SystemTime::now();
         let mut ledger = Ledger::new(TTL);
-        let mut reference = Reference { entries: HashMap::new() };
+        if on_evidence {
+            ledger = ledger.with_handover(HandoverPolicy::evidence(WINDOW, SCRAPE));
+        }
+        let mut reference = Reference { entries: HashMap::new(), on_evidence };
         for op in &ops {
             match op {
                 Op::Charge(pod, shares, cpu, age) => {
@@ -199,6 +263,25 @@ proptest! {
                     let now = start + Duration::from_secs(*secs);
                     ledger.expire(now);
                     reference.expire(now);
+                }
+                Op::Start(pod, ran) => {
+                    let (id, key) = (format!("p{pod}"), format!("flink/tm-{pod}"));
+                    let since = ran.map(|ran| wall - Duration::from_secs(ran));
+                    ledger.started(&id, &key, since);
+                    reference.started(&id, &key, since);
+                }
+                Op::Evidence(at, read) => {
+                    let taken_at = wall + Duration::from_secs(*at);
+                    let readings: HashMap<String, f64> =
+                        read.iter().map(|(pod, cpu)| (format!("flink/tm-{pod}"), *cpu)).collect();
+                    let evidence = Evidence::at(
+                        taken_at,
+                        readings.iter().map(|(k, cpu)| {
+                            (k.clone(), Reading { cpu_cores: *cpu, network_bytes_per_second: None })
+                        }),
+                    );
+                    ledger.read_evidence(&evidence, start);
+                    reference.evidence(taken_at, &readings);
                 }
             }
             prop_assert_eq!(ledger.len(), reference.entries.len());
