@@ -94,12 +94,24 @@ pub struct QueryTemplates {
 impl Default for QueryTemplates {
     fn default() -> Self {
         QueryTemplates {
-            cpu: r#"1 - avg by ({by}) (rate(node_cpu_seconds_total{{extra_selector}mode="idle"}[{window}]))"#.into(),
+            // A series younger than the window (a node that just joined, an exporter that just
+            // started) is read by its slope over the samples it has: rate() would extrapolate
+            // its increase over the whole window and read it almost idle, hence almost busy.
+            cpu: concat!(
+                r#"1 - avg by ({by}) ((rate(node_cpu_seconds_total{{extra_selector}mode="idle"}[{window}])"#,
+                r#" and node_cpu_seconds_total{{extra_selector}mode="idle"} offset {window})"#,
+                r#" or deriv(node_cpu_seconds_total{{extra_selector}mode="idle"}[{window}]))"#
+            )
+            .into(),
             // Two sums, not one rate over a name regex: rate() drops the name, and receive and
             // transmit of one device would then clash.
             network: concat!(
-                r#"sum by ({by}) (rate(node_network_receive_bytes_total{{extra_selector}device!~"{exclude_devices}"}[{window}]))"#,
-                r#" + sum by ({by}) (rate(node_network_transmit_bytes_total{{extra_selector}device!~"{exclude_devices}"}[{window}]))"#
+                r#"sum by ({by}) ((rate(node_network_receive_bytes_total{{extra_selector}device!~"{exclude_devices}"}[{window}])"#,
+                r#" and node_network_receive_bytes_total{{extra_selector}device!~"{exclude_devices}"} offset {window})"#,
+                r#" or deriv(node_network_receive_bytes_total{{extra_selector}device!~"{exclude_devices}"}[{window}]))"#,
+                r#" + sum by ({by}) ((rate(node_network_transmit_bytes_total{{extra_selector}device!~"{exclude_devices}"}[{window}])"#,
+                r#" and node_network_transmit_bytes_total{{extra_selector}device!~"{exclude_devices}"} offset {window})"#,
+                r#" or deriv(node_network_transmit_bytes_total{{extra_selector}device!~"{exclude_devices}"}[{window}]))"#
             )
             .into(),
             cpu_cores: Some(r#"count by ({by}) (node_cpu_seconds_total{{extra_selector}mode="idle"})"#.into()),

@@ -559,7 +559,11 @@ mod tests {
         let plan = QueryPlan::new(&config);
         assert_eq!(
             plan.cpu,
-            r#"1 - avg by (instance) (rate(node_cpu_seconds_total{mode="idle"}[60s]))"#
+            concat!(
+                r#"1 - avg by (instance) ((rate(node_cpu_seconds_total{mode="idle"}[60s])"#,
+                r#" and node_cpu_seconds_total{mode="idle"} offset 60s)"#,
+                r#" or deriv(node_cpu_seconds_total{mode="idle"}[60s]))"#
+            )
         );
         assert!(
             plan.network
@@ -606,7 +610,11 @@ mod tests {
         let plan = QueryPlan::new(&config);
         assert_eq!(
             plan.cpu,
-            r#"1 - avg by (instance) (rate(node_cpu_seconds_total{cluster="prod",env=~"a|b",mode="idle"}[60s]))"#
+            concat!(
+                r#"1 - avg by (instance) ((rate(node_cpu_seconds_total{cluster="prod",env=~"a|b",mode="idle"}[60s])"#,
+                r#" and node_cpu_seconds_total{cluster="prod",env=~"a|b",mode="idle"} offset 60s)"#,
+                r#" or deriv(node_cpu_seconds_total{cluster="prod",env=~"a|b",mode="idle"}[60s]))"#
+            )
         );
         assert_eq!(
             plan.memory.as_deref(),
@@ -631,7 +639,9 @@ mod tests {
             assert_eq!(
                 q.replace(r#"cluster="prod",env=~"a|b","#, "")
                     .replace(r#"{cluster="prod",env=~"a|b"}"#, ""),
-                before.replace("[120s]", "[60s]"),
+                before
+                    .replace("[120s]", "[60s]")
+                    .replace("offset 120s", "offset 60s"),
                 "{name}"
             );
             assert!(!q.contains("extra_selector"), "{name}: {q}");

@@ -153,6 +153,41 @@ async fn readings_match_the_exporter_under_each_node_mapping() {
     assert!(exporter.scrapes() >= 5, "prometheus scraped the exporter");
 }
 
+/// Nodes whose series are a few seconds old, read over the shipped 2-minute window: the
+/// default queries read them by their slope, not by a rate that spreads a few seconds of
+/// increase over the whole window (CPU almost fully busy, network almost nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_younger_than_the_rate_window_read_their_real_load() {
+    let Some(binary) = prometheus::binary() else {
+        return;
+    };
+    let fleet = fleet(NODES);
+    let exporter = Exporter::start(fleet.clone()).await;
+    let prom = Prometheus::start(binary, &[exporter.addr]).await;
+    let config = PrometheusConfig {
+        rate_window: Duration::from_secs(120),
+        ..source_config(&prom.url(), NodeMapping::Uname)
+    };
+    let source = PrometheusSource::new(config).expect("source");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let snapshot = loop {
+        // Four scrapes: a slope over a second or two of samples is too noisy to compare.
+        if exporter.scrapes() >= 4
+            && let Ok((snapshot, _)) = source.refresh(None).await.outcome
+            && snapshot.nodes.len() == NODES
+        {
+            break snapshot;
+        }
+        assert!(Instant::now() < deadline, "no snapshot after 30 s");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert!(
+        exporter.scrapes() < 60,
+        "the series are younger than half the window"
+    );
+    assert_matches_fleet(&snapshot, &fleet, "young series");
+}
+
 /// A TaskManager review without the example's nodeSelector and blocklist, which name labels
 /// the Prometheus-only (no inventory) nodes do not carry.
 fn plain_taskmanager_review(uid: &str) -> Value {
