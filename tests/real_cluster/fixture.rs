@@ -12,10 +12,12 @@ use serde_json::json;
 
 use crate::balancer::Balancer;
 use crate::support::kube::objects::{self, NodeSpec};
+use crate::support::kube::process::Process;
 use crate::support::kube::webhook::{
     self, NAMESPACE, Replica, ReplicaOptions, SERVICE_ACCOUNT, ServingCerts,
 };
 use crate::support::kube::{ControlPlane, Options, free_port};
+use crate::support::prometheus::{KwokTargets, Prometheus};
 
 /// The name the replicas' EndpointSlices give (FQDN: validation refuses loopback IPs); their
 /// hosts file maps it to 127.0.0.1.
@@ -51,6 +53,11 @@ pub struct Setup {
     /// Nodes created once the scheduler and the webhook run (at the end of their zones in the
     /// scheduler's node order), with their CPU in the snapshot.
     pub late_nodes: Vec<(NodeSpec, f64)>,
+    /// A living cluster: kwok runs the nodes and their pods and serves their metrics
+    /// (tests/kube/kwok/metrics.yaml), a real Prometheus scrapes them every this many seconds,
+    /// and `{prometheus}` in `extra_config` is its URL (the replicas read it instead of the
+    /// snapshot file). Every node needs its `internal_ip`.
+    pub living: Option<u32>,
 }
 
 impl Setup {
@@ -74,6 +81,7 @@ impl Setup {
             snapshot: None,
             running: Vec::new(),
             late_nodes: Vec::new(),
+            living: None,
         }
     }
 }
@@ -90,6 +98,10 @@ pub struct Cluster {
     overlay: &'static str,
     /// The replicas' hosts file, when there are several (see [`REPLICAS_HOST`]).
     hosts: Option<PathBuf>,
+    /// A living cluster's Prometheus and kwok (see [`Setup::living`]).
+    pub prometheus: Option<Prometheus>,
+    /// Held: kwok stops when the cluster is dropped.
+    _kwok: Option<Process>,
     // Last: dropped after the replicas, so they never see their apiserver vanish first.
     pub plane: ControlPlane,
 }
@@ -110,6 +122,32 @@ impl Cluster {
             objects::create_namespace(&admin, "running", false).await;
             objects::create_many(&admin, "running", &setup.running, 32).await;
         }
+        let (kwok, prometheus, extra_config) = match setup.living {
+            Some(scrape) => {
+                let binary = crate::support::prometheus::binary()?;
+                let (kwok, address) = plane.spawn_kwok_with_metrics().await;
+                let nodes = specs
+                    .iter()
+                    .map(|n| {
+                        let ip = n
+                            .internal_ip
+                            .clone()
+                            .expect("a living node has an InternalIP");
+                        (n.name.clone(), ip)
+                    })
+                    .collect();
+                let targets = KwokTargets {
+                    kwok: address,
+                    nodes,
+                };
+                let prometheus = Prometheus::start_scraping_kwok(binary, &targets, scrape).await;
+                let extra = setup
+                    .extra_config
+                    .replace("{prometheus}", &prometheus.url());
+                (Some(kwok), Some(prometheus), extra)
+            }
+            None => (None, None, setup.extra_config),
+        };
 
         let certs = ServingCerts::generate(plane.dir.path());
         let ports: Vec<u16> = (0..setup.replicas).map(|_| free_port()).collect();
@@ -141,9 +179,11 @@ impl Cluster {
             replicas: Vec::new(),
             balancer,
             nodes: setup.nodes,
-            extra_config: setup.extra_config,
+            extra_config,
             overlay: setup.overlay,
             hosts: None,
+            prometheus,
+            _kwok: kwok,
             plane,
         };
         match &setup.snapshot {

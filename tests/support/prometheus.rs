@@ -1,8 +1,10 @@
 //! A real Prometheus (the Debian `prometheus` binary) on a loopback port, scraping the
-//! synthetic exporter every second. Stopped by its own pid when dropped, pass or fail.
+//! synthetic exporter every second, or the node-exporter and cAdvisor series kwok serves for
+//! the nodes of a test cluster. Stopped by its own pid when dropped, pass or fail.
 
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -49,11 +51,61 @@ impl Prometheus {
         let dir = tempfile::tempdir().expect("prometheus dir");
         let targets: Vec<String> = targets.iter().map(|a| format!("\"{a}\"")).collect();
         let config = format!(
-            "global:\n  scrape_interval: {seconds}s\n  scrape_timeout: {seconds}s\n  evaluation_interval: {seconds}s\n\
-             scrape_configs:\n  - job_name: synthetic-nodes\n    honor_labels: true\n    \
+            "{}scrape_configs:\n  - job_name: synthetic-nodes\n    honor_labels: true\n    \
              static_configs:\n      - targets: [{}]\n",
+            global(seconds),
             targets.join(", ")
         );
+        Self::start_with(binary, dir, &config).await
+    }
+
+    /// Starts Prometheus scraping, every `seconds`, the series kwok serves for each node of a
+    /// cluster (tests/kube/kwok/metrics.yaml), found through kwok's `/discovery/prometheus`,
+    /// and labelled as a kube-prometheus install labels its exporters': job `node-exporter`
+    /// with `instance="<InternalIP>:9100"`, job `kubelet` (cAdvisor) with
+    /// `instance="<InternalIP>:10250"`, both with `node`.
+    ///
+    /// kwok's targets name their node only in their path, and its metric expressions cannot
+    /// read a node's addresses, so the addresses come from `targets.nodes`; a node not listed
+    /// there (one created later) is scraped with its name as `instance`. (Debian's Prometheus
+    /// is built without Kubernetes discovery, which would know them.)
+    pub async fn start_scraping_kwok(
+        binary: PathBuf,
+        targets: &KwokTargets,
+        seconds: u32,
+    ) -> Prometheus {
+        let dir = tempfile::tempdir().expect("prometheus dir");
+        // kwok lists a target per node and Metric object: each job keeps its Metric's.
+        let job = |name: &str, metric: &str, port: u16| {
+            let mut job = format!(
+                "  - job_name: {name}\n    http_sd_configs:\n      \
+                 - {{url: 'http://{}/discovery/prometheus', refresh_interval: {seconds}s}}\n    \
+                 relabel_configs:\n      \
+                 - {{source_labels: [metrics_name], regex: '{metric}', action: keep}}\n      \
+                 - {{source_labels: [__metrics_path__], regex: '/metrics/nodes/([^/]+)/.*', \
+                 target_label: node}}\n      \
+                 - {{source_labels: [node], target_label: instance}}\n",
+                targets.kwok
+            );
+            for (node, ip) in &targets.nodes {
+                job.push_str(&format!(
+                    "      - {{source_labels: [node], regex: '{}', target_label: instance, \
+                     replacement: '{ip}:{port}'}}\n",
+                    node.replace('.', "\\.")
+                ));
+            }
+            job + "      - {regex: metrics_name, action: labeldrop}\n"
+        };
+        let config = format!(
+            "{}scrape_configs:\n{}{}",
+            global(seconds),
+            job("node-exporter", "node-exporter", 9100),
+            job("kubelet", "cadvisor", 10250)
+        );
+        Self::start_with(binary, dir, &config).await
+    }
+
+    async fn start_with(binary: PathBuf, dir: tempfile::TempDir, config: &str) -> Prometheus {
         std::fs::write(dir.path().join("prometheus.yml"), config).expect("write config");
         let mut prometheus = Prometheus {
             binary,
@@ -140,6 +192,48 @@ impl Prometheus {
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default()
     }
+
+    /// An instant query's vector: each series' labels and value.
+    pub async fn query(&self, promql: &str) -> Vec<(BTreeMap<String, String>, f64)> {
+        let reply: serde_json::Value = reqwest::Client::new()
+            .get(format!("{}/api/v1/query", self.url()))
+            .query(&[("query", promql)])
+            .send()
+            .await
+            .expect("prometheus answers")
+            .json()
+            .await
+            .expect("prometheus JSON");
+        assert_eq!(reply["status"], "success", "{promql}: {reply}");
+        reply["data"]["result"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{promql}: not a vector: {reply}"))
+            .iter()
+            .map(|series| {
+                let labels = serde_json::from_value(series["metric"].clone()).expect("labels");
+                let value = series["value"][1]
+                    .as_str()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or_else(|| panic!("{promql}: value of {series}"));
+                (labels, value)
+            })
+            .collect()
+    }
+}
+
+/// What [`Prometheus::start_scraping_kwok`] scrapes.
+pub struct KwokTargets {
+    /// kwok's `--server-address`.
+    pub kwok: SocketAddr,
+    /// Each node's name and InternalIP.
+    pub nodes: Vec<(String, String)>,
+}
+
+fn global(seconds: u32) -> String {
+    format!(
+        "global:\n  scrape_interval: {seconds}s\n  scrape_timeout: {seconds}s\n  \
+         evaluation_interval: {seconds}s\n"
+    )
 }
 
 impl Drop for Prometheus {

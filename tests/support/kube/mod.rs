@@ -12,7 +12,7 @@ pub mod objects;
 pub mod process;
 pub mod webhook;
 
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -247,20 +247,59 @@ impl ControlPlane {
     /// Starts kwok as the kubelet of every node: nodes Ready with a node Lease, pods started
     /// and deleted by the stages in tests/kube/kwok/stages.yaml; stopped when dropped.
     pub fn spawn_kwok(&self) -> Process {
-        let stages = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/kube/kwok/stages.yaml");
-        Process::spawn(
+        self.spawn_kwok_with(&["stages.yaml"]).0
+    }
+
+    /// [`Self::spawn_kwok`] that also serves each node's node-exporter and cAdvisor metrics,
+    /// following its pods (tests/kube/kwok/metrics.yaml), at the address returned; waits until
+    /// that answers.
+    pub async fn spawn_kwok_with_metrics(&self) -> (Process, SocketAddr) {
+        let (mut kwok, address) = self.spawn_kwok_with(&["stages.yaml", "metrics.yaml"]);
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()
+            .expect("client");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            kwok.assert_running();
+            if let Ok(r) = http.get(format!("http://{address}/healthz")).send().await
+                && r.status().is_success()
+            {
+                return (kwok, address);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "kwok not serving at {address} after 60 s:\n{}",
+                kwok.log_tail(40)
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// kwok with these files of tests/kube/kwok as `--config`, and the address its server
+    /// listens on.
+    fn spawn_kwok_with(&self, configs: &[&str]) -> (Process, SocketAddr) {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/kube/kwok");
+        let address = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let mut args = vec![
+            format!("--kubeconfig={}", self.admin_kubeconfig().display()),
+            "--manage-all-nodes=true".into(),
+            "--node-lease-duration-seconds=40".into(),
+            format!("--server-address={address}"),
+        ];
+        args.extend(
+            configs
+                .iter()
+                .map(|c| format!("--config={}", dir.join(c).display())),
+        );
+        let kwok = Process::spawn(
             "kwok",
             &self.bin.join("kwok"),
-            &[
-                format!("--kubeconfig={}", self.admin_kubeconfig().display()),
-                format!("--config={}", stages.display()),
-                "--manage-all-nodes=true".into(),
-                "--node-lease-duration-seconds=40".into(),
-                format!("--server-address=127.0.0.1:{}", free_port()),
-            ],
+            &args,
             &[],
             self.dir.path().join("kwok.log"),
-        )
+        );
+        (kwok, address)
     }
 
     /// Starts another kube-scheduler named `name` with `config` (a KubeSchedulerConfiguration,

@@ -16,6 +16,9 @@ pub struct NodeSpec {
     pub zone: String,
     pub cores: u32,
     pub labels: Vec<(String, String)>,
+    pub annotations: Vec<(String, String)>,
+    /// The InternalIP a kubelet would report (kwok's stages keep it); none by default.
+    pub internal_ip: Option<String>,
 }
 
 impl NodeSpec {
@@ -25,6 +28,8 @@ impl NodeSpec {
             zone: zone.into(),
             cores,
             labels: Vec::new(),
+            annotations: Vec::new(),
+            internal_ip: None,
         }
     }
 
@@ -41,7 +46,7 @@ impl NodeSpec {
             "memory": format!("{}Gi", self.cores * 4),
             "pods": "110",
         });
-        json!({
+        let mut node = json!({
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": self.name, "labels": labels},
@@ -57,7 +62,17 @@ impl NodeSpec {
                     "lastTransitionTime": now(),
                 }],
             },
-        })
+        });
+        for (k, v) in &self.annotations {
+            node["metadata"]["annotations"][k] = json!(v);
+        }
+        if let Some(ip) = &self.internal_ip {
+            node["status"]["addresses"] = json!([
+                {"type": "InternalIP", "address": ip},
+                {"type": "Hostname", "address": self.name},
+            ]);
+        }
+        node
     }
 }
 

@@ -108,8 +108,8 @@ pub fn register_at(plane: &ControlPlane, url: &str, ca_bundle: &str) {
 
 /// The config shipped in `overlay` (its config.yaml, or the base's) with the listen address
 /// changed and the Prometheus section replaced by a snapshot file (`metrics_file`). `extra` is
-/// YAML: a top-level `key: value` line whose key the shipped config sets replaces that line;
-/// the rest is appended.
+/// YAML: a top-level `key: value` line whose key the shipped config sets replaces that key's
+/// whole block (a `prometheus:` line too, which then wins over the file); the rest is appended.
 pub fn config_text(overlay: &str, listen: &str, metrics_file: &Path, extra: &str) -> String {
     let own = repo_path(&format!("{overlay}/config.yaml"));
     let source = if own.is_file() {
@@ -141,20 +141,28 @@ pub fn config_text(overlay: &str, listen: &str, metrics_file: &Path, extra: &str
         }
     }
     let mut out = String::new();
-    let mut in_prometheus = false;
+    // Inside a top-level block that is left out or replaced whole: its indented lines go too.
+    let mut skipping = false;
     for line in shipped.lines() {
-        if line.starts_with("prometheus:") {
-            in_prometheus = true;
+        if skipping && (line.starts_with(' ') || line.is_empty()) {
             continue;
         }
-        if in_prometheus && (line.starts_with(' ') || line.is_empty()) {
-            continue;
-        }
-        in_prometheus = false;
-        let replaced = top_key(line)
-            .and_then(|key| replacements.iter().find(|(k, _)| *k == key))
+        skipping = false;
+        let key = top_key(line);
+        let replaced = key
+            .as_ref()
+            .and_then(|key| replacements.iter().find(|(k, _)| k == key))
             .map(|(_, l)| l.clone());
-        out.push_str(replaced.as_deref().unwrap_or(line));
+        if key.as_deref() == Some("prometheus") || replaced.is_some() {
+            // The test's own Prometheus, when it gives one (on one line), else none.
+            skipping = true;
+            if let Some(own) = replaced {
+                out.push_str(&own);
+                out.push('\n');
+            }
+            continue;
+        }
+        out.push_str(line);
         out.push('\n');
     }
     out.push_str(&format!("metrics_file: {}\n", metrics_file.display()));
