@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -231,20 +231,48 @@ impl Cluster {
     }
 
     pub fn start_replica(&mut self, name: &str, port: u16) {
-        let replica = Replica::start(
+        let replica = self.launch(name, port, &self.extra_config, self.hosts.as_deref());
+        self.replicas.push(replica);
+    }
+
+    /// A replica on the shipped config with `extra_config`, serving on `port`.
+    fn launch(&self, name: &str, port: u16, extra_config: &str, hosts: Option<&Path>) -> Replica {
+        Replica::start(
             self.plane.dir.path(),
             ReplicaOptions {
                 name,
                 overlay: self.overlay,
                 certs: &self.certs,
                 metrics_file: &self.snapshot,
-                extra_config: &self.extra_config,
+                extra_config,
                 kubeconfig: &self.webhook_kubeconfig,
                 port: Some(port),
-                hosts: self.hosts.as_deref(),
+                hosts,
             },
+        )
+    }
+
+    /// Starts a webhook beside the installed one: one replica on the shipped config with
+    /// `extra_config` (which names a `service:` of its own, so it decides alone), registered
+    /// as `name` for the namespaces labelled `label`. Its index in `replicas`.
+    pub async fn start_second_webhook(
+        &mut self,
+        name: &str,
+        extra_config: &str,
+        label: (&str, &str),
+    ) -> usize {
+        let port = free_port();
+        let mut replica = self.launch(name, port, extra_config, None);
+        replica.wait_ready(&self.certs.ca_pem()).await;
+        webhook::register_copy(
+            &self.plane,
+            name,
+            &format!("https://127.0.0.1:{port}/mutate"),
+            &self.certs.ca_bundle,
+            label,
         );
         self.replicas.push(replica);
+        self.replicas.len() - 1
     }
 
     /// One EndpointSlice per replica (ports are per slice), addressed by a name that resolves to

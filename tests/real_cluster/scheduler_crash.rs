@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use crate::fixture::{Cluster, FLINK, Setup, decision, serial};
 use crate::support::kube::objects::{self, taskmanager};
+use crate::support::kube::process::rss_mib;
 use crate::support::kube::webhook::{NAMESPACE, repo_path};
 
 const PROFILE: &str = "placement-scheduler";
@@ -71,20 +72,6 @@ async fn holder(leases: &Api<Lease>) -> Option<(String, SystemTime)> {
     let holder = spec.holder_identity.filter(|h| !h.is_empty())?;
     let acquired = SystemTime::from(spec.acquire_time?.0);
     Some((holder, acquired))
-}
-
-/// The resident memory of process `pid`, in MiB (Linux).
-fn rss_mib(pid: Option<u32>) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", pid?)).ok()?;
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib / 1024.0)
 }
 
 /// Creates TaskManagers `range` of the burst, [`CONCURRENCY`] at a time.

@@ -19,6 +19,9 @@ pub struct NodeSpec {
     pub annotations: Vec<(String, String)>,
     /// The InternalIP a kubelet would report (kwok's stages keep it); none by default.
     pub internal_ip: Option<String>,
+    /// CPU kept from the pods (system and other reserved), in millicores: allocatable is the
+    /// cores less this. 0 by default.
+    pub reserved_millicores: u32,
 }
 
 impl NodeSpec {
@@ -30,6 +33,7 @@ impl NodeSpec {
             labels: Vec::new(),
             annotations: Vec::new(),
             internal_ip: None,
+            reserved_millicores: 0,
         }
     }
 
@@ -46,13 +50,20 @@ impl NodeSpec {
             "memory": format!("{}Gi", self.cores * 4),
             "pods": "110",
         });
+        let mut allocatable = resources.clone();
+        if self.reserved_millicores > 0 {
+            allocatable["cpu"] = json!(format!(
+                "{}m",
+                (self.cores * 1000).saturating_sub(self.reserved_millicores)
+            ));
+        }
         let mut node = json!({
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": self.name, "labels": labels},
             "status": {
                 "capacity": resources,
-                "allocatable": resources,
+                "allocatable": allocatable,
                 "conditions": [{
                     "type": "Ready",
                     "status": "True",
@@ -67,6 +78,10 @@ impl NodeSpec {
             node["metadata"]["annotations"][k] = json!(v);
         }
         if let Some(ip) = &self.internal_ip {
+            // A living node's CPUs for kwok's node-exporter (tests/kube/kwok/metrics.yaml):
+            // it serves one series per CPU, 64 at most.
+            node["metadata"]["annotations"]["placement-test/cores"] =
+                json!(self.cores.min(64).to_string());
             node["status"]["addresses"] = json!([
                 {"type": "InternalIP", "address": ip},
                 {"type": "Hostname", "address": self.name},
@@ -86,6 +101,11 @@ pub async fn create_namespace(client: &Client, name: &str, inject: bool) {
     if inject {
         labels.insert("placement-webhook.io/inject".into(), json!("enabled"));
     }
+    create_namespace_labelled(client, name, Value::Object(labels)).await;
+}
+
+/// Creates namespace `name` with `labels` (a JSON object).
+pub async fn create_namespace_labelled(client: &Client, name: &str, labels: Value) {
     let ns: Namespace = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": name, "labels": labels},

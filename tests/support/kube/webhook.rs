@@ -106,6 +106,34 @@ pub fn register_at(plane: &ControlPlane, url: &str, ca_bundle: &str) {
     ]);
 }
 
+/// A second registration: the shipped one copied as `name`, calling `url` for the pods of the
+/// namespaces labelled `label` (key, value) instead of the shipped selector's.
+pub fn register_copy(
+    plane: &ControlPlane,
+    name: &str,
+    url: &str,
+    ca_bundle: &str,
+    label: (&str, &str),
+) {
+    let shipped = plane.kubectl(&[
+        "get",
+        "mutatingwebhookconfiguration",
+        CONFIGURATION,
+        "-o",
+        "json",
+    ]);
+    let mut copy: Value = serde_json::from_str(&shipped).expect("registration JSON");
+    copy["metadata"] = json!({"name": name});
+    for hook in copy["webhooks"].as_array_mut().expect("webhooks") {
+        hook["clientConfig"] = json!({"url": url, "caBundle": ca_bundle});
+        hook["namespaceSelector"] = json!({"matchLabels": {label.0: label.1}});
+    }
+    plane.kubectl_with_input(
+        &["apply", "--server-side", "--field-manager=test", "-f", "-"],
+        Some(&copy.to_string()),
+    );
+}
+
 /// The config shipped in `overlay` (its config.yaml, or the base's) with the listen address
 /// changed and the Prometheus section replaced by a snapshot file (`metrics_file`). `extra` is
 /// YAML: a top-level `key: value` line whose key the shipped config sets replaces that key's

@@ -1,0 +1,177 @@
+//! What the living-cluster tests share: the bound a burst is measured against (water-filling
+//! it onto the nodes as really used), the node loads the webhook reads (the shipped queries over
+//! the test's Prometheus), and waiting until those readings are right before a burst.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use placement_webhook::config::prometheus::{NodeMapping, PrometheusConfig};
+use placement_webhook::metrics_source::PrometheusSource;
+
+use crate::fixture::Cluster;
+
+/// A node as really used: what its pods and background use and what its pods request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NodeUse {
+    pub cores: f64,
+    /// Cores in use: background, other workloads and TaskManagers (their eventual use, started
+    /// or not).
+    pub used: f64,
+    /// Cores requested by the pods bound to it.
+    pub requested: f64,
+}
+
+impl NodeUse {
+    pub fn level(&self) -> f64 {
+        self.used / self.cores
+    }
+
+    /// This node with `pods` more pods of `pod` on it.
+    pub fn with(self, pods: usize, pod: PodUse) -> NodeUse {
+        NodeUse {
+            used: self.used + pods as f64 * pod.used,
+            requested: self.requested + pods as f64 * pod.requested,
+            ..self
+        }
+    }
+
+    pub fn fits(&self, pod: PodUse) -> bool {
+        self.requested + pod.requested <= self.cores + 1e-9
+    }
+}
+
+/// One pod of a burst: the cores it will use and the cores it requests.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PodUse {
+    pub used: f64,
+    pub requested: f64,
+}
+
+/// Water-filling `pods` onto `nodes`: one at a time, in order, to the node it leaves least
+/// busy, among those whose requests still fit it. The busiest level a node that took one ends
+/// at: the bound no placement of the burst can beat.
+pub fn water_filling(nodes: &[NodeUse], pods: &[PodUse]) -> f64 {
+    let mut nodes = nodes.to_vec();
+    let mut hottest: f64 = 0.0;
+    for &pod in pods {
+        let best = (0..nodes.len())
+            .filter(|&i| nodes[i].fits(pod))
+            .min_by(|&a, &b| {
+                let after = |i: usize| nodes[i].with(1, pod).level();
+                after(a).total_cmp(&after(b))
+            })
+            .expect("room for the burst");
+        nodes[best] = nodes[best].with(1, pod);
+        hottest = hottest.max(nodes[best].level());
+    }
+    hottest
+}
+
+/// How far a burst's hottest landing node ends above `bound`, in pods of that node's size
+/// (`pod_size` cores each), and its level. `after` is every node as used after the burst;
+/// `landed` the burst's pods per node.
+pub fn above_bound(after: &[NodeUse], landed: &[usize], pod_size: f64, bound: f64) -> (f64, f64) {
+    let Some(hottest) = (0..after.len())
+        .filter(|&i| landed[i] > 0)
+        .max_by(|&a, &b| after[a].level().total_cmp(&after[b].level()))
+    else {
+        return (0.0, bound);
+    };
+    let node = after[hottest];
+    let one = pod_size / node.cores;
+    ((node.level() - bound) / one, node.level())
+}
+
+/// A `targets:` line for a webhook config: the shipped TaskManager selector narrowed to pods
+/// labelled `placement-test/variant: <variant>`. Every replica charges each steered pod its
+/// target watch sees, so webhooks serving pools side by side charge only their own this way.
+pub fn targets(variant: &str) -> String {
+    format!(
+        "targets: {{match_labels: {{component: taskmanager, placement-test/variant: {variant}}}, \
+         match_expressions: [{{key: type, operator: In, values: [flink-native-kubernetes, \
+         flink-standalone-kubernetes]}}]}}\n"
+    )
+}
+
+/// The node CPU busy fractions the webhook reads: the shipped queries over the test's
+/// Prometheus, with `window` as the rate window; `None` while the series do not make a
+/// snapshot yet (the first scrapes).
+pub async fn readings(cluster: &Cluster, window: Duration) -> Option<BTreeMap<String, f64>> {
+    let prometheus = cluster.prometheus.as_ref().expect("a living cluster");
+    let config = PrometheusConfig {
+        rate_window: window,
+        node_mapping: NodeMapping::Uname,
+        ..PrometheusConfig::for_url(&prometheus.url())
+    };
+    let source = PrometheusSource::new(config).expect("source");
+    let (snapshot, _) = source.refresh(None).await.outcome.ok()?;
+    Some(
+        snapshot
+            .nodes
+            .into_iter()
+            .map(|n| (n.name, n.cpu))
+            .collect(),
+    )
+}
+
+/// Waits until every replica's snapshot holds every node and the readings are right: each of
+/// `nodes` (name, busy fraction) within 0.03 of it.
+pub async fn wait_settled(cluster: &Cluster, window: Duration, nodes: &[(String, f64)]) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let read = readings(cluster, window).await.unwrap_or_default();
+        let right = nodes
+            .iter()
+            .filter(|(name, busy)| read.get(name).is_some_and(|r| (r - busy).abs() < 0.03))
+            .count();
+        let in_snapshots = cluster.metrics().await.iter().all(|m| {
+            crate::support::kube::webhook::sum(m, "placement_webhook_nodes_in_snapshot", &[])
+                >= nodes.len() as f64
+        });
+        if right == nodes.len() && in_snapshots {
+            return;
+        }
+        if Instant::now() >= deadline {
+            panic!(
+                "{right} of {} nodes read right after 120 s; scrapes: {}\n{}",
+                nodes.len(),
+                scrapes(cluster).await,
+                cluster.logs()
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// How Prometheus's scrapes of kwok go: targets up of all, and the slowest scrape.
+async fn scrapes(cluster: &Cluster) -> String {
+    let Some(prometheus) = cluster.prometheus.as_ref() else {
+        return "no Prometheus".into();
+    };
+    let one = |series: Vec<(BTreeMap<String, String>, f64)>| series.first().map_or(0.0, |s| s.1);
+    let up = one(prometheus.query("sum(up)").await);
+    let targets = one(prometheus.query("count(up)").await);
+    let slowest = one(prometheus.query("max(scrape_duration_seconds)").await);
+    let mean = one(prometheus.query("avg(scrape_duration_seconds)").await);
+    format!("{up} of {targets} targets up, scrapes {mean:.2} s on average, {slowest:.2} s at most")
+}
+
+#[test]
+fn water_filling_levels_the_coolest_nodes_within_their_requests() {
+    let pod = PodUse {
+        used: 2.0,
+        requested: 2.0,
+    };
+    let node = |cores: f64, busy: f64, requested: f64| NodeUse {
+        cores,
+        used: busy * cores,
+        requested,
+    };
+    // Two pods fill the cool 8-core node's requests; the rest go to the 16-core one.
+    let nodes = [node(8.0, 0.1, 4.0), node(16.0, 0.5, 0.0)];
+    assert!((water_filling(&nodes, &[pod; 2]) - 0.6).abs() < 1e-9);
+    assert!((water_filling(&nodes, &[pod; 4]) - 0.75).abs() < 1e-9);
+    let after = [nodes[0].with(2, pod), nodes[1].with(2, pod)];
+    let (above, hottest) = above_bound(&after, &[2, 2], pod.used, 0.75);
+    assert!((hottest - 0.75).abs() < 1e-9 && above.abs() < 1e-9);
+}
