@@ -41,6 +41,8 @@ use crate::support::rng::Rng;
 const WINDOW: u64 = 60;
 const SCRAPE: u32 = 10;
 const TTL: u64 = 45;
+/// The webhooks' refresh, the shipped one: 600 nodes' queries take seconds on a busy machine.
+const REFRESH: u32 = 15;
 /// A node at or above this busy fraction is busy (the shipped `placement.hot.cpu`).
 const BUSY: f64 = 0.85;
 const POOL_LABEL: &str = "placement-test/pool";
@@ -788,6 +790,7 @@ fn print_rows(rows: &[Row]) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "not in CI yet: ten minutes, and not yet seen passing end to end; run with --ignored"]
 async fn a_day_of_bursts_on_a_living_cluster() {
     let _serial = serial().await;
     let scale = Scale::from_env();
@@ -805,11 +808,11 @@ async fn a_day_of_bursts_on_a_living_cluster() {
     // Targets narrowed to the variant's TaskManagers: each webhook charges only its own.
     let config = |rule: &str, variant: Variant| {
         format!(
-            "{targets}prometheus: {{url: '{{prometheus}}', refresh_interval: {SCRAPE}s, query_timeout: {timeout}s, \
+            "{targets}prometheus: {{url: '{{prometheus}}', refresh_interval: {REFRESH}s, query_timeout: {timeout}s, \
              rate_window: {WINDOW}s, node_mapping: {{by: uname}}}}\n\
              inflight: {{ttl: {TTL}s, handover: {{rule: {rule}, scrape_interval: {SCRAPE}s}}, \
              default_cpu_cores: 1}}\n",
-            timeout = SCRAPE - 1,
+            timeout = REFRESH - 1,
             targets = targets(variant.pool()),
         )
     };
