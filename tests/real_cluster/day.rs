@@ -17,10 +17,10 @@
 //! a node already busy; and, at the burst's decisions, the TaskManager load counted nowhere
 //! (neither in the metrics nor charged) and counted twice (the webhook's own gauge).
 //!
-//! By default it runs the times at half scale (rate window 60 s, scrapes every 10 s, ttl 45 s) over an
-//! eight-minute day of 200 nodes a pool (`--ignored`: not in CI yet). `PLACEMENT_DAY_NODES=2000 PLACEMENT_DAY_STRETCH=7.5`
-//! runs the long day (2,000 nodes a pool, every step 7.5 times later and bursts scaled with
-//! the nodes: an hour).
+//! By default it runs the times at half scale (rate window 60 s, scrapes every 10 s, ttl 45 s)
+//! over an eight-minute day of 200 nodes a pool (`--ignored`: not in CI yet).
+//! `PLACEMENT_DAY_NODES=2000 PLACEMENT_DAY_STRETCH=7.5` runs the long day (2,000 nodes a pool,
+//! every step 7.5 times later and bursts scaled with the nodes: an hour).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
