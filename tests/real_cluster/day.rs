@@ -278,8 +278,8 @@ struct Placed {
 struct Pool {
     index: BTreeMap<String, usize>,
     lost: Vec<bool>,
-    /// TaskManagers by pod name, with their job's name.
-    taskmanagers: BTreeMap<String, (Placed, &'static str)>,
+    /// TaskManagers by pod name, with their job.
+    taskmanagers: BTreeMap<String, (Placed, Job)>,
     /// Other workloads by pod name, oldest first by their number.
     others: BTreeMap<usize, Placed>,
     /// The number of each job's next TaskManager.
@@ -333,18 +333,13 @@ impl Pool {
             .filter(|p| p.node == i)
             .map(|p| p.used)
             .sum();
-        let taskmanagers: Vec<&str> = self
+        let (taskmanagers, tm_cores): (Vec<&str>, Vec<f64>) = self
             .taskmanagers
             .values()
             .filter(|(p, _)| p.node == i)
-            .map(|(_, job)| *job)
-            .collect();
-        let tm_cores: f64 = self
-            .taskmanagers
-            .values()
-            .filter(|(p, _)| p.node == i)
-            .map(|(p, _)| p.used)
-            .sum();
+            .map(|(p, job)| (job.name, p.used))
+            .unzip();
+        let tm_cores: f64 = tm_cores.iter().sum();
         format!(
             "node {i} of {} cores: background {:.1}, other workloads {others:.1}, {} TaskManagers {tm_cores:.1} ({})",
             node.cores,
@@ -563,7 +558,7 @@ impl Day {
                             used: job.used,
                             requested: REQUESTED,
                         },
-                        job.name,
+                        *job,
                     ),
                 );
             }
@@ -658,7 +653,7 @@ impl Day {
             let mut names: Vec<(usize, String)> = pool
                 .taskmanagers
                 .iter()
-                .filter(|(_, (_, j))| *j == job.name)
+                .filter(|(_, (_, j))| j.name == job.name)
                 .filter_map(|(name, _)| {
                     Some((name.rsplit('-').next()?.parse().ok()?, name.clone()))
                 })
@@ -690,7 +685,7 @@ impl Day {
                 .expect("delete node");
             let pool = self.pools.get_mut(&variant).expect("pool");
             pool.lost[lost] = true;
-            let gone: Vec<(String, &'static str)> = pool
+            let gone: Vec<(String, Job)> = pool
                 .taskmanagers
                 .iter()
                 .filter(|(_, (p, _))| p.node == lost)
@@ -715,20 +710,7 @@ impl Day {
                 .await;
                 pool.others.remove(&number);
             }
-            let jobs = gone
-                .iter()
-                .filter_map(|(_, j)| {
-                    [
-                        CPU_BOUND,
-                        NETWORK_HEAVY,
-                        SLOW_STARTER,
-                        OVER_PROVISIONED,
-                        LATE,
-                    ]
-                    .into_iter()
-                    .find(|job| job.name == *j)
-                })
-                .collect();
+            let jobs = gone.iter().map(|(_, job)| *job).collect();
             recreate.insert(variant, jobs);
         }
         self.burst(&format!("node {lost} lost, recreated"), recreate)
@@ -805,7 +787,7 @@ async fn a_day_of_bursts_on_a_living_cluster() {
     }
     setup.replicas = 2;
     setup.living = Some(SCRAPE);
-    // Targets narrowed to the variant's TaskManagers: each webhook charges only its own.
+    // Targets narrowed to the variant's TaskManagers: each webhook steers only its own.
     let config = |rule: &str, variant: Variant| {
         format!(
             "{targets}prometheus: {{url: '{{prometheus}}', refresh_interval: {REFRESH}s, query_timeout: {timeout}s, \

@@ -248,8 +248,7 @@ async fn running_for(cluster: &Cluster, variant: Variant, job: &str) -> f64 {
 }
 
 /// A variant's webhook config: the times, the handover rule, and targets narrowed to the
-/// variant's TaskManagers, so that its ledger charges only those (a replica charges every
-/// steered pod its target watch sees).
+/// variant's TaskManagers (see [`targets`]).
 fn config(times: Times, rule: &str, variant: Variant) -> String {
     format!(
         "{targets}prometheus: {{url: '{{prometheus}}', refresh_interval: {scrape}s, query_timeout: {timeout}s, \
