@@ -5,7 +5,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwapOption;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -18,7 +17,7 @@ use crate::inventory::lease::SchedulerLease;
 use crate::inventory::replicas::{Identity, Member};
 use crate::metrics_source::file::spawn_file_source;
 use crate::metrics_source::prometheus::{PrometheusSource, spawn_refresher};
-use crate::placement::ReplicaSet;
+use crate::placement::Peers;
 use crate::readiness::Readiness;
 use crate::server::forward::Forwarder;
 use crate::server::tls::{CertSource, ServerTls};
@@ -134,7 +133,7 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
             .spawn_reloader(FILE_POLL, wait_for(stopped.clone())),
     );
 
-    let replicas = Arc::new(ArcSwapOption::<ReplicaSet>::empty());
+    let peers = Arc::new(Peers::default());
     let identity = options.identity.clone().or_else(|| {
         options
             .use_cluster
@@ -164,7 +163,7 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
     let membership = identity.map(|identity| {
         Arc::new(Membership {
             identity,
-            replicas: replicas.clone(),
+            peers: peers.clone(),
             forwarder: forwarder.clone(),
         })
     });
@@ -206,7 +205,7 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
     let addr = listener.local_addr()?;
     let mut admission =
-        Admission::new(config.clone(), store.clone(), ledger.clone()).sharing_replicas(replicas);
+        Admission::new(config.clone(), store.clone(), ledger.clone()).sharing_peers(peers);
     if let Some((_, state)) = &lease {
         admission = admission.routing_by(state.clone());
     }
@@ -240,7 +239,7 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
 /// decisions use, and where it forwards reviews.
 struct Membership {
     identity: Identity,
-    replicas: Arc<ArcSwapOption<ReplicaSet>>,
+    peers: Arc<Peers>,
     forwarder: Option<Arc<Forwarder>>,
 }
 
@@ -252,12 +251,8 @@ impl Membership {
             .as_ref()
             .and(Member::decider(members))
             .map(|d| d.name.as_str());
-        let set = ReplicaSet::for_own_decisions(
-            &self.identity.pod,
-            members.iter().map(|m| m.name.clone()),
-            decider,
-        );
-        self.replicas.store(set.map(Arc::new));
+        let names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
+        self.peers.publish(&self.identity.pod, &names, decider);
         if let Some(forwarder) = &self.forwarder {
             forwarder.follow(members);
         }
@@ -390,7 +385,7 @@ mod tests {
                 namespace: "placement-webhook".into(),
                 service: "placement-webhook".into(),
             },
-            replicas: Arc::new(ArcSwapOption::empty()),
+            peers: Arc::default(),
             forwarder: forwarding.then(|| {
                 Arc::new(Forwarder::new(me, &tls, ForwardConfig::default()).expect("forwarder"))
             }),
@@ -412,21 +407,24 @@ mod tests {
     fn the_decider_decides_as_one_replica_and_the_others_keep_their_share_for_fallbacks() {
         let decider = membership("webhook-a", true);
         decider.publish(&members());
-        assert!(decider.replicas.load().is_none());
+        assert!(decider.peers.set().is_none());
+        assert!(decider.peers.alone());
         assert!(decider.forwarder.as_ref().is_some_and(|f| f.decides_here()));
 
         let other = membership("webhook-b", true);
         other.publish(&members());
         let set = other
-            .replicas
-            .load_full()
+            .peers
+            .set()
             .expect("a partition for its own decisions");
+        assert!(!other.peers.alone());
         assert_eq!(set.members(), ["webhook-a", "webhook-b"]);
         assert!(other.forwarder.as_ref().is_some_and(|f| !f.decides_here()));
 
         // Without forwarding, every replica partitions the nodes, the lowest-named too.
         let alone = membership("webhook-a", false);
         alone.publish(&members());
-        assert!(alone.replicas.load().is_some());
+        assert!(alone.peers.set().is_some());
+        assert!(!alone.peers.alone());
     }
 }

@@ -8,8 +8,6 @@ use crate::inflight::shared::SharedLedger;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use arc_swap::ArcSwapOption;
-
 use k8s_openapi::api::core::v1::Pod;
 use tracing::{debug, warn};
 
@@ -19,7 +17,7 @@ use crate::inflight::note::{ANNOTATION, DecisionNote};
 use crate::inventory::lease::{Liveness, SchedulerLease};
 use crate::jobs::JobKey;
 use crate::patch::{self, Changes};
-use crate::placement::{self, Decision, PodConstraints, PodDemand, Replica, ReplicaSet};
+use crate::placement::{self, Decision, Peers, PodConstraints, PodDemand, Replica};
 use crate::scheduler::PodFacts;
 use crate::scheduler::cores;
 use crate::telemetry::Outcome;
@@ -91,7 +89,7 @@ pub struct Admission {
     salt: u64,
     /// The live replicas, when known (see `placement::replica`); kept current by the
     /// membership watch.
-    replicas: Arc<ArcSwapOption<ReplicaSet>>,
+    peers: Arc<Peers>,
     /// Each pod shape's ranking of the nodes, kept up to date with the ledger.
     indexes: placement::RankIndexes,
     /// The last decision made to be charged predicted a landing (see
@@ -194,7 +192,7 @@ impl Admission {
             store,
             ledger,
             salt,
-            replicas: Arc::new(ArcSwapOption::empty()),
+            peers: Arc::default(),
             indexes: placement::RankIndexes::default(),
             charging: std::sync::atomic::AtomicBool::new(true),
             lease: None,
@@ -234,22 +232,23 @@ impl Admission {
         }
     }
 
-    /// Reads the live replicas from `replicas` (where the membership watch publishes them).
-    pub(crate) fn sharing_replicas(mut self, replicas: Arc<ArcSwapOption<ReplicaSet>>) -> Self {
-        self.replicas = replicas;
+    /// Reads the live replicas from `peers` (where the membership watch publishes them).
+    pub(crate) fn sharing_peers(mut self, peers: Arc<Peers>) -> Self {
+        self.peers = peers;
         self
     }
 
     /// Where the membership watch publishes the live replicas.
-    pub(crate) fn replicas(&self) -> &Arc<ArcSwapOption<ReplicaSet>> {
-        &self.replicas
+    pub(crate) fn peers(&self) -> &Peers {
+        &self.peers
     }
 
     /// This replica as a decision sees it.
     pub(crate) fn replica(&self) -> Replica {
         Replica {
             salt: self.salt,
-            set: self.replicas.load_full(),
+            set: self.peers.set(),
+            alone: self.peers.alone(),
             ..Replica::default()
         }
     }

@@ -224,7 +224,8 @@ pub struct PlacementConfig {
     pub sample_miss: f64,
     /// Candidates within this share of what the pod adds to the best node count as tied;
     /// each replica orders them its own way, so replicas deciding at once rarely pick the
-    /// same node. 0.5: within half a pod of the best.
+    /// same node. 0.5: within half a pod of the best. A replica known to decide alone takes
+    /// exact ties only for a pod the scheduler scores on every feasible node.
     pub tie_band: f64,
     /// Nodes are ranked on their expected in-flight load plus this many standard deviations
     /// of it, where sampling leaves the landing uncertain (0: expected load only).

@@ -41,7 +41,7 @@ pub fn decide(ctx: &DecisionCtx<'_>, replica: impl Into<Replica>) -> Decision {
     let replica = deciding(ctx, replica);
     let eligibility = Eligibility::of(ctx, &replica, None);
     let walks = Walks::new(ctx, &replica, &eligibility);
-    let picked = pick_from(ctx, &walks, &eligibility);
+    let picked = pick_from(ctx, &replica, &walks, &eligibility);
     decision(ctx, &replica, &eligibility, picked)
 }
 
@@ -81,7 +81,7 @@ pub fn decide_indexed(
     let picked = {
         let mut index = RankIndexes::lock(&slot);
         let index = RankIndex::up_to_date(&mut index, ctx, ledger, &replica);
-        pick_from(ctx, &Indexed { index, view }, &eligibility)
+        pick_from(ctx, &replica, &Indexed { index, view }, &eligibility)
     };
     decision(ctx, &replica, &eligibility, picked)
 }
@@ -91,6 +91,7 @@ pub fn decide_indexed(
 /// over every node that passes the filters.
 fn pick_from<S: RankingSource>(
     ctx: &DecisionCtx<'_>,
+    replica: &Replica,
     source: &S,
     eligibility: &Eligibility,
 ) -> Picked {
@@ -99,7 +100,7 @@ fn pick_from<S: RankingSource>(
         _ => source.over(eligibility.kept.as_ref()),
     };
     let wide = eligibility.narrowed().then_some(|| source.over(None));
-    pick_cool_first(ctx, ranking, wide)
+    pick_cool_first(ctx, ranking, wide, replica.alone && replica.set.is_none())
 }
 
 /// The decision from what was picked: the spread domains covered, then the weights, the
@@ -158,14 +159,15 @@ fn pick_cool_first<R: Ranking>(
     ctx: &DecisionCtx<'_>,
     mut favoured: R,
     wide: Option<impl FnOnce() -> R>,
+    alone: bool,
 ) -> Picked {
     if !favoured.any_cool()
         && let Some(mut wide) = wide.map(|wide| wide())
         && wide.any_cool()
     {
-        return pick(ctx, &mut wide, Some(&mut favoured));
+        return pick(ctx, &mut wide, Some(&mut favoured), alone);
     }
-    pick(ctx, &mut favoured, None)
+    pick(ctx, &mut favoured, None, alone)
 }
 
 /// How many feasible nodes the scheduler looks for per pod in `view` (its nodes without
@@ -217,6 +219,7 @@ fn pick(
     ctx: &DecisionCtx<'_>,
     ranking: &mut dyn Ranking,
     avoided: Option<&mut dyn Ranking>,
+    alone: bool,
 ) -> Picked {
     let DecisionCtx {
         pod,
@@ -260,7 +263,18 @@ fn pick(
     let used = pool + later_sizes.iter().sum::<usize>();
 
     // Near-ties (within `tie_band` of what this pod adds to the best node): each replica takes
-    // them in its own order, so replicas deciding at the same moment rarely pick the same node.
+    // them in its own order, so replicas deciding at the same moment rarely pick the same node,
+    // and under sampling their equal weights let the sample spread pods over them. A replica
+    // known to decide alone (`alone`: the only one, or the one the others forward to) whose pod
+    // the scheduler scores on every feasible node has neither to serve: it names the coolest,
+    // exact ties alone in its own order. With the band there, a small node tied with a large
+    // best took a pod that left it up to half its own pod beyond the level water-filling
+    // reaches, in an order a random salt set.
+    let tie_band = if alone && sample_fraction >= 1.0 {
+        0.0
+    } else {
+        policy.tie_band
+    };
     let pod_adds = ranking.best().map(|best| {
         let node = &view.nodes[best.index];
         let load = load_with(node, inflight.extra(best.index, node), policy.uncertainty);
@@ -270,7 +284,7 @@ fn pick(
     let tied_below = ranking
         .best()
         .zip(pod_adds)
-        .map(|(best, adds)| (best.heat.nic_over, best.heat.rank + policy.tie_band * adds));
+        .map(|(best, adds)| (best.heat.nic_over, best.heat.rank + tie_band * adds));
     let is_tied = |c: &Candidate| {
         tied_below
             .is_some_and(|(nic_over, limit)| c.heat.nic_over == nic_over && c.heat.rank <= limit)

@@ -37,5 +37,7 @@ pub use decide::{decide, decide_indexed};
 pub use decision::{Decision, RankedNode, TierChoice};
 pub use estimate::{Estimate, LoadSource};
 pub use rank_index::RankIndexes;
-pub(crate) use replica::{Replica, ReplicaSet};
+#[cfg(test)]
+pub(crate) use replica::ReplicaSet;
+pub(crate) use replica::{Peers, Replica};
 pub(crate) use unsteered::unsteered_landing;

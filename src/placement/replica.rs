@@ -11,6 +11,9 @@
 
 use std::hash::BuildHasher;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use arc_swap::ArcSwapOption;
 
 use crate::inflight::ledger::HeardMix;
 use crate::view::ClusterView;
@@ -101,6 +104,34 @@ fn hasher() -> foldhash::fast::FixedState {
     foldhash::fast::FixedState::with_seed(0x7265_706c_6963_6173)
 }
 
+/// What the membership watch publishes for this replica's own decisions.
+#[derive(Debug, Default)]
+pub(crate) struct Peers {
+    /// The partition, while it decides beside others (see [`ReplicaSet::for_own_decisions`]).
+    set: ArcSwapOption<ReplicaSet>,
+    /// Known to decide alone: the only live replica, or the decider the others forward to.
+    alone: AtomicBool,
+}
+
+impl Peers {
+    /// `me` among the live `members`, `decider` the one reviews are forwarded to (if any).
+    pub(crate) fn publish(&self, me: &str, members: &[String], decider: Option<&str>) {
+        let set = ReplicaSet::for_own_decisions(me, members.iter().cloned(), decider);
+        let only_me = !members.is_empty() && members.iter().all(|m| m == me);
+        self.alone
+            .store(decider == Some(me) || only_me, Ordering::Relaxed);
+        self.set.store(set.map(Arc::new));
+    }
+
+    pub(crate) fn set(&self) -> Option<Arc<ReplicaSet>> {
+        self.set.load_full()
+    }
+
+    pub(crate) fn alone(&self) -> bool {
+        self.alone.load(Ordering::Relaxed)
+    }
+}
+
 /// What a decision knows of the replica deciding it.
 #[derive(Debug, Clone, Default)]
 pub struct Replica {
@@ -108,6 +139,9 @@ pub struct Replica {
     pub(crate) salt: u64,
     /// The live replicas; `None`: this replica decides as if alone (near-ties still salted).
     pub(crate) set: Option<Arc<ReplicaSet>>,
+    /// Known to decide alone (see [`Peers`]): no other replica decides beside it, so it has no
+    /// one to keep apart from with near-ties.
+    pub(crate) alone: bool,
     /// Pods this replica decided that its pod watch has not reported yet (see
     /// [`crate::inflight::ledger::Ledger::unheard`]): the other replicas are taken to have
     /// decided as many that this one has not heard of.

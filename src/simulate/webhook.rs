@@ -16,7 +16,6 @@ use crate::config::Config;
 use crate::inflight::ledger::Ledger;
 use crate::inflight::shared::SharedLedger;
 use crate::inventory::pods::{apply_pod_event, landing_of};
-use crate::placement::ReplicaSet;
 use crate::scheduler::cycle::PodFacts;
 use crate::telemetry::Landing;
 use crate::view::ViewStore;
@@ -82,18 +81,12 @@ pub(super) fn webhook(
     // The decider is the first replica, the lowest-named.
     let decider = timing.one_decider().then_some(names[0].as_str());
     let publish_members = |count: usize| {
-        for (r, admission) in admissions.iter().enumerate() {
-            let set = timing
-                .membership
-                .then(|| {
-                    ReplicaSet::for_own_decisions(
-                        &names[r],
-                        names[..count].iter().cloned(),
-                        decider,
-                    )
-                })
-                .flatten();
-            admission.replicas().store(set.map(Arc::new));
+        if timing.membership {
+            for (r, admission) in admissions.iter().enumerate() {
+                admission
+                    .peers()
+                    .publish(&names[r], &names[..count], decider);
+            }
         }
     };
     let mut members = timing.members_at(0);

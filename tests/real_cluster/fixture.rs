@@ -253,7 +253,7 @@ impl Cluster {
     }
 
     /// Starts a webhook beside the installed one: one replica on the shipped config with
-    /// `extra_config` (which names a `service:` of its own, so it decides alone), registered
+    /// `extra_config` (which names a `service:` of its own, published with it alone), registered
     /// as `name` for the namespaces labelled `label`. Its index in `replicas`.
     pub async fn start_second_webhook(
         &mut self,
@@ -264,6 +264,8 @@ impl Cluster {
         let port = free_port();
         let mut replica = self.launch(name, port, extra_config, None);
         replica.wait_ready(&self.certs.ca_pem()).await;
+        // Its Service's one endpoint: it knows it decides alone, as a one-replica install does.
+        self.publish_endpoint(name, name, port);
         webhook::register_copy(
             &self.plane,
             name,
@@ -279,31 +281,33 @@ impl Cluster {
     /// loopback: EndpointSlice validation refuses loopback IPs.
     async fn publish_endpoints(&self, ports: &[u16]) {
         for (i, port) in ports.iter().enumerate() {
-            let slice = json!({
-                "apiVersion": "discovery.k8s.io/v1",
-                "kind": "EndpointSlice",
-                "metadata": {
-                    "name": format!("placement-webhook-{i}"),
-                    "namespace": NAMESPACE,
-                    "labels": {"kubernetes.io/service-name": "placement-webhook"},
-                },
-                "addressType": "FQDN",
-                "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
-                "endpoints": [{
-                    "addresses": [REPLICAS_HOST],
-                    "conditions": {"ready": true},
-                    "targetRef": {
-                        "kind": "Pod",
-                        "name": format!("placement-webhook-{i}"),
-                        "namespace": NAMESPACE,
-                    },
-                }],
-            });
-            self.plane.kubectl_with_input(
-                &["apply", "--server-side", "--field-manager=test", "-f", "-"],
-                Some(&slice.to_string()),
-            );
+            let pod = format!("placement-webhook-{i}");
+            self.publish_endpoint("placement-webhook", &pod, *port);
         }
+    }
+
+    /// The EndpointSlice of `service` for the replica `pod` (its `POD_NAME`) on `port`.
+    fn publish_endpoint(&self, service: &str, pod: &str, port: u16) {
+        let slice = json!({
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": pod,
+                "namespace": NAMESPACE,
+                "labels": {"kubernetes.io/service-name": service},
+            },
+            "addressType": "FQDN",
+            "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+            "endpoints": [{
+                "addresses": [REPLICAS_HOST],
+                "conditions": {"ready": true},
+                "targetRef": {"kind": "Pod", "name": pod, "namespace": NAMESPACE},
+            }],
+        });
+        self.plane.kubectl_with_input(
+            &["apply", "--server-side", "--field-manager=test", "-f", "-"],
+            Some(&slice.to_string()),
+        );
     }
 
     pub fn ca_pem(&self) -> String {

@@ -168,6 +168,11 @@ struct Row {
     counted_twice: f64,
     /// The TaskManagers' load of every pool neither shown nor charged then, in cores.
     uncounted: f64,
+    /// The hottest landing node: its name, the first and second bursts' pods on it, how many
+    /// of the second's named it, and one of their decision notes.
+    hottest_node: String,
+    on_hottest: (usize, usize, usize),
+    note: String,
 }
 
 /// The nodes as really used with `pods` TaskManagers on each.
@@ -300,15 +305,23 @@ async fn start(times: Times) -> Option<(Cluster, BTreeMap<usize, Vec<usize>>)> {
     Some((cluster, replicas))
 }
 
-/// The first burst's load at the variant's second burst: shown, charged, counted twice and
-/// counted nowhere. Then the second burst, and the variant's row.
-async fn second_burst(
-    cluster: &Cluster,
-    replicas: &[usize],
-    variant: Variant,
-    times: Times,
-    first: &[usize],
-) -> Row {
+/// The first burst's load just before a variant's second burst: shown, charged, counted
+/// twice and counted nowhere.
+#[derive(Debug, Clone)]
+struct Before {
+    /// Each node's busy fraction as the shipped queries read it.
+    read: BTreeMap<String, f64>,
+    shown: f64,
+    ran: f64,
+    charged: f64,
+    counted_twice: f64,
+    uncounted: f64,
+}
+
+/// What a variant's webhook counts of the first burst just before its second. Taken for every
+/// variant due at that moment before any of them creates pods: a replica's gauges cover every
+/// pool, and pods another pool is creating then are not charged until its next refresh.
+async fn before(cluster: &Cluster, replicas: &[usize], variant: Variant, times: Times) -> Before {
     let window = Duration::from_secs(times.window);
     let nodes = nodes(variant);
     let read = readings(cluster, window)
@@ -336,11 +349,50 @@ async fn second_burst(
     // A replica charges every pod it sees steered, by any of the three webhooks, and its
     // gauges sum them over the cluster: the load it should count is that of every pool.
     let uncounted = (steered_load(cluster).await - charged).max(0.0);
+    Before {
+        read,
+        shown,
+        ran,
+        charged,
+        counted_twice,
+        uncounted,
+    }
+}
 
+/// The variant's second burst, and its row.
+async fn second_burst(
+    cluster: &Cluster,
+    variant: Variant,
+    times: Times,
+    first: &[usize],
+    before: Before,
+) -> Row {
+    let nodes = nodes(variant);
+    let Before {
+        read,
+        shown,
+        ran,
+        charged,
+        counted_twice,
+        uncounted,
+    } = before;
     let second = burst(cluster, variant, "second", times).await;
     let ideal = water_filling(&in_use(&nodes, first), &[TASKMANAGER; BURST]);
     let both: Vec<usize> = first.iter().zip(&second).map(|(a, b)| a + b).collect();
-    let (above, hottest) = above_bound(&in_use(&nodes, &both), &second, TM_CORES, ideal);
+    let after = in_use(&nodes, &both);
+    let (above, hottest) = above_bound(&after, &second, TM_CORES, ideal);
+    let at = (0..NODES)
+        .filter(|&i| second[i] > 0)
+        .max_by(|&a, &b| after[a].level().total_cmp(&after[b].level()))
+        .unwrap_or(0);
+    let hottest_node = nodes[at].0.name.clone();
+    let (named, note) = naming(cluster, variant, &hottest_node).await;
+    let note = format!(
+        "read {:.3} before (really {:.3}, idle {:.3}); {note}",
+        read.get(&hottest_node).copied().unwrap_or(f64::NAN),
+        in_use(&nodes, first)[at].level(),
+        nodes[at].1
+    );
     Row {
         variant,
         above,
@@ -351,7 +403,33 @@ async fn second_burst(
         charged,
         counted_twice,
         uncounted,
+        on_hottest: (first[at], second[at], named),
+        hottest_node,
+        note,
     }
+}
+
+/// Of the second burst's pods bound to `node`: how many the webhook had named for it, and the
+/// decision note of one.
+async fn naming(cluster: &Cluster, variant: Variant, node: &str) -> (usize, String) {
+    let pods = kube::Api::<k8s_openapi::api::core::v1::Pod>::namespaced(
+        cluster.admin.clone(),
+        &variant.namespace(),
+    )
+    .list(&kube::api::ListParams::default().labels("app=second"))
+    .await
+    .expect("list pods");
+    let notes: Vec<&str> = pods
+        .items
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+        .filter_map(|p| crate::fixture::decision(p))
+        .collect();
+    let named = notes
+        .iter()
+        .filter(|n| crate::fixture::landing(n).contains_key(node))
+        .count();
+    (named, notes.first().map_or("none", |n| n).to_string())
 }
 
 /// The TaskManager load of every pool the metrics do not show yet: each TaskManager's cores
@@ -400,23 +478,32 @@ async fn run() -> Option<Vec<Row>> {
             .map(|v| burst(&cluster, *v, "first", times)),
     )
     .await;
-    let seconds = Variant::ALL
-        .iter()
-        .zip(&firsts)
-        .enumerate()
-        .map(|(at, (v, first))| {
-            let cluster = &cluster;
-            let replicas = &replicas[&at];
-            async move {
-                tokio::time::sleep(
-                    (first_at + Duration::from_secs(v.gap(times)))
-                        .saturating_duration_since(Instant::now()),
-                )
-                .await;
-                second_burst(cluster, replicas, *v, times, first).await
-            }
+    // The variants due at the same moment take their measures first, then burst together.
+    let mut gaps: Vec<u64> = Variant::ALL.iter().map(|v| v.gap(times)).collect();
+    gaps.sort_unstable();
+    gaps.dedup();
+    let mut rows = Vec::new();
+    for gap in gaps {
+        tokio::time::sleep(
+            (first_at + Duration::from_secs(gap)).saturating_duration_since(Instant::now()),
+        )
+        .await;
+        let due: Vec<usize> = (0..Variant::ALL.len())
+            .filter(|&at| Variant::ALL[at].gap(times) == gap)
+            .collect();
+        let measured = join_all(
+            due.iter()
+                .map(|&at| before(&cluster, &replicas[&at], Variant::ALL[at], times)),
+        )
+        .await;
+        let bursts = due.iter().zip(measured).map(|(&at, measured)| {
+            second_burst(&cluster, Variant::ALL[at], times, &firsts[at], measured)
         });
-    Some(join_all(seconds).await)
+        rows.extend(join_all(bursts).await);
+    }
+    // Rows in the order of `Variant::ALL`.
+    rows.sort_by_key(|r| Variant::ALL.iter().position(|v| *v == r.variant));
+    Some(rows)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -448,6 +535,15 @@ async fn a_second_burst_counts_the_first_until_the_metrics_show_it() {
             r.charged,
             r.counted_twice,
             r.uncounted
+        );
+    }
+    for r in &rows {
+        let (first, second, named) = r.on_hottest;
+        println!(
+            "{}: hottest {} took {second} of the second burst ({named} named it) over {first} of the first; one: {}",
+            r.variant.name(),
+            r.hottest_node,
+            r.note
         );
     }
     let [evidence, fixed, caught_up] = [&rows[0], &rows[1], &rows[2]];

@@ -549,6 +549,32 @@ fn replicas_take_near_ties_in_their_own_order() {
     assert_eq!(again(3), again(3));
 }
 
+/// A replica known to decide alone, for a scheduler that scores every node, has no one to keep
+/// apart from: whatever its salt, it names the coolest of the near-ties.
+#[test]
+fn a_replica_known_to_decide_alone_names_the_coolest_near_tie() {
+    let nodes: Vec<NodeLoad> = (0..10)
+        .map(|i| node(&format!("n{i}"), 0.20 + i as f64 * 0.005))
+        .collect();
+    let policy = PlacementConfig::default();
+    let view = view_of(nodes, &policy);
+    let p = pod(json!({}));
+    let d = demand(&p, &[]);
+    let scheduler = SchedulerConfig::default();
+    let picks: std::collections::BTreeSet<String> = (0..40)
+        .map(|salt| {
+            let alone = crate::placement::Replica {
+                salt,
+                alone: true,
+                ..crate::placement::Replica::default()
+            };
+            let ctx = DecisionCtx::new(&d, &view, None, &policy, &scheduler);
+            decide(&ctx, alone).landing[0].0.clone()
+        })
+        .collect();
+    assert_eq!(picks.into_iter().collect::<Vec<_>>(), ["n0"]);
+}
+
 /// Two replicas, `a` deciding: its own nodes at 0.30, `b`'s at 0.10. A foreign node is ranked
 /// as if `b` had just put a pod there too (0.35 after this pod, cooler than 0.425 at home); when
 /// the watch runs behind, as if `b` had also decided as many unheard pods as `a`, water-filled
