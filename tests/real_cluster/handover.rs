@@ -158,16 +158,8 @@ struct Row {
     above: f64,
     hottest: f64,
     ideal: f64,
-    /// Of the first burst's load, the part the webhook's metrics showed at the second burst.
-    shown: f64,
-    /// How long the first burst's TaskManagers had been running then, on average, in seconds.
-    ran: f64,
-    /// The variant's webhook's charged and counted-twice CPU just before the second burst:
-    /// over every pool, since a replica charges every steered pod it sees.
-    charged: f64,
-    counted_twice: f64,
-    /// The TaskManagers' load of every pool neither shown nor charged then, in cores.
-    uncounted: f64,
+    /// The first burst as counted just before the second.
+    before: Before,
     /// The hottest landing node: its name, the first and second bursts' pods on it, how many
     /// of the second's named it, and one of their decision notes.
     hottest_node: String,
@@ -311,10 +303,15 @@ async fn start(times: Times) -> Option<(Cluster, BTreeMap<usize, Vec<usize>>)> {
 struct Before {
     /// Each node's busy fraction as the shipped queries read it.
     read: BTreeMap<String, f64>,
+    /// Of the first burst's load, the part the webhook's metrics showed.
     shown: f64,
+    /// How long the first burst's TaskManagers had been running, on average, in seconds.
     ran: f64,
+    /// The variant's webhook's charged and counted-twice CPU: over every pool, since a
+    /// replica charges every steered pod it sees.
     charged: f64,
     counted_twice: f64,
+    /// The TaskManagers' load of every pool neither shown nor charged, in cores.
     uncounted: f64,
 }
 
@@ -368,14 +365,6 @@ async fn second_burst(
     before: Before,
 ) -> Row {
     let nodes = nodes(variant);
-    let Before {
-        read,
-        shown,
-        ran,
-        charged,
-        counted_twice,
-        uncounted,
-    } = before;
     let second = burst(cluster, variant, "second", times).await;
     let ideal = water_filling(&in_use(&nodes, first), &[TASKMANAGER; BURST]);
     let both: Vec<usize> = first.iter().zip(&second).map(|(a, b)| a + b).collect();
@@ -389,7 +378,7 @@ async fn second_burst(
     let (named, note) = naming(cluster, variant, &hottest_node).await;
     let note = format!(
         "read {:.3} before (really {:.3}, idle {:.3}); {note}",
-        read.get(&hottest_node).copied().unwrap_or(f64::NAN),
+        before.read.get(&hottest_node).copied().unwrap_or(f64::NAN),
         in_use(&nodes, first)[at].level(),
         nodes[at].1
     );
@@ -398,11 +387,7 @@ async fn second_burst(
         above,
         hottest,
         ideal,
-        shown,
-        ran,
-        charged,
-        counted_twice,
-        uncounted,
+        before,
         on_hottest: (first[at], second[at], named),
         hottest_node,
         note,
@@ -530,11 +515,11 @@ async fn a_second_burst_counts_the_first_until_the_metrics_show_it() {
             r.above,
             r.hottest,
             r.ideal,
-            r.ran,
-            r.shown * 100.0,
-            r.charged,
-            r.counted_twice,
-            r.uncounted
+            r.before.ran,
+            r.before.shown * 100.0,
+            r.before.charged,
+            r.before.counted_twice,
+            r.before.uncounted
         );
     }
     for r in &rows {
@@ -559,12 +544,12 @@ async fn a_second_burst_counts_the_first_until_the_metrics_show_it() {
         caught_up.above
     );
     assert!(
-        evidence.uncounted <= TM_CORES,
+        evidence.before.uncounted <= TM_CORES,
         "{:.1} cores of the first burst counted nowhere at the second",
-        evidence.uncounted
+        evidence.before.uncounted
     );
     assert!(
-        fixed.uncounted > evidence.uncounted,
+        fixed.before.uncounted > evidence.before.uncounted,
         "the fixed ttl dropped charges the metrics did not show yet"
     );
 }
