@@ -32,7 +32,9 @@ use kube::api::{DeleteParams, ListParams};
 use serde_json::json;
 
 use crate::fixture::{Cluster, Setup, decision, landing, serial};
-use crate::living::{NodeUse, PodUse, above_bound, targets, wait_settled, water_filling};
+use crate::living::{
+    NodeUse, PodUse, above_bound, hottest_landing, targets, wait_settled, water_filling,
+};
 use crate::support::kube::objects::{self, NodeSpec};
 use crate::support::kube::process::{cpu_seconds, rss_mib};
 use crate::support::kube::webhook;
@@ -567,9 +569,7 @@ impl Day {
             let after = pool.in_use(&self.nodes);
             // A TaskManager's size is what it requests: on a 64-core node one is 2/64 of it.
             let (above, hottest) = above_bound(&after, &landed, REQUESTED, bound_level);
-            let hottest_node = (0..after.len())
-                .filter(|&i| landed[i] > 0)
-                .max_by(|&a, &b| after[a].level().total_cmp(&after[b].level()))
+            let hottest_node = hottest_landing(&after, &landed)
                 .map_or_else(String::new, |i| pool.describe(&self.nodes, i));
             let (uncounted, counted_twice) = counted[variant];
             self.rows.push(Row {

@@ -23,7 +23,9 @@ use serde_json::json;
 use futures::future::join_all;
 
 use crate::fixture::{Cluster, Setup, serial};
-use crate::living::{NodeUse, PodUse, above_bound, readings, targets, wait_settled, water_filling};
+use crate::living::{
+    NodeUse, PodUse, above_bound, hottest_landing, readings, targets, wait_settled, water_filling,
+};
 use crate::support::kube::objects::{self, NodeSpec};
 use crate::support::rng::Rng;
 
@@ -366,20 +368,18 @@ async fn second_burst(
 ) -> Row {
     let nodes = nodes(variant);
     let second = burst(cluster, variant, "second", times).await;
-    let ideal = water_filling(&in_use(&nodes, first), &[TASKMANAGER; BURST]);
+    let as_first_left = in_use(&nodes, first);
+    let ideal = water_filling(&as_first_left, &[TASKMANAGER; BURST]);
     let both: Vec<usize> = first.iter().zip(&second).map(|(a, b)| a + b).collect();
     let after = in_use(&nodes, &both);
     let (above, hottest) = above_bound(&after, &second, TM_CORES, ideal);
-    let at = (0..NODES)
-        .filter(|&i| second[i] > 0)
-        .max_by(|&a, &b| after[a].level().total_cmp(&after[b].level()))
-        .unwrap_or(0);
+    let at = hottest_landing(&after, &second).unwrap_or(0);
     let hottest_node = nodes[at].0.name.clone();
     let (named, note) = naming(cluster, variant, &hottest_node).await;
     let note = format!(
         "read {:.3} before (really {:.3}, idle {:.3}); {note}",
         before.read.get(&hottest_node).copied().unwrap_or(f64::NAN),
-        in_use(&nodes, first)[at].level(),
+        as_first_left[at].level(),
         nodes[at].1
     );
     Row {

@@ -67,14 +67,19 @@ pub fn water_filling(nodes: &[NodeUse], pods: &[PodUse]) -> f64 {
     hottest
 }
 
+/// The busiest node after a burst (`after`) among those that took one of its pods (`landed`
+/// per node): the node [`above_bound`] measures.
+pub fn hottest_landing(after: &[NodeUse], landed: &[usize]) -> Option<usize> {
+    (0..after.len())
+        .filter(|&i| landed[i] > 0)
+        .max_by(|&a, &b| after[a].level().total_cmp(&after[b].level()))
+}
+
 /// How far a burst's hottest landing node ends above `bound`, in pods of that node's size
 /// (`pod_size` cores each), and its level. `after` is every node as used after the burst;
 /// `landed` the burst's pods per node.
 pub fn above_bound(after: &[NodeUse], landed: &[usize], pod_size: f64, bound: f64) -> (f64, f64) {
-    let Some(hottest) = (0..after.len())
-        .filter(|&i| landed[i] > 0)
-        .max_by(|&a, &b| after[a].level().total_cmp(&after[b].level()))
-    else {
+    let Some(hottest) = hottest_landing(after, landed) else {
         return (0.0, bound);
     };
     let node = after[hottest];
