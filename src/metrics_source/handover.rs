@@ -7,7 +7,7 @@ use tracing::info;
 
 use crate::inflight::ledger::handover::{Evidence, InForce};
 use crate::inflight::shared::SharedLedger;
-use crate::telemetry::{Charged, Metrics};
+use crate::telemetry::{Charged, InflightByNode, Metrics, NodeCharges};
 
 /// Hands the ledger's charges over to each new snapshot, saying when the rule in force changes.
 #[derive(Debug, Default)]
@@ -28,6 +28,18 @@ impl HandoverReader {
             load(report.counted_twice),
             &report.ages,
         );
+        metrics.handover.publish_by_node(InflightByNode {
+            rule: report.in_force.as_str(),
+            nodes: report
+                .by_node
+                .iter()
+                .map(|n| NodeCharges {
+                    node: n.node.clone(),
+                    charged: load(n.charged),
+                    counted_twice: load(n.counted_twice),
+                })
+                .collect(),
+        });
         if self.in_force != Some(report.in_force) {
             let ends_on = match report.in_force {
                 InForce::PodReadings => "the pods' own readings and the rate window",

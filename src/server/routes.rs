@@ -64,6 +64,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .route("/debug/inflight", get(inflight))
         .with_state(state)
 }
 
@@ -396,6 +397,14 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         m.encode(),
     )
         .into_response()
+}
+
+/// The last refresh's in-flight charges and load counted twice, by node (JSON).
+async fn inflight(State(state): State<Arc<AppState>>) -> Response {
+    match serde_json::to_vec(&*state.metrics.handover.by_node()) {
+        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
 }
 
 #[cfg(test)]

@@ -1,13 +1,16 @@
 //! The in-flight ledger's handover to the metrics: what is charged, what is counted twice, and
 //! how long charges last.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use serde::Serialize;
 use std::sync::atomic::AtomicU64;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -16,10 +19,29 @@ pub(crate) struct RuleLabels {
 }
 
 /// One resource's figures after a refresh.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub(crate) struct Charged {
     pub(crate) cpu_cores: f64,
     pub(crate) network_bytes_per_second: f64,
+}
+
+/// One node's figures after a refresh: what a decision there counts for steered pods the
+/// metrics do not show yet, and what it counts twice.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct NodeCharges {
+    pub(crate) node: Box<str>,
+    pub(crate) charged: Charged,
+    pub(crate) counted_twice: Charged,
+}
+
+/// The last refresh's handover by node, as `/debug/inflight` serves it: the nodes with a
+/// charge or a load counted twice, in name order. Per node, so not in `/metrics`: a label per
+/// node would be a series per node.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub(crate) struct InflightByNode {
+    /// The handover rule in force; empty before the first refresh.
+    pub(crate) rule: &'static str,
+    pub(crate) nodes: Vec<NodeCharges>,
 }
 
 #[derive(Debug)]
@@ -30,6 +52,7 @@ pub(crate) struct HandoverMetrics {
     twice_network: Gauge<f64, AtomicU64>,
     age: Histogram,
     rule: Family<RuleLabels, Gauge>,
+    by_node: ArcSwap<InflightByNode>,
 }
 
 impl HandoverMetrics {
@@ -85,7 +108,18 @@ impl HandoverMetrics {
             twice_network,
             age,
             rule,
+            by_node: ArcSwap::default(),
         }
+    }
+
+    /// Keeps the last refresh's figures by node.
+    pub(crate) fn publish_by_node(&self, by_node: InflightByNode) {
+        self.by_node.store(Arc::new(by_node));
+    }
+
+    /// The last refresh's figures by node.
+    pub(crate) fn by_node(&self) -> Arc<InflightByNode> {
+        self.by_node.load_full()
     }
 
     /// One refresh's handover: the rule in force, the loads, and the ages of the charges ended.
@@ -116,6 +150,37 @@ impl HandoverMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_refresh_by_node_is_kept_whole_and_serialised_as_documented() {
+        let mut registry = Registry::default();
+        let metrics = HandoverMetrics::register(&mut registry, &super::super::HANDOVER_RULES);
+        let node = |name: &str, cpu: f64| NodeCharges {
+            node: name.into(),
+            charged: Charged {
+                cpu_cores: cpu,
+                network_bytes_per_second: 2e6,
+            },
+            counted_twice: Charged::default(),
+        };
+        metrics.publish_by_node(InflightByNode {
+            rule: "pod_readings",
+            nodes: vec![node("worker-1", 2.0), node("worker-7", 1.5)],
+        });
+        metrics.publish_by_node(InflightByNode {
+            rule: "pod_readings",
+            nodes: vec![node("worker-7", 1.5)],
+        });
+        let json = serde_json::to_value(&*metrics.by_node()).expect("serialises");
+        assert_eq!(
+            json,
+            serde_json::json!({"rule": "pod_readings", "nodes": [{
+                "node": "worker-7",
+                "charged": {"cpu_cores": 1.5, "network_bytes_per_second": 2e6},
+                "counted_twice": {"cpu_cores": 0.0, "network_bytes_per_second": 0.0}
+            }]})
+        );
+    }
 
     #[test]
     fn the_rule_in_force_is_the_only_one_at_one() {

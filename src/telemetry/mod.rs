@@ -13,7 +13,7 @@ use std::sync::{Mutex, PoisonError};
 use crate::config::Mode;
 
 mod handover;
-pub(crate) use handover::{Charged, HandoverMetrics};
+pub(crate) use handover::{Charged, HandoverMetrics, InflightByNode, NodeCharges};
 
 /// The log filter when `RUST_LOG` is not set. kube's HTTP layer logs an ERROR for every failed
 /// request (target `kube_client::client::builder`), and its watcher a WARN for every 403, so an

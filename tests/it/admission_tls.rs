@@ -273,6 +273,10 @@ async fn stale_or_missing_snapshot_fails_open_with_a_warning() {
     );
     let metrics = String::from_utf8(client.get("/metrics").await.body).expect("utf8");
     assert!(metrics.contains("outcome=\"failed_open\"} 1"), "{metrics}");
+    // Nothing refreshed, nothing in flight: the by-node figures are empty, not an error.
+    let inflight: serde_json::Value =
+        serde_json::from_slice(&client.get("/debug/inflight").await.body).expect("JSON");
+    assert_eq!(inflight, serde_json::json!({"rule": "", "nodes": []}));
     running.stop().await;
 }
 

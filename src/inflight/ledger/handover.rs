@@ -169,6 +169,18 @@ pub(crate) struct Handover {
     /// Load both charged and shown by the metrics: a bound pod's charge plus what the refresh
     /// shows of it, beyond its estimate.
     pub(crate) counted_twice: PodLoad,
+    /// The same two by node, for the nodes with either, in name order: a node's figures are
+    /// what a decision reads there.
+    pub(crate) by_node: Vec<NodeHandover>,
+}
+
+/// One node's part of a [`Handover`].
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct NodeHandover {
+    pub(crate) node: Box<str>,
+    /// What the ledger counts there after the refresh, bound or still pending.
+    pub(crate) charged: PodLoad,
+    pub(crate) counted_twice: PodLoad,
 }
 
 /// How much of `estimate` is still charged for a pod shown for `fraction` of the rate window,
@@ -236,7 +248,9 @@ impl Ledger {
             ages: Vec::new(),
             charged: PodLoad::default(),
             counted_twice: PodLoad::default(),
+            by_node: Vec::new(),
         };
+        let mut twice_by_node: HashMap<u32, PodLoad> = HashMap::default();
         let mut changed: Vec<(String, Option<PodLoad>)> = Vec::new();
         for (id, entry) in &self.entries {
             if !entry.bound {
@@ -257,14 +271,19 @@ impl Ledger {
             if let Some(charged) = charged {
                 report.charged.add(charged);
                 let shown = shown(entry.load, fraction, reading);
-                report.counted_twice.add(PodLoad {
+                let twice = PodLoad {
                     cpu_cores: (charged.cpu_cores + shown.cpu_cores - entry.load.cpu_cores)
                         .max(0.0),
                     network_bytes_per_second: (charged.network_bytes_per_second
                         + shown.network_bytes_per_second
                         - entry.load.network_bytes_per_second)
                         .max(0.0),
-                });
+                };
+                report.counted_twice.add(twice);
+                // A bound entry's one share is its node.
+                if let Some(share) = entry.shares.first() {
+                    twice_by_node.entry(share.parts().0).or_default().add(twice);
+                }
             }
             if charged != Some(entry.charged) {
                 changed.push((id.clone(), charged));
@@ -283,7 +302,39 @@ impl Ledger {
                 }
             }
         }
+        report.by_node = self.by_node(&twice_by_node);
         report
+    }
+
+    /// Each node's charge and `twice`, for the nodes with either.
+    fn by_node(&self, twice: &HashMap<u32, PodLoad>) -> Vec<NodeHandover> {
+        let mut nodes: Vec<NodeHandover> = self
+            .per_node
+            .iter()
+            .enumerate()
+            .filter_map(|(number, extra)| {
+                let counted_twice = u32::try_from(number)
+                    .ok()
+                    .and_then(|n| twice.get(&n))
+                    .copied()
+                    .unwrap_or_default();
+                let charged = PodLoad {
+                    cpu_cores: extra.cpu_cores,
+                    network_bytes_per_second: extra.network_bytes_per_second,
+                };
+                let any = |l: PodLoad| l.cpu_cores > 0.0 || l.network_bytes_per_second > 0.0;
+                if !any(charged) && !any(counted_twice) {
+                    return None;
+                }
+                Some(NodeHandover {
+                    node: self.node_names.get(number)?.clone(),
+                    charged,
+                    counted_twice,
+                })
+            })
+            .collect();
+        nodes.sort_by(|a, b| a.node.cmp(&b.node));
+        nodes
     }
 
     /// Charges `charged` for the pod `id` instead of what it charged so far.
@@ -365,6 +416,11 @@ mod tests {
         assert_eq!(cpu_on_a(&l), 1.0);
         assert_eq!(report.charged.network_bytes_per_second, 500.0);
         assert_eq!(report.counted_twice, PodLoad::default());
+        assert_eq!(report.by_node.len(), 1);
+        assert_eq!(
+            (&*report.by_node[0].node, report.by_node[0].charged),
+            ("a", report.charged)
+        );
         // A pod that uses less than estimated keeps the rest charged until the window covers it.
         l.read_evidence(&evidence(now, Some(read(0.5))), Instant::now());
         assert_eq!(cpu_on_a(&l), 1.5);
@@ -372,6 +428,11 @@ mod tests {
         let report = l.read_evidence(&evidence(later, Some(read(1.0))), Instant::now());
         assert_eq!((l.len(), cpu_on_a(&l)), (0, 0.0));
         assert_eq!(report.ages.len(), 1);
+        assert_eq!(
+            report.by_node,
+            [],
+            "a node with nothing charged is left out"
+        );
     }
 
     #[test]
@@ -412,6 +473,18 @@ mod tests {
         assert_eq!(report.in_force, InForce::Ttl);
         assert_eq!(cpu_on_a(&l), 2.0);
         assert_eq!(report.counted_twice.cpu_cores, 1.0);
+        assert_eq!(
+            report.by_node,
+            [NodeHandover {
+                node: "a".into(),
+                charged: TWO_CPU,
+                // No network reading: half the window shown of its estimate.
+                counted_twice: PodLoad {
+                    cpu_cores: 1.0,
+                    network_bytes_per_second: 500.0,
+                },
+            }]
+        );
         l.expire(Instant::now() + Duration::from_secs(91));
         assert!(l.is_empty());
     }

@@ -339,6 +339,20 @@ impl Replica {
             .expect("metrics text")
     }
 
+    /// `/debug/inflight`: the last refresh's charges and load counted twice, by node.
+    pub async fn inflight(&self, ca_pem: &str) -> serde_json::Value {
+        https_client(ca_pem)
+            .get(format!("{}/debug/inflight", self.url()))
+            .send()
+            .await
+            .expect("inflight answer")
+            .text()
+            .await
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .expect("inflight JSON")
+    }
+
     pub fn log(&self) -> String {
         self.process.log()
     }
