@@ -3,6 +3,7 @@
 use crate::inflight::shared::SharedLedger;
 use std::fmt::Write as _;
 use std::sync::Arc;
+use std::time::{Instant, SystemTime};
 
 use base64::Engine;
 
@@ -10,8 +11,10 @@ use crate::admission::{self, Admission, BadReview};
 use crate::config::Config;
 use crate::config::PlacementConfig;
 use crate::inflight::ledger::Ledger;
+use crate::inflight::ledger::handover::{Evidence, NodeHandover};
 use crate::inventory::Inventory;
 use crate::inventory::listing::ClusterState;
+use crate::inventory::pods::charge_listed;
 use crate::metrics_source::prometheus::PrometheusSource;
 use crate::placement::{self, Decision, NodeAssessment};
 use crate::snapshot::LoadSnapshot;
@@ -39,13 +42,25 @@ pub fn review_with(
             snapshot
         }
     };
+    let ledger = Arc::new(SharedLedger::new(Ledger::for_config(&config)));
+    // The pods steered before, as a replica starting now would charge them: the decision and
+    // the table read them, and the table shows each named node's part.
+    let inflight = cluster.map(|cluster| {
+        let now = (Instant::now(), SystemTime::now());
+        let mut ledger = ledger.write();
+        for pod in &cluster.steered {
+            charge_listed(&mut ledger, pod, now);
+        }
+        ledger
+            .read_evidence(&Evidence::of(&snapshot), now.0)
+            .by_node
+    });
     let store = Arc::new(ViewStore::new(config.placement.clone()));
     store.publish_snapshot(snapshot);
-    let ledger = Arc::new(SharedLedger::new(Ledger::for_config(&config)));
     let config = Arc::new(config);
     let admission = Admission::new(config.clone(), store.clone(), ledger);
     // Before answering: the answer charges the ledger, and the table shows the same decision.
-    let table = explain.then(|| node_table(&admission, body));
+    let table = explain.then(|| node_table(&admission, body, inflight.as_deref()));
     let answer = match admission.review_bytes(body) {
         Ok(answer) => answer,
         Err(e) => anyhow::bail!("the server would answer HTTP {}: {e}", status_of(&e)),
@@ -104,8 +119,9 @@ pub async fn load_snapshot_with(
     }
 }
 
-/// The node table: every node, why it was or was not chosen, and the predicted landing.
-fn node_table(admission: &Admission, body: &[u8]) -> String {
+/// The node table: every node, why it was or was not chosen, and the predicted landing;
+/// `inflight`, the charges of the pods steered before by node (`None`: no cluster was read).
+fn node_table(admission: &Admission, body: &[u8], inflight: Option<&[NodeHandover]>) -> String {
     let mut out = String::new();
     // As the server reads it.
     let request = admission::parse(body).ok();
@@ -196,6 +212,7 @@ fn node_table(admission: &Admission, body: &[u8]) -> String {
                     landing.join(", ")
                 );
             }
+            out.push_str(&inflight_on(&decision, inflight));
             // Read here, not in every decision: it counts the whole view.
             let replica = admission.replica();
             match replica.set.as_ref().map(|set| set.share(&view)) {
@@ -239,6 +256,35 @@ fn node_table(admission: &Admission, body: &[u8]) -> String {
         _ => out.push_str("(no pod object or no snapshot: no node table)\n"),
     }
     out
+}
+
+/// What is in flight on the nodes the decision names first: charged for pods steered before
+/// that the metrics do not show yet, and counted twice.
+fn inflight_on(decision: &Decision, inflight: Option<&[NodeHandover]>) -> String {
+    let Some(inflight) = inflight else {
+        return "in flight: not known (no cluster read: the pods steered before are not \
+                charged)\n"
+            .to_string();
+    };
+    let named: Vec<String> = decision
+        .first_tier()
+        .iter()
+        .map(|n| {
+            let here = inflight.iter().find(|h| *h.node == *n.name);
+            let (charged, twice) = here.map_or((0.0, 0.0), |h| {
+                (h.charged.cpu_cores, h.counted_twice.cpu_cores)
+            });
+            format!("{} {charged:.2} / {twice:.2}", n.name)
+        })
+        .collect();
+    if named.is_empty() {
+        return String::new();
+    }
+    format!(
+        "in flight on the first tier (cores charged for steered pods the metrics do not show \
+         yet / counted twice): {}\n",
+        named.join(", ")
+    )
 }
 
 /// Feasible nodes first, in the decision's order (cool before hot, then by rank), then the

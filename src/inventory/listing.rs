@@ -21,6 +21,9 @@ const PAGE: u32 = 500;
 pub struct ClusterState {
     pub inventory: Inventory,
     pub pods: ClusterPicture,
+    /// The unfinished pods a webhook steered (with its decision note): what a replica
+    /// starting now would charge.
+    pub steered: Vec<Pod>,
 }
 
 /// Lists every node and every unfinished pod once.
@@ -37,9 +40,12 @@ pub async fn list_cluster(client: Client) -> Result<ClusterState, kube::Error> {
             nodes: nodes.iter().map(node_facts).collect(),
         },
         pods: ClusterPicture::default(),
+        steered: Vec::new(),
     };
-    for pod in &pods {
-        record_seen(&mut state.pods, pod, false, &PodRequests::of(pod));
+    for pod in pods {
+        if record_seen(&mut state.pods, &pod, false, &PodRequests::of(&pod)).is_some() {
+            state.steered.push(pod);
+        }
     }
     tracing::info!(
         nodes = state.inventory.nodes.len(),

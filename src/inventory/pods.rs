@@ -138,10 +138,53 @@ pub fn apply_pod_event(
 ) -> PodEffect {
     let requests = PodRequests::of(pod);
     let note = record_seen(&mut ledger.cluster, pod, deleted, &requests);
-    let node = occupied_node(pod, deleted);
     let Some(note) = note else {
         return PodEffect::Ignored;
     };
+    let event = SteeredEvent {
+        pod,
+        note: &note,
+        requests: &requests,
+        deleted,
+    };
+    apply_steered(ledger, event, (now_instant, now_wall))
+}
+
+/// A steered pod listed once, as `review` lists the cluster: charged as the pod watch charges
+/// it, leaving its requests to the listing's own picture.
+pub(crate) fn charge_listed(ledger: &mut Ledger, pod: &Pod, now: (Instant, SystemTime)) {
+    if let Some(note) = decision_note(pod) {
+        let event = SteeredEvent {
+            pod,
+            note: &note,
+            requests: &PodRequests::of(pod),
+            deleted: false,
+        };
+        apply_steered(ledger, event, now);
+    }
+}
+
+/// A steered pod as the pod watch reports it, with its decision note and requests.
+struct SteeredEvent<'a> {
+    pod: &'a Pod,
+    note: &'a DecisionNote,
+    requests: &'a PodRequests,
+    deleted: bool,
+}
+
+/// The in-flight entry of a steered pod.
+fn apply_steered(
+    ledger: &mut Ledger,
+    event: SteeredEvent<'_>,
+    (now_instant, now_wall): (Instant, SystemTime),
+) -> PodEffect {
+    let SteeredEvent {
+        pod,
+        note,
+        requests,
+        deleted,
+    } = event;
+    let node = occupied_node(pod, deleted);
     ledger.heard(&note.id);
     if deleted || is_finished(pod) {
         if ledger.contains(&note.id) {
@@ -159,7 +202,7 @@ pub fn apply_pod_event(
                 &note.id,
                 &[(node.to_string(), 1.0)],
                 note.load,
-                &requests,
+                requests,
                 steered_at,
             );
             heard_if_recent(ledger, &note.id);
@@ -182,7 +225,7 @@ pub fn apply_pod_event(
     let Some(steered_at) = steered_at(pod, now_instant, now_wall) else {
         return PodEffect::Ignored;
     };
-    ledger.charge(&note.id, &note.nodes, note.load, &requests, steered_at);
+    ledger.charge(&note.id, &note.nodes, note.load, requests, steered_at);
     heard_if_recent(ledger, &note.id);
     // Another replica's pod: tagged by the rule its own pods follow.
     ledger.tag(&note.id, &PodFacts::without_requests(pod));
@@ -448,6 +491,18 @@ mod tests {
             .occupancy
             .node(node)
             .map_or(0, |n| n.requested.milli_cpu)
+    }
+
+    #[test]
+    fn a_listed_steered_pod_is_charged_on_its_node_and_its_requests_left_to_the_listing() {
+        let mut l = Ledger::new(TTL);
+        let bound = pod(Some(NOTE), Some("worker-1"), "Pending", 3);
+        charge_listed(&mut l, &bound.0, (Instant::now(), bound.1));
+        assert_eq!(cpu(&l, "worker-1"), 2.0);
+        assert_eq!(bound_milli_cpu(&l, "worker-1"), 0);
+        let unsteered = pod(None, Some("worker-2"), "Pending", 3);
+        charge_listed(&mut l, &unsteered.0, (Instant::now(), unsteered.1));
+        assert_eq!(l.len(), 1);
     }
 
     #[test]

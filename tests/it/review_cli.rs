@@ -156,6 +156,11 @@ fn unlabelled_nodes_are_said_to_match_no_selector() {
     // The example cluster's nodes have labels: nothing to say.
     let (_, stderr) = review_edited(|_| {});
     assert!(!stderr.contains("carry no labels"), "{stderr}");
+    // Nor does it know the pods steered before: it says so rather than showing nothing charged.
+    assert!(
+        stderr.contains("in flight: not known (no cluster read"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -608,6 +608,20 @@ async fn simulate_reads_nodes_and_bound_requests_from_the_apiserver() {
     assert_eq!(cluster.inventory.nodes.len(), 6);
     // Running pods on worker-4 and worker-5; the pending and the failed pod hold nothing.
     assert_eq!(cluster.pods.occupancy.pods(), 2);
+    // The steered ones are kept for `review` to charge as a replica starting now would.
+    let steered: Vec<&str> = cluster
+        .steered
+        .iter()
+        .filter_map(|p| p.metadata.name.as_deref())
+        .collect();
+    assert_eq!(
+        steered,
+        [
+            "orders-enrichment-taskmanager-1-1",
+            "orders-enrichment-taskmanager-1-2",
+            "orders-enrichment-taskmanager-1-4"
+        ]
+    );
 
     // The snapshot knows a node the cluster does not (left out) and gives worker-4 facts the
     // cluster contradicts (the cluster's win).
