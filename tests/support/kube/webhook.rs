@@ -329,28 +329,25 @@ impl Replica {
 
     /// The webhook's `/metrics` text.
     pub async fn metrics(&self, ca_pem: &str) -> String {
-        https_client(ca_pem)
-            .get(format!("{}/metrics", self.url()))
-            .send()
-            .await
-            .expect("metrics answer")
-            .text()
-            .await
-            .expect("metrics text")
+        self.get(ca_pem, "/metrics").await
     }
 
     /// `/debug/inflight`: the last refresh's charges and load counted twice, by node.
     pub async fn inflight(&self, ca_pem: &str) -> serde_json::Value {
+        let text = self.get(ca_pem, "/debug/inflight").await;
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("inflight JSON: {e}: {text}"))
+    }
+
+    /// The body of `GET path`.
+    async fn get(&self, ca_pem: &str, path: &str) -> String {
         https_client(ca_pem)
-            .get(format!("{}/debug/inflight", self.url()))
+            .get(format!("{}{path}", self.url()))
             .send()
             .await
-            .expect("inflight answer")
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
             .text()
             .await
-            .ok()
-            .and_then(|text| serde_json::from_str(&text).ok())
-            .expect("inflight JSON")
+            .unwrap_or_else(|e| panic!("{path} text: {e}"))
     }
 
     pub fn log(&self) -> String {
