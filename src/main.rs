@@ -113,6 +113,14 @@ enum Command {
         /// requests come from the load snapshot alone.
         #[arg(long)]
         no_cluster: bool,
+        /// A day instead of one burst: the burst again at each of these times (e.g.
+        /// 0s,2m,5m), a new job each time, with the metrics following the TaskManagers as
+        /// they start; prints a table per wave.
+        #[arg(long, value_delimiter = ',')]
+        waves: Vec<humantime::Duration>,
+        /// With --waves: how long after it is created a TaskManager starts using its CPU.
+        #[arg(long, default_value = "60s")]
+        start_delay: humantime::Duration,
     },
     /// Which TaskManagers run on hot nodes right now, by job and node; read-only.
     Hotspots {
@@ -322,6 +330,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             svg,
             json,
             no_cluster,
+            waves,
+            start_delay,
         } => {
             use placement_webhook::cli;
             let config = common.load()?;
@@ -356,6 +366,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             // Flags are checked before anything is loaded.
             cli::simulate::burst_of(&request)?;
+            if !waves.is_empty() && (svg.is_some() || json) {
+                anyhow::bail!("--waves prints a table: --svg and --json are for one burst");
+            }
+            let waves: Vec<std::time::Duration> = waves.into_iter().map(Into::into).collect();
+            let waves = cli::simulate::waves_of(&request, &waves, start_delay.into())?;
             if let Some(weight) = request
                 .pod
                 .as_ref()
@@ -375,6 +390,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Some(cluster) => cli::simulate::with_cluster(snapshot, cluster)?,
                 None => snapshot,
             };
+            if !waves.is_empty() {
+                print!(
+                    "{}",
+                    cli::simulate::day_table(snapshot, &config, &request, &waves)?
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             // Progress on stderr when it is a terminal; indicatif stays quiet otherwise.
             let bar = indicatif::ProgressBar::with_draw_target(
                 Some((cli::simulate::runs(&config) * request.pods) as u64),

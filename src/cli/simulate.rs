@@ -1,7 +1,9 @@
 //! `placement-webhook simulate`: what a burst of TaskManagers would do to a cluster, with and
 //! without the webhook, through the same closed loop the tests run (`simulate`).
 
+mod day;
 mod picture;
+pub use day::{day_table, waves_of};
 pub use picture::svg;
 
 use std::fmt::Write as _;

@@ -81,7 +81,16 @@ impl Cluster {
         self
     }
 
-    #[cfg(test)]
+    /// The same cluster later in a day: its nodes read as `snapshot` has them (the same
+    /// nodes), and `pods` bound since besides those running at the start.
+    pub(crate) fn later(&self, snapshot: LoadSnapshot, pods: Vec<Pod>, config: &Config) -> Cluster {
+        let mut later = Cluster::new(snapshot, config);
+        later.late = self.late.clone();
+        later.namespace_labels = self.namespace_labels.clone();
+        let running = self.pods.iter().map(|(pod, _)| pod.clone());
+        later.with_pods(running.chain(pods).collect())
+    }
+
     /// The same cluster with `pods` already running: bound pods (`spec.nodeName` set) with
     /// their namespace and labels. Their requests count on their nodes (the snapshot's
     /// `requested` is taken to leave them out, as a pod watch would add them); their real load

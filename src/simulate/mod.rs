@@ -13,6 +13,7 @@
 //! and the webhook's replicas list them through their pod watch before the burst.
 
 pub(crate) mod cluster;
+pub mod day;
 pub mod figures;
 mod pods;
 #[cfg(test)]

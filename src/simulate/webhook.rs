@@ -17,6 +17,7 @@ use crate::inflight::ledger::Ledger;
 use crate::inflight::shared::SharedLedger;
 use crate::inventory::pods::{apply_pod_event, landing_of};
 use crate::scheduler::cycle::PodFacts;
+use crate::snapshot::LoadSnapshot;
 use crate::telemetry::Landing;
 use crate::view::ViewStore;
 
@@ -48,186 +49,296 @@ pub(super) fn webhook(
     seed: u64,
     tick: &dyn Fn(),
 ) -> Outcome {
-    let mut config = config.clone();
-    config.inflight.network_bytes_per_second = burst
+    let network = burst
         .configured_network
         .unwrap_or(burst.network_bytes_per_second);
-    let config = Arc::new(config);
-    let store = Arc::new(ViewStore::new(config.placement.clone()));
+    let replicas = Replicas::new(config, network, timing, seed);
     let mut snapshot = cluster.snapshot.clone();
     snapshot.taken_at = Some(SystemTime::now());
-    store.publish_snapshot(snapshot);
-    let replicas = timing.replicas.max(1);
-    let ledgers: Vec<Arc<SharedLedger>> = (0..replicas)
-        .map(|_| Arc::new(SharedLedger::new(Ledger::for_config(&config))))
-        .collect();
-    let admissions: Vec<Admission> = ledgers
-        .iter()
-        .enumerate()
-        .map(|(r, ledger)| {
-            Admission::with_salt(
-                config.clone(),
-                store.clone(),
-                ledger.clone(),
-                seed.wrapping_add(r as u64 + 1)
-                    .wrapping_mul(0x9E37_79B9_7F4A_7C15),
-            )
-        })
-        .collect();
+    replicas.publish(snapshot);
+    let now = Moment::now();
+    replicas.list(cluster, now);
+    let run = BurstRun {
+        seed,
+        tick,
+        at: now,
+        first_index: 0,
+    };
+    replicas.burst(cluster, burst, &run).outcome
+}
 
-    let names: Vec<String> = (0..replicas)
-        .map(|r| format!("placement-webhook-{r}"))
-        .collect();
-    // The decider is the first replica, the lowest-named.
-    let decider = timing.one_decider().then_some(names[0].as_str());
-    let publish_members = |count: usize| {
-        if timing.membership {
-            for (r, admission) in admissions.iter().enumerate() {
-                admission
-                    .peers()
-                    .publish(&names[r], &names[..count], decider);
+/// One moment on both clocks: the ledger's monotonic one and the wall clock pods are stamped
+/// with.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Moment {
+    pub(super) mono: Instant,
+    pub(super) wall: SystemTime,
+}
+
+impl Moment {
+    pub(super) fn now() -> Self {
+        Moment {
+            mono: Instant::now(),
+            wall: SystemTime::now(),
+        }
+    }
+
+    /// `d` later.
+    pub(super) fn after(self, d: Duration) -> Self {
+        Moment {
+            mono: self.mono + d,
+            wall: self.wall + d,
+        }
+    }
+}
+
+/// How one burst runs: the scheduler's seed, progress, when it arrives, and the number of its
+/// first pod in the day (names and uids stay distinct across bursts).
+pub(super) struct BurstRun<'a> {
+    pub(super) seed: u64,
+    pub(super) tick: &'a dyn Fn(),
+    pub(super) at: Moment,
+    pub(super) first_index: usize,
+}
+
+/// A burst's outcome and its pods as the webhook patched them (`None`: not created).
+pub(super) struct Placed {
+    pub(super) outcome: Outcome,
+    pub(super) pods: Vec<Option<Value>>,
+}
+
+/// The webhook's replicas in the model: their view, ledgers and admission paths, which live
+/// through every burst of a day as they do in a cluster.
+pub(super) struct Replicas {
+    store: Arc<ViewStore>,
+    ledgers: Vec<Arc<SharedLedger>>,
+    admissions: Vec<Admission>,
+    names: Vec<String>,
+    timing: Timing,
+    config: Arc<Config>,
+}
+
+impl Replicas {
+    /// `timing.replicas` replicas of `config`, charging `network` bytes per second to a pod
+    /// without measured siblings.
+    pub(super) fn new(config: &Config, network: f64, timing: Timing, seed: u64) -> Self {
+        let mut config = config.clone();
+        config.inflight.network_bytes_per_second = network;
+        let config = Arc::new(config);
+        let store = Arc::new(ViewStore::new(config.placement.clone()));
+        let replicas = timing.replicas.max(1);
+        let ledgers: Vec<Arc<SharedLedger>> = (0..replicas)
+            .map(|_| Arc::new(SharedLedger::new(Ledger::for_config(&config))))
+            .collect();
+        let admissions: Vec<Admission> = ledgers
+            .iter()
+            .enumerate()
+            .map(|(r, ledger)| {
+                Admission::with_salt(
+                    config.clone(),
+                    store.clone(),
+                    ledger.clone(),
+                    seed.wrapping_add(r as u64 + 1)
+                        .wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                )
+            })
+            .collect();
+        let names = (0..replicas)
+            .map(|r| format!("placement-webhook-{r}"))
+            .collect();
+        Replicas {
+            store,
+            ledgers,
+            admissions,
+            names,
+            timing,
+            config,
+        }
+    }
+
+    pub(super) fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub(super) fn ledgers(&self) -> &[Arc<SharedLedger>] {
+        &self.ledgers
+    }
+
+    /// A refresh: the view every replica decides on.
+    pub(super) fn publish(&self, snapshot: LoadSnapshot) {
+        self.store.publish_snapshot(snapshot);
+    }
+
+    /// The namespaces and the pods already running, as each replica's watches list them.
+    pub(super) fn list(&self, cluster: &Cluster, at: Moment) {
+        for ledger in &self.ledgers {
+            ledger
+                .write()
+                .cluster
+                .set_namespace_labels(cluster.namespace_labels().clone());
+        }
+        for (pod, k) in cluster.bound_pods() {
+            let Ok(mut object) = serde_json::to_value(pod) else {
+                continue;
+            };
+            object["metadata"]["creationTimestamp"] = created(at);
+            for ledger in &self.ledgers {
+                watch(ledger, &object, Some((&cluster.nodes[k].name, None)), at);
             }
         }
-    };
-    let mut members = timing.members_at(0);
-    publish_members(members);
-
-    // The schedule, in virtual microseconds.
-    let us = |d: Duration| d.as_micros() as u64;
-    let admit_at = |i: usize| i as u64 * us(timing.review_interval);
-    let burst_end = admit_at(burst.count.saturating_sub(1)) + 1;
-    let mut bind_at = Vec::with_capacity(burst.count);
-    let mut last = if timing.binds_after_burst {
-        burst_end
-    } else {
-        0
-    };
-    for i in 0..burst.count {
-        last = last.max(admit_at(i)) + us(timing.bind_interval);
-        bind_at.push(last);
     }
-    let deliver = |t: u64| match timing.watch_lag {
-        Some(lag) => t + us(lag),
-        None => t.max(burst_end),
-    };
-    let mut events: Vec<(u64, Event)> = Vec::with_capacity(burst.count * (2 + 2 * replicas));
-    for (i, &bound) in bind_at.iter().enumerate() {
-        events.push((admit_at(i), Event::Admit { pod: i }));
-        events.push((bound, Event::Bind { pod: i }));
-        for replica in 0..replicas {
-            events.push((deliver(admit_at(i)), Event::Created { replica, pod: i }));
-            events.push((deliver(bound), Event::Bound { replica, pod: i }));
+
+    /// `count` replicas in the membership, as the membership watch publishes them.
+    fn publish_members(&self, count: usize) {
+        if !self.timing.membership {
+            return;
+        }
+        // The decider is the first replica, the lowest-named.
+        let decider = self.timing.one_decider().then_some(self.names[0].as_str());
+        for (r, admission) in self.admissions.iter().enumerate() {
+            admission
+                .peers()
+                .publish(&self.names[r], &self.names[..count], decider);
         }
     }
-    events.sort();
 
-    // The namespaces and the pods already running, as each replica's watches list them
-    // before the burst.
-    for ledger in &ledgers {
-        ledger
-            .write()
-            .cluster
-            .set_namespace_labels(cluster.namespace_labels().clone());
-    }
-    for (pod, k) in cluster.bound_pods() {
-        let Ok(object) = serde_json::to_value(pod) else {
-            continue;
+    /// The burst through the replicas and the scheduler model on `cluster`.
+    pub(super) fn burst(&self, cluster: &Cluster, burst: &Burst, run: &BurstRun<'_>) -> Placed {
+        let timing = self.timing;
+        let replicas = self.ledgers.len();
+        let mut members = timing.members_at(0);
+        self.publish_members(members);
+
+        // The schedule, in virtual microseconds.
+        let us = |d: Duration| d.as_micros() as u64;
+        let admit_at = |i: usize| i as u64 * us(timing.review_interval);
+        let burst_end = admit_at(burst.count.saturating_sub(1)) + 1;
+        let mut bind_at = Vec::with_capacity(burst.count);
+        let mut last = if timing.binds_after_burst {
+            burst_end
+        } else {
+            0
         };
-        for ledger in &ledgers {
-            watch(ledger, &object, Some(&cluster.nodes[k].name));
+        for i in 0..burst.count {
+            last = last.max(admit_at(i)) + us(timing.bind_interval);
+            bind_at.push(last);
         }
-    }
+        let deliver = |t: u64| match timing.watch_lag {
+            Some(lag) => t + us(lag),
+            None => t.max(burst_end),
+        };
+        let mut events: Vec<(u64, Event)> = Vec::with_capacity(burst.count * (2 + 2 * replicas));
+        for (i, &bound) in bind_at.iter().enumerate() {
+            events.push((admit_at(i), Event::Admit { pod: i }));
+            events.push((bound, Event::Bind { pod: i }));
+            for replica in 0..replicas {
+                events.push((deliver(admit_at(i)), Event::Created { replica, pod: i }));
+                events.push((deliver(bound), Event::Bound { replica, pod: i }));
+            }
+        }
+        events.sort();
 
-    let mut nodes = cluster.nodes.clone();
-    let mut view = PodsInView::new(cluster);
-    let mut scheduler = cluster.scheduler(&config, seed);
-    let mut patched: Vec<Option<Value>> = vec![None; burst.count];
-    let mut landed: Vec<Option<usize>> = vec![None; burst.count];
-    let mut outcome = Outcome::placed(Method::Webhook(timing), Vec::new());
-    let mut predicted: Vec<Vec<String>> = vec![Vec::new(); burst.count];
-    for (_, event) in events {
-        match event {
-            Event::Admit { pod } => {
-                let object = nth_pod(&burst.pod, pod);
-                let review = review_of(&object, pod);
-                if timing.members_at(pod) != members {
-                    members = timing.members_at(pod);
-                    publish_members(members);
-                }
-                // Forwarded, a review is decided by the first replica about a millisecond
-                // later: the reviews stay 3 ms apart and in order, so the decision is taken
-                // here with the same events before it.
-                let decider = if timing.one_decider() {
-                    0
-                } else {
-                    timing.replica_for(pod)
-                };
-                let admission = &admissions[decider];
-                let Ok(answer) = admission.review_bytes(&review) else {
-                    patched[pod] = Some(object);
-                    continue;
-                };
-                let mut doc = object;
-                if let Some(encoded) = answer.review.response.patch.as_deref()
-                    && let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(encoded)
-                    && let Ok(patch) = serde_json::from_slice::<json_patch::Patch>(&bytes)
-                {
-                    // A patch that does not apply would reject the pod: keep it visible.
-                    if json_patch::patch(&mut doc, &patch.0).is_err() {
-                        continue;
+        let mut nodes = cluster.nodes.clone();
+        let mut view = PodsInView::new(cluster);
+        let mut scheduler = cluster.scheduler(&self.config, run.seed);
+        let mut patched: Vec<Option<Value>> = vec![None; burst.count];
+        let mut landed: Vec<Option<usize>> = vec![None; burst.count];
+        let mut outcome = Outcome::placed(Method::Webhook(timing), Vec::new());
+        let mut predicted: Vec<Vec<String>> = vec![Vec::new(); burst.count];
+        for (_, event) in events {
+            match event {
+                Event::Admit { pod } => {
+                    let index = run.first_index + pod;
+                    let object = nth_pod(&burst.pod, index);
+                    let review = review_of(&object, index);
+                    if timing.members_at(pod) != members {
+                        members = timing.members_at(pod);
+                        self.publish_members(members);
                     }
-                }
-                predicted[pod] = predicted_nodes(&doc);
-                patched[pod] = Some(doc);
-            }
-            Event::Bind { pod } => {
-                tick();
-                let Some(object) = patched[pod].as_ref().and_then(pod_of) else {
-                    continue;
-                };
-                let facts = PodFacts::of(&object);
-                let cycle = view.schedule(&mut scheduler, &facts, &nodes);
-                let preferred = preferred_names(&facts);
-                if !preferred.is_empty() && !cycle.sample.is_empty() {
-                    outcome.with_preferences += 1;
-                    if !cycle
-                        .sample
-                        .iter()
-                        .any(|&k| preferred.contains(nodes[k].name.as_str()))
-                    {
-                        outcome.preferred_outside_sample += 1;
-                    }
-                }
-                if let Some(k) = cycle.node {
-                    if predicted[pod].iter().any(|n| *n == nodes[k].name) {
-                        outcome.predicted_landing_held += 1;
-                    }
-                    nodes[k].add_pod(&facts.requests);
-                    view.bind(&object, k);
-                    landed[pod] = Some(k);
-                }
-            }
-            Event::Created { replica, pod } => {
-                if let Some(object) = &patched[pod] {
-                    watch(&ledgers[replica], object, None);
-                }
-            }
-            Event::Bound { replica, pod } => {
-                if let (Some(object), Some(k)) = (&patched[pod], landed[pod])
-                    && let Some((place, _)) = watch(&ledgers[replica], object, Some(&nodes[k].name))
-                {
-                    let slot = match place {
-                        Landing::FirstTier => 0,
-                        Landing::OtherTier => 1,
-                        Landing::Elsewhere => 2,
+                    // Forwarded, a review is decided by the first replica about a millisecond
+                    // later: the reviews stay 3 ms apart and in order, so the decision is taken
+                    // here with the same events before it.
+                    let decider = if timing.one_decider() {
+                        0
+                    } else {
+                        timing.replica_for(pod)
                     };
-                    outcome.landings[slot] += 1;
+                    let admission = &self.admissions[decider];
+                    let Ok(answer) = admission.review_bytes(&review) else {
+                        patched[pod] = Some(object);
+                        continue;
+                    };
+                    let mut doc = object;
+                    if let Some(encoded) = answer.review.response.patch.as_deref()
+                        && let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(encoded)
+                        && let Ok(patch) = serde_json::from_slice::<json_patch::Patch>(&bytes)
+                    {
+                        // A patch that does not apply would reject the pod: keep it visible.
+                        if json_patch::patch(&mut doc, &patch.0).is_err() {
+                            continue;
+                        }
+                    }
+                    doc["metadata"]["creationTimestamp"] = created(run.at);
+                    predicted[pod] = predicted_nodes(&doc);
+                    patched[pod] = Some(doc);
+                }
+                Event::Bind { pod } => {
+                    (run.tick)();
+                    let Some(object) = patched[pod].as_ref().and_then(pod_of) else {
+                        continue;
+                    };
+                    let facts = PodFacts::of(&object);
+                    let cycle = view.schedule(&mut scheduler, &facts, &nodes);
+                    let preferred = preferred_names(&facts);
+                    if !preferred.is_empty() && !cycle.sample.is_empty() {
+                        outcome.with_preferences += 1;
+                        if !cycle
+                            .sample
+                            .iter()
+                            .any(|&k| preferred.contains(nodes[k].name.as_str()))
+                        {
+                            outcome.preferred_outside_sample += 1;
+                        }
+                    }
+                    if let Some(k) = cycle.node {
+                        if predicted[pod].iter().any(|n| *n == nodes[k].name) {
+                            outcome.predicted_landing_held += 1;
+                        }
+                        nodes[k].add_pod(&facts.requests);
+                        view.bind(&object, k);
+                        landed[pod] = Some(k);
+                    }
+                }
+                Event::Created { replica, pod } => {
+                    if let Some(object) = &patched[pod] {
+                        watch(&self.ledgers[replica], object, None, run.at);
+                    }
+                }
+                Event::Bound { replica, pod } => {
+                    if let (Some(object), Some(k)) = (&patched[pod], landed[pod])
+                        && let Some((place, _)) = watch(
+                            &self.ledgers[replica],
+                            object,
+                            Some((&nodes[k].name, None)),
+                            run.at,
+                        )
+                    {
+                        let slot = match place {
+                            Landing::FirstTier => 0,
+                            Landing::OtherTier => 1,
+                            Landing::Elsewhere => 2,
+                        };
+                        outcome.landings[slot] += 1;
+                    }
                 }
             }
         }
+        outcome.landed = landed;
+        Placed {
+            outcome,
+            pods: patched,
+        }
     }
-    outcome.landed = landed;
-    outcome
 }
 
 /// The nodes the decision annotation says the pod lands on.
@@ -256,26 +367,39 @@ fn preferred_names<'a>(facts: &'a PodFacts<'_>) -> BTreeSet<&'a str> {
     names
 }
 
-/// One pod event as the watch delivers it to a replica; for a bind of a pod this replica
-/// decided, where it landed (the landing-accuracy metric's reading).
-fn watch(
+/// A creation timestamp at `at`.
+fn created(at: Moment) -> Value {
+    json!(humantime::format_rfc3339_seconds(at.wall).to_string())
+}
+
+/// One pod event as the watch delivers it to a replica at `at`: created, or bound to a node
+/// (and running since a time, once started); for a bind of a pod this replica decided, where
+/// it landed (the landing-accuracy metric's reading).
+pub(super) fn watch(
     ledger: &SharedLedger,
     object: &Value,
-    node: Option<&str>,
+    bound: Option<(&str, Option<SystemTime>)>,
+    at: Moment,
 ) -> Option<(Landing, Option<f64>)> {
     let mut pod = object.clone();
-    pod["metadata"]["creationTimestamp"] =
-        json!(humantime::format_rfc3339_seconds(SystemTime::now()).to_string());
-    if let Some(node) = node {
-        pod["spec"]["nodeName"] = json!(node);
-        pod["status"] = json!({"phase": "Running"});
-    } else {
-        pod["status"] = json!({"phase": "Pending"});
+    if pod["metadata"]["creationTimestamp"].is_null() {
+        pod["metadata"]["creationTimestamp"] = created(at);
+    }
+    match bound {
+        Some((node, started)) => {
+            pod["spec"]["nodeName"] = json!(node);
+            pod["status"] = json!({"phase": "Running"});
+            if let Some(started) = started {
+                pod["status"]["startTime"] =
+                    json!(humantime::format_rfc3339_seconds(started).to_string());
+            }
+        }
+        None => pod["status"] = json!({"phase": "Pending"}),
     }
     let pod = pod_of(&pod)?;
     let mut ledger = ledger.write();
-    apply_pod_event(&mut ledger, &pod, false, Instant::now(), SystemTime::now());
-    node.and_then(|_| landing_of(&mut ledger, &pod))
+    apply_pod_event(&mut ledger, &pod, false, at.mono, at.wall);
+    bound.and_then(|_| landing_of(&mut ledger, &pod))
 }
 
 fn review_of(object: &Value, index: usize) -> Vec<u8> {

@@ -477,3 +477,78 @@ fn the_table_says_what_its_columns_count() {
     }
     assert!(table.contains("\nwebhook, bind lag 10ms "), "{table}");
 }
+
+/// `--waves`: a row per wave and method, the day's rows the library's `run_day` for the same
+/// input, and a clear refusal of the one-burst outputs.
+#[test]
+fn a_day_of_waves_prints_a_row_per_wave_and_method() {
+    let out = bin()
+        .args([
+            "simulate",
+            "--pods",
+            "20",
+            "--waves",
+            "2m,0s",
+            "--start-delay",
+            "60s",
+        ])
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|l| {
+            l.trim_start()
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_digit())
+        })
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let firsts: Vec<(&str, &str)> = rows.iter().map(|r| (r[0], r[1])).collect();
+    assert_eq!(
+        firsts,
+        [
+            ("0s", "webhook"),
+            ("0s", "fixed"),
+            ("0s", "no"),
+            ("120s", "webhook"),
+            ("120s", "fixed"),
+            ("120s", "no"),
+        ],
+        "{stdout}"
+    );
+    // The webhook's second wave, as the library computes it.
+    let config = Config::default();
+    let waves = simulate::waves_of(
+        &request(20),
+        &[Duration::ZERO, Duration::from_secs(120)],
+        Duration::from_secs(60),
+    )
+    .expect("waves");
+    let cluster = Cluster::new(embedded_example().expect("example"), &config);
+    let day = placement_webhook::simulate::day::run_day(
+        &cluster,
+        &config,
+        &waves,
+        placement_webhook::simulate::day::Steering::Webhook(Timing::typical(1)),
+        1,
+    );
+    assert_eq!(rows[3][3], format!("{:+.2}", day[1].above), "{stdout}");
+
+    let refused = bin()
+        .args(["simulate", "--waves", "0s,2m", "--json"])
+        .output()
+        .expect("runs");
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("--waves prints a table: --svg and --json are for one burst"),
+        "{stderr}"
+    );
+}

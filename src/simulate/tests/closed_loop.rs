@@ -42,12 +42,12 @@ const BUSY: f64 = 0.70;
 const NIC: f64 = 1.25e9;
 
 /// splitmix64: deterministic scenarios without a dependency.
-struct Rng(u64);
+pub(super) struct Rng(u64);
 
 impl Rng {
     /// The scenario's generator; `CLOSED_LOOP_SEED=k` shifts every scenario's seed by `k` to
     /// try other clusters of the same kind outside the gate (unset: the gate's clusters).
-    fn seeded(seed: u64) -> Self {
+    pub(super) fn seeded(seed: u64) -> Self {
         // A value that does not parse stops the run: it would otherwise rerun the gate's
         // clusters under the name of others.
         let shift = std::env::var("CLOSED_LOOP_SEED").map_or(0, |s| {
@@ -66,22 +66,22 @@ impl Rng {
         (z >> 11) as f64 / (1u64 << 53) as f64
     }
 
-    fn range(&mut self, lo: f64, hi: f64) -> f64 {
+    pub(super) fn range(&mut self, lo: f64, hi: f64) -> f64 {
         lo + (hi - lo) * self.next()
     }
 }
 
 /// One generated node: size, real load and what its pods already request.
-struct Spec {
-    cores: u32,
-    cpu: f64,
-    nic: f64,
-    requested_cores: f64,
+pub(super) struct Spec {
+    pub(super) cores: u32,
+    pub(super) cpu: f64,
+    pub(super) nic: f64,
+    pub(super) requested_cores: f64,
     /// Zone index, when the cluster spreads over zones.
-    zone: Option<usize>,
+    pub(super) zone: Option<usize>,
 }
 
-fn snapshot(specs: &[Spec]) -> LoadSnapshot {
+pub(super) fn snapshot(specs: &[Spec]) -> LoadSnapshot {
     // Names are a permutation of positions, so name order says nothing about load.
     let n = specs.len();
     let stride = (1..n)
@@ -160,7 +160,7 @@ fn taskmanager() -> Value {
     })
 }
 
-fn burst(count: usize, network: f64) -> Burst {
+pub(super) fn burst(count: usize, network: f64) -> Burst {
     Burst {
         pod: taskmanager(),
         count,
