@@ -54,7 +54,7 @@ impl MetricsTiming {
     }
 
     /// The share of a pod's load the metrics read at `read` show, for a pod started at
-    /// `started` (`None`: not yet).
+    /// `started` (none before it starts).
     fn shown(&self, started: Duration, read: Duration) -> f64 {
         let ran = read.saturating_sub(started).saturating_sub(self.scrape);
         (ran.as_secs_f64() / self.window.as_secs_f64().max(1e-3)).clamp(0.0, 1.0)
