@@ -15,12 +15,11 @@ use serde_json::{Value, json};
 
 use super::figures::{Figures, figures};
 use super::pods::{PodsInView, nth_pod, pod_of};
-use super::webhook::{BurstRun, Moment, Replicas, watch};
+use super::webhook::{BurstRun, Moment, Replicas, note_in, watch};
 use super::{Burst, Cluster, Method, Timing, place_in_order};
 use crate::config::{Config, HandoverRule};
 use crate::inflight::ledger::Ledger;
 use crate::inflight::ledger::handover::Evidence;
-use crate::inflight::note::{ANNOTATION, DecisionNote};
 use crate::scheduler::cycle::PodFacts;
 use crate::snapshot::{LoadSnapshot, PodReading};
 
@@ -137,10 +136,7 @@ pub fn run_day(
         let t = wave.at;
         let read_at = timing.refreshed_by(t);
         let now = zero.after(t);
-        let pods: Vec<Pod> = placed
-            .iter()
-            .filter_map(|p| bound_pod(p, cluster))
-            .collect();
+        let pods: Vec<Pod> = placed.iter().filter_map(bound_pod).collect();
         let readings = readings(
             cluster,
             &placed,
@@ -156,7 +152,7 @@ pub fn run_day(
         });
         // The nodes as really used: every earlier TaskManager at its eventual load.
         let truth = cluster.later(
-            readings_eventual(cluster, &placed, zero.wall + t),
+            self::readings(cluster, &placed, None, zero.wall + t),
             pods,
             config,
         );
@@ -210,7 +206,7 @@ pub fn run_day(
                 network: wave.burst.network_bytes_per_second,
                 steered: t,
                 started: t + wave.start_delay,
-                id: note_id(&object),
+                id: note_in(&object).map(|n| n.id),
                 object,
             });
         }
@@ -297,26 +293,15 @@ fn readings(
     snapshot
 }
 
-fn readings_eventual(cluster: &Cluster, placed: &[Placed], taken_at: SystemTime) -> LoadSnapshot {
-    readings(cluster, placed, None, taken_at)
-}
-
 fn text(value: &Value) -> String {
     value.as_str().unwrap_or_default().to_string()
 }
 
 /// A placed TaskManager as the scheduler's cache holds it: bound to its node.
-fn bound_pod(p: &Placed, cluster: &Cluster) -> Option<Pod> {
+fn bound_pod(p: &Placed) -> Option<Pod> {
     let mut object = p.object.clone();
-    object["spec"]["nodeName"] = json!(cluster.nodes[p.node].name);
+    object["spec"]["nodeName"] = json!(p.node_name);
     pod_of(&object)
-}
-
-fn note_id(object: &Value) -> Option<String> {
-    object["metadata"]["annotations"][ANNOTATION]
-        .as_str()
-        .and_then(DecisionNote::parse)
-        .map(|n| n.id)
 }
 
 /// What the replicas hear before the wave: the TaskManagers started since the last one (each
@@ -374,15 +359,23 @@ fn uncounted(
             .extra(&cluster.nodes[i].name)
             .map_or(0.0, |x| x.cpu_cores)
     };
-    let deciding = replicas.ledgers().iter().max_by(|a, b| {
-        let total = |l: &Ledger| (0..unshown.len()).map(|i| charged(l, i)).sum::<f64>();
-        total(&a.read()).total_cmp(&total(&b.read()))
-    });
+    // Each replica's charge by node, read once; the deciding one charges the most.
+    let by_replica: Vec<Vec<f64>> = replicas
+        .ledgers()
+        .iter()
+        .map(|ledger| {
+            let ledger = ledger.read();
+            (0..unshown.len()).map(|i| charged(&ledger, i)).collect()
+        })
+        .collect();
+    let total = |charges: &Vec<f64>| charges.iter().sum::<f64>();
+    let deciding = by_replica
+        .iter()
+        .max_by(|a, b| total(a).total_cmp(&total(b)));
     let Some(deciding) = deciding else {
         return unshown.into_iter().fold(0.0, f64::max);
     };
-    let ledger = deciding.read();
     (0..unshown.len())
-        .map(|i| unshown[i] - charged(&ledger, i))
+        .map(|i| unshown[i] - deciding[i])
         .fold(0.0, f64::max)
 }

@@ -343,11 +343,16 @@ impl Replicas {
 
 /// The nodes the decision annotation says the pod lands on.
 fn predicted_nodes(doc: &Value) -> Vec<String> {
+    note_in(doc)
+        .map(|n| n.nodes.into_iter().map(|(name, _)| name).collect())
+        .unwrap_or_default()
+}
+
+/// The decision annotation of a pod as the webhook patched it.
+pub(super) fn note_in(doc: &Value) -> Option<crate::inflight::note::DecisionNote> {
     doc["metadata"]["annotations"][crate::inflight::note::ANNOTATION]
         .as_str()
         .and_then(crate::inflight::note::DecisionNote::parse)
-        .map(|n| n.nodes.into_iter().map(|(name, _)| name).collect())
-        .unwrap_or_default()
 }
 
 /// Node names a pod's preferred `In` terms name (by field or by label value).
