@@ -41,9 +41,8 @@ if [ -z "$TARGETS" ]; then
   TARGETS=$(cargo +nightly fuzz list)
 fi
 
-for target in $TARGETS; do
-  cargo +nightly fuzz build --sanitizer "$FUZZ_SANITIZER" "$target"
-done
+# One build of every target: cargo compiles the targets side by side on the shared tree.
+cargo +nightly fuzz build --sanitizer "$FUZZ_SANITIZER"
 
 # What the run did: runs executed (fixed by FUZZ_RUNS) and inputs libFuzzer kept. The kept
 # count can differ by a few percent between runs of the same seed (libFuzzer's feedback is not

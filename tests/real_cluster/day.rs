@@ -21,7 +21,9 @@
 //! By default it runs the times at half scale (rate window 60 s, scrapes every 10 s, ttl 45 s)
 //! over an eight-minute day of 200 nodes a pool (about ten minutes with the setup).
 //! `PLACEMENT_DAY_NODES=2000 PLACEMENT_DAY_STRETCH=7.5` runs the long day (2,000 nodes a pool,
-//! every step 7.5 times later and bursts scaled with the nodes: an hour).
+//! every step 7.5 times later and bursts scaled with the nodes: an hour). It needs more cores than
+//! two: kwok's series for 4,002 scrape targets every 10 s took 1.4 cores and its scrapes timed
+//! out (docs/design.md, "A day on a living cluster").
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

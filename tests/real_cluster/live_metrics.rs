@@ -151,19 +151,9 @@ async fn kwok_serves_node_and_pod_metrics_that_the_shipped_queries_read() {
 
     // Both exporters of every node scraped once before any pod starts, as in a cluster whose
     // monitoring runs already.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let up = prometheus.query("up == 1").await;
-        if up.len() == 2 * NODES.len() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "scrape targets up after 30 s: {up:?}\n{}",
-            prometheus.log()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    prometheus
+        .wait_targets_up(2 * NODES.len(), Duration::ZERO)
+        .await;
 
     for pod in &PODS {
         let mut manifest = taskmanager(pod.name, "wordcount", &pod.cpu_cores.to_string());

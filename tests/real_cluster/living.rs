@@ -126,7 +126,9 @@ pub async fn readings(cluster: &Cluster, window: Duration) -> Option<BTreeMap<St
 /// Waits until every replica's snapshot holds every node and the readings are right: each of
 /// `nodes` (name, busy fraction) within 0.03 of it.
 pub async fn wait_settled(cluster: &Cluster, window: Duration, nodes: &[(String, f64)]) {
-    let deadline = Instant::now() + Duration::from_secs(180);
+    // Each node's series are a query's work and a scrape of kwok's: more nodes, more patience.
+    let patience = Duration::from_secs(180) + Duration::from_millis(20) * nodes.len() as u32;
+    let deadline = Instant::now() + patience;
     loop {
         let read = readings(cluster, window).await.unwrap_or_default();
         let right = nodes
@@ -141,8 +143,14 @@ pub async fn wait_settled(cluster: &Cluster, window: Duration, nodes: &[(String,
             return;
         }
         if Instant::now() >= deadline {
+            let wrong: Vec<String> = nodes
+                .iter()
+                .filter(|(name, busy)| read.get(name).is_none_or(|r| (r - busy).abs() >= 0.03))
+                .take(10)
+                .map(|(name, busy)| format!("{name} {busy:.3} read {:?}", read.get(name)))
+                .collect();
             panic!(
-                "{right} of {} nodes read right after 180 s; scrapes: {}\n{}",
+                "{right} of {} nodes read right after {patience:?} (wrong: {wrong:?}); scrapes: {}\n{}",
                 nodes.len(),
                 scrapes(cluster).await,
                 cluster.logs()
