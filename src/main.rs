@@ -376,12 +376,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .as_ref()
                 .and_then(|pod| serde_json::from_value(pod.clone()).ok())
                 .and_then(|pod| {
-                    placement_webhook::placement::own_spread::own_hostname_anti_affinity(&pod)
+                    placement_webhook::placement::eligible::own_spread::own_hostname_anti_affinity(
+                        &pod,
+                    )
                 })
             {
                 eprintln!(
                     "note: {}",
-                    placement_webhook::placement::own_spread::note(weight)
+                    placement_webhook::placement::eligible::own_spread::note(weight)
                 );
             }
             let (snapshot, cluster) =

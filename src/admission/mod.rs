@@ -87,7 +87,7 @@ pub struct Admission {
     ledger: Arc<SharedLedger>,
     /// Breaks near-ties in this replica's own order (see `placement::decide`).
     salt: u64,
-    /// The live replicas, when known (see `placement::replica`); kept current by the
+    /// The live replicas, when known (see `placement::replicas::replica`); kept current by the
     /// membership watch.
     peers: Arc<Peers>,
     /// Each pod shape's ranking of the nodes, kept up to date with the ledger.

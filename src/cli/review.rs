@@ -154,8 +154,13 @@ fn node_table(admission: &Admission, body: &[u8], inflight: Option<&[NodeHandove
                     ),
                 }
             );
-            if let Some(weight) = placement::own_spread::own_hostname_anti_affinity(&pod) {
-                let _ = writeln!(out, "note: {}\n", placement::own_spread::note(weight));
+            if let Some(weight) = placement::eligible::own_spread::own_hostname_anti_affinity(&pod)
+            {
+                let _ = writeln!(
+                    out,
+                    "note: {}\n",
+                    placement::eligible::own_spread::note(weight)
+                );
             }
             let placement = &admission.config().placement;
             let replica = admission.replica();

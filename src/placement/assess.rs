@@ -1,13 +1,15 @@
 //! `review --explain`'s rows: every node of the view, with why a decision chose it or not.
 
-use super::constraints::Ineligible;
-use super::context::{DecisionCtx, PodDemand};
-use super::decide::deciding;
-use super::decision::Decision;
-use super::eligibility::Eligibility;
-use super::replica::Replica;
-use super::standing::{PodHeat, Standing, effective_load, fits_with, load_with, standing};
 use crate::config::PlacementConfig;
+use crate::placement::context::{DecisionCtx, PodDemand};
+use crate::placement::decide::deciding;
+use crate::placement::decision::Decision;
+use crate::placement::eligibility::Eligibility;
+use crate::placement::eligible::constraints::Ineligible;
+use crate::placement::rank::standing::{
+    PodHeat, Standing, effective_load, fits_with, load_with, standing,
+};
+use crate::placement::replicas::replica::Replica;
 use crate::view::NodeView;
 use crate::view::heat::{Load, heat, is_hot};
 
@@ -78,10 +80,10 @@ pub(crate) fn assess_all(
         .map(|bounded| bounded.marks(nodes));
     let partition = may_name.partition.as_ref();
     let around = ledger
-        .filter(|l| super::pod_level::applies(&pod.facts, l))
-        .map(|l| super::pod_level::pods_around(&pod.facts, view, l));
+        .filter(|l| crate::placement::eligible::pod_level::applies(&pod.facts, l))
+        .map(|l| crate::placement::eligible::pod_level::pods_around(&pod.facts, view, l));
     let around_filters = around.as_deref().zip(ledger).map(|(pods, ledger)| {
-        super::pod_level::AroundFilters::new(
+        crate::placement::eligible::pod_level::AroundFilters::new(
             &pod.facts,
             view,
             pods,

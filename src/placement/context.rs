@@ -2,11 +2,11 @@
 //! this replica sees it, what it has steered and not yet seen land (read per node through
 //! `InFlight`), and the two configurations.
 
-use super::constraints::PodConstraints;
 use crate::cluster::occupancy::NodeRequests;
 use crate::config::PlacementConfig;
 use crate::config::scheduler::SchedulerConfig;
 use crate::inflight::ledger::{Ledger, NodeExtra, PodLoad};
+use crate::placement::eligible::constraints::PodConstraints;
 use crate::scheduler::cycle::PodFacts;
 use crate::view::{ClusterView, NodeView};
 
@@ -51,7 +51,7 @@ pub struct PodDemand<'a> {
     /// Estimated real load it adds to its node.
     pub load: PodLoad,
     /// Where `load` came from.
-    pub source: super::LoadSource,
+    pub source: crate::placement::LoadSource,
 }
 
 /// The ledger's counts for each node of one view: by position when the ledger is aligned with

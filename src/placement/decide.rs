@@ -13,19 +13,19 @@
 //!    scores decide; under sampling, a node lands the pod when it is in the sample and every
 //!    better-scored tier-1 node is not. The pod is charged there, by probability.
 
-use super::context::DecisionCtx;
-use super::decision::{Decision, NamedBy, RankedNode, TierChoice};
-use super::eligibility::Eligibility;
-use super::grading::{Grading, tier_weights};
-use super::landing::{Coverage, Window, order_positions, tier_size_for_sample};
-use super::predict::predict_landing;
-use super::rank_index::{RankIndex, RankIndexes};
-use super::ranking_source::{Indexed, RankingSource, Walks};
-use super::replica::Replica;
-use super::spread_cover::cover_spread_domains;
-use super::standing::{Candidate, Ranking, load_with, pod_heat, tie_breakers};
-use super::walk::Walk;
 use crate::config::scheduler::SchedulerConfig;
+use crate::placement::context::DecisionCtx;
+use crate::placement::decision::{Decision, NamedBy, RankedNode, TierChoice};
+use crate::placement::eligibility::Eligibility;
+use crate::placement::landing::{Coverage, Window, order_positions, tier_size_for_sample};
+use crate::placement::predict::predict_landing;
+use crate::placement::rank::grading::{Grading, tier_weights};
+use crate::placement::rank::rank_index::{RankIndex, RankIndexes};
+use crate::placement::rank::spread_cover::cover_spread_domains;
+use crate::placement::rank::standing::{Candidate, Ranking, load_with, pod_heat, tie_breakers};
+use crate::placement::rank::walk::Walk;
+use crate::placement::ranking_source::{Indexed, RankingSource, Walks};
+use crate::placement::replicas::replica::Replica;
 use crate::scheduler::num_feasible_nodes_to_find;
 use crate::view::ClusterView;
 
@@ -68,7 +68,7 @@ pub fn decide_indexed(
     // Which nodes such a pod may take changes with every pod bound or steered, and the level
     // the other replicas' unheard pods reach with every decision of a replica that mirrors
     // them: the per-shape index follows neither; the walk does.
-    if super::pod_level::applies(&pod.facts, ledger) || replica.mirrors() {
+    if crate::placement::eligible::pod_level::applies(&pod.facts, ledger) || replica.mirrors() {
         return decide(ctx, replica);
     }
     let Some(slot) = indexes.slot(view, pod, policy, &replica) else {
@@ -114,7 +114,7 @@ fn decision(
     let DecisionCtx {
         pod, view, policy, ..
     } = *ctx;
-    let domains = super::pod_level::spread_domains(&pod.facts, view);
+    let domains = crate::placement::eligible::pod_level::spread_domains(&pod.facts, view);
     if !domains.is_empty() && !picked.saturated {
         // Every spread domain, those this replica sees closed included: by the time the
         // scheduler reaches the pod, pods this replica has not heard of may have moved which
@@ -135,7 +135,7 @@ fn decision(
         let per_domain = tier_size_for_sample(
             fraction,
             policy.sample_miss,
-            super::spread_cover::SPREAD_DOMAIN_NODES,
+            crate::placement::rank::spread_cover::SPREAD_DOMAIN_NODES,
         );
         cover_spread_domains(
             &mut picked.tiers,
@@ -247,8 +247,9 @@ fn pick(
     // it and not bound yet, whatever their predicted landing said: the fallback tiers hold that
     // many more.
     let taken_ahead = match ctx.ledger {
-        Some(ledger) if super::pod_level::scores_apply(&pod.facts) => {
-            super::groups_around::pending_read(&pod.facts, ledger).min(MAX_TAKEN_AHEAD)
+        Some(ledger) if crate::placement::eligible::pod_level::scores_apply(&pod.facts) => {
+            crate::placement::eligible::groups_around::pending_read(&pod.facts, ledger)
+                .min(MAX_TAKEN_AHEAD)
         }
         _ => 0,
     };

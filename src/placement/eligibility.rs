@@ -5,15 +5,15 @@
 use std::cell::OnceCell;
 use std::sync::Arc;
 
-use super::affinity_sums::AffinitySumsCache;
-use super::constraints::eligible_nodes;
-use super::context::DecisionCtx;
-use super::partition::partition_for;
-use super::per_job::within_bounds;
-use super::pod_level::{Around, Surroundings, restrict};
-use super::replica::{Partition, Replica};
 use crate::config::PlacementConfig;
 use crate::config::scheduler::SchedulerConfig;
+use crate::placement::context::DecisionCtx;
+use crate::placement::eligible::affinity_sums::AffinitySumsCache;
+use crate::placement::eligible::constraints::eligible_nodes;
+use crate::placement::eligible::per_job::within_bounds;
+use crate::placement::eligible::pod_level::{Around, Surroundings, restrict};
+use crate::placement::partition::partition_for;
+use crate::placement::replicas::replica::{Partition, Replica};
 
 /// Some nodes of the view, as the walk reads them (their positions) and as a rank index does
 /// (a mark per view position, made when first asked for).

@@ -1,43 +1,45 @@
 //! Pure placement decisions: from a pod, the cluster view and the policy to ranked nodes and terms.
+//!
+//! The decision sits here: its context (`context`), the nodes it may name (`eligibility`, with
+//! this replica's share, `partition`), the decision itself (`decide`, `decision`, reading its
+//! rankings through `ranking_source`), where the pod is predicted to land (`predict`, and
+//! `unsteered` for a pod left to the scheduler) and `review --explain`'s rows (`assess`). What
+//! it draws on has a room of its own; a room reads no file above it but `context`, and none
+//! reads a room that reads it (`rank/` reads the three others, which read no room):
+//! - `eligible/`: what a pod's constraints and the scheduler's filters that count other pods allow;
+//! - `rank/`: how the nodes rank for the pod, walked or read from the rank index, and the weight
+//!   of each named term;
+//! - `landing/`: the scheduler's sample and scores among the nodes named;
+//! - `replicas/`: the live replica set.
 
-pub(crate) mod affinity_sums;
 pub(crate) mod assess;
-pub(crate) mod constraints;
 mod context;
 pub mod decide;
 pub(crate) mod decision;
 mod eligibility;
+pub mod eligible;
 pub(crate) mod estimate;
-mod grading;
-mod groups_around;
 pub mod landing;
-pub mod own_spread;
 mod partition;
-pub(crate) mod per_job;
-pub(crate) mod pod_level;
 mod predict;
-pub(crate) mod rank_index;
+pub(crate) mod rank;
 mod ranking_source;
-pub(crate) mod replica;
+pub(crate) mod replicas;
 pub(crate) mod selector;
-mod spread_cover;
-mod spread_settle;
-pub(crate) mod standing;
 pub(crate) mod unsteered;
-mod walk;
 
 #[cfg(test)]
 mod tests;
 
 pub(crate) use assess::{NodeAssessment, assess_all};
-pub use constraints::{Ineligible, PodConstraints};
 pub use context::DecisionCtx;
 pub use context::PodDemand;
 pub use decide::{decide, decide_indexed};
 pub use decision::{Decision, RankedNode, TierChoice};
+pub use eligible::constraints::{Ineligible, PodConstraints};
 pub use estimate::{Estimate, LoadSource};
-pub use rank_index::RankIndexes;
+pub use rank::rank_index::RankIndexes;
 #[cfg(test)]
-pub(crate) use replica::ReplicaSet;
-pub(crate) use replica::{Peers, Replica};
+pub(crate) use replicas::replica::ReplicaSet;
+pub(crate) use replicas::replica::{Peers, Replica};
 pub(crate) use unsteered::unsteered_landing;

@@ -2,9 +2,9 @@
 //! the other replicas' unheard pods are taken to have filled theirs to, and the pods the scores
 //! that count pods count on their nodes.
 
-use super::context::DecisionCtx;
-use super::replica::{Partition, Replica};
-use super::standing::{load_with, pod_heat, room_with};
+use crate::placement::context::DecisionCtx;
+use crate::placement::rank::standing::{load_with, pod_heat, room_with};
+use crate::placement::replicas::replica::{Partition, Replica};
 
 /// This replica's nodes, and the level the other replicas' unheard pods are taken to have
 /// filled theirs to.
@@ -21,7 +21,7 @@ pub(super) fn partition_for(
         partition.filled.sort_unstable();
     }
     partition.mirrored = partition.filled.clone();
-    if !partition.others_idle && super::pod_level::scores_apply(&pod.facts) {
+    if !partition.others_idle && crate::placement::eligible::pod_level::scores_apply(&pod.facts) {
         // Another replica's node ranks as if its owner had just put a pod there in the scores
         // that count pods too: a pod that keeps apart from its kind does not take the node
         // its owner took a moment ago, which the scheduler would then rank below a free one.

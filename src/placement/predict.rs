@@ -1,9 +1,11 @@
 //! Where a pod lands among the nodes a decision names, as the scheduler's sampling and
 //! resource scores will choose: the odds the pod is charged by.
 
-use super::context::DecisionCtx;
-use super::landing::{Coverage, Named, Window, landing_odds, landing_shares, order_positions};
-use super::standing::{Candidate, fill_risk, model_node_with};
+use crate::placement::context::DecisionCtx;
+use crate::placement::landing::{
+    Coverage, Named, Window, landing_odds, landing_shares, order_positions,
+};
+use crate::placement::rank::standing::{Candidate, fill_risk, model_node_with};
 use crate::scheduler::cycle::resource_score;
 
 /// Where the pod lands among the named nodes (each with the weight of the terms it matches):

@@ -6,12 +6,12 @@
 use std::cell::OnceCell;
 use std::sync::Arc;
 
-use super::context::DecisionCtx;
-use super::eligibility::{Allowed, Eligibility};
-use super::rank_index::{RankIndex, Restricted};
-use super::replica::{Partition, Replica};
-use super::standing::{Ranking, tie_breakers};
-use super::walk::{Walk, count_feasible};
+use crate::placement::context::DecisionCtx;
+use crate::placement::eligibility::{Allowed, Eligibility};
+use crate::placement::rank::rank_index::{RankIndex, Restricted};
+use crate::placement::rank::standing::{Ranking, tie_breakers};
+use crate::placement::rank::walk::{Walk, count_feasible};
+use crate::placement::replicas::replica::{Partition, Replica};
 use crate::view::ClusterView;
 
 /// Where a decision reads its rankings: a walk over the nodes, or a rank index.

@@ -6,15 +6,15 @@
 //! `landing`). The pod's own preferred terms and PreferNoSchedule taints are not scored: the
 //! templates observe mode is meant for carry neither.
 
-use super::constraints::eligible_nodes;
-use super::context::{InFlight, PodDemand};
-use super::decide::nodes_to_score;
-use super::landing::{
-    Named, Window, landing_odds, landing_shares, order_positions, tier_size_for_sample,
-};
-use super::standing::{fits_with, model_node_with};
 use crate::config::scheduler::SchedulerConfig;
 use crate::inflight::ledger::Ledger;
+use crate::placement::context::{InFlight, PodDemand};
+use crate::placement::decide::nodes_to_score;
+use crate::placement::eligible::constraints::eligible_nodes;
+use crate::placement::landing::{
+    Named, Window, landing_odds, landing_shares, order_positions, tier_size_for_sample,
+};
+use crate::placement::rank::standing::{fits_with, model_node_with};
 use crate::scheduler::cycle::resource_score;
 use crate::view::ClusterView;
 

@@ -27,7 +27,7 @@ use crate::view::heat::{Load, NodeScale};
 #[derive(Debug, Clone)]
 pub struct NodeView {
     /// As the scheduler model reads it: its requests are left empty (the pod watch's and the
-    /// ledger's are added per decision, see `placement::standing`).
+    /// ledger's are added per decision, see `placement::rank::standing`).
     pub(crate) node: ModelNode,
     /// Measured load, as fractions.
     pub(crate) load: Load,

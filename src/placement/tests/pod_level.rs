@@ -332,11 +332,13 @@ fn required_pod_affinity_with_no_match_anywhere_is_unresolvable_everywhere() {
 }
 
 /// Pods like this one that another replica is taken to have placed unheard (the mirror, see
-/// `placement::replica`) count in InterPodAffinity's score where they are taken to be: a
+/// `placement::replicas::replica`) count in InterPodAffinity's score where they are taken to be: a
 /// TaskManager kept apart from its job's others keeps off those nodes too.
 #[test]
 fn mirrored_pods_count_in_the_affinity_score() {
-    use crate::placement::pod_level::{Around, Surroundings, around_affinity_scores, restrict};
+    use crate::placement::eligible::pod_level::{
+        Around, Surroundings, around_affinity_scores, restrict,
+    };
     let view = view();
     let ledger = aligned_ledger(&view);
     let tm = taskmanager(
@@ -455,7 +457,9 @@ fn another_replicas_nodes_count_their_owners_pod_in_the_affinity_score() {
 /// (taken as mirrored), one topology key and two.
 #[test]
 fn kept_nodes_match_the_normalised_scores() {
-    use crate::placement::pod_level::{Around, Surroundings, around_affinity_scores, restrict};
+    use crate::placement::eligible::pod_level::{
+        Around, Surroundings, around_affinity_scores, restrict,
+    };
     use crate::scheduler::cycle::INTER_POD_AFFINITY_WEIGHT;
     let view = view();
     let ledger = aligned_ledger(&view);

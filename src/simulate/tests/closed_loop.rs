@@ -254,9 +254,6 @@ struct Setup {
     /// just took, and the scheduler's anti-affinity score sends the pod elsewhere (today two
     /// replicas end one TaskManager above no webhook).
     loose: bool,
-    /// Only the modes this keeps: a scenario slow enough to split into tests that run side by
-    /// side (each measures the baselines again).
-    modes: Option<fn(&Timing) -> bool>,
 }
 
 /// Runs every method on the scenario, prints the table and checks it.
@@ -313,11 +310,7 @@ fn check(name: &str, specs: &[Spec], burst: &Burst, setup: Setup) {
     rows.extend([alone.clone(), coolest]);
     let mut failures = Vec::new();
     let mut missed = Vec::new();
-    let kept = setup.modes;
-    for mut timing in modes()
-        .into_iter()
-        .filter(|t| kept.is_none_or(|keep| keep(t)))
-    {
+    for mut timing in modes() {
         if std::env::var_os("CLOSED_LOOP_NO_MEMBERSHIP").is_some() {
             timing.membership = false;
         }
@@ -584,27 +577,19 @@ fn five_thousand_nodes_default_sampling() {
     check("5000-nodes", &large(5000, 16), &burst(2000, 0.0), setup);
 }
 
-/// Every node scored: the modes where one replica decides (or the deciding replica forwards to).
 #[test]
 fn five_thousand_nodes_exact_profile() {
-    five_thousand_exact("5000-nodes exact", |t| t.forwarding);
-}
-
-/// [`five_thousand_nodes_exact_profile`] with each replica deciding what it receives, in a test
-/// of its own so that the two halves run side by side.
-#[test]
-fn five_thousand_nodes_exact_profile_without_forwarding() {
-    five_thousand_exact("5000-nodes exact alone", |t| !t.forwarding);
-}
-
-fn five_thousand_exact(name: &str, modes: fn(&Timing) -> bool) {
     let setup = Setup {
         late: late_joiners(5000),
         exact: true,
-        modes: Some(modes),
         ..Setup::default()
     };
-    check(name, &large(5000, 16), &burst(2000, 0.0), setup);
+    check(
+        "5000-nodes exact",
+        &large(5000, 16),
+        &burst(2000, 0.0),
+        setup,
+    );
 }
 
 /// A burst bigger than the cool capacity: network-heavy TaskManagers whose load the webhook

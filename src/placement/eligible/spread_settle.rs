@@ -23,7 +23,7 @@ use crate::well_known::HOSTNAME;
 /// them into, one after another. Only for a pod with one `DoNotSchedule` constraint, on a key
 /// other than the hostname, whose selector selects the pod itself; otherwise `pods` is left
 /// as it is.
-pub(super) fn settle_pending<N: AsRef<ModelNode>>(
+pub(in crate::placement) fn settle_pending<N: AsRef<ModelNode>>(
     facts: &PodFacts<'_>,
     nodes: &[N],
     namespaces: &BTreeMap<String, Labels>,

@@ -2,23 +2,25 @@
 //! index (`rank_index`) keeps the same answer up to date across decisions; this walk is what
 //! it is held to, and what pods whose eligible nodes change with every decision use.
 
-use super::context::{DecisionCtx, InFlight, PodDemand};
-use super::landing::{Coverage, Positions};
-use super::replica::Partition;
-use super::standing::{Candidate, Ranking, Standing, cover_in_order, fits_with, standing};
+use crate::placement::context::{DecisionCtx, InFlight, PodDemand};
+use crate::placement::landing::{Coverage, Positions};
+use crate::placement::rank::standing::{
+    Candidate, Ranking, Standing, cover_in_order, fits_with, standing,
+};
+use crate::placement::replicas::replica::Partition;
 use crate::view::ClusterView;
 
 /// Every eligible node assessed once.
-pub(super) struct Walk<'v> {
+pub(in crate::placement) struct Walk<'v> {
     view: &'v ClusterView,
-    pub(super) candidates: Vec<Candidate>,
+    pub(in crate::placement) candidates: Vec<Candidate>,
     hot: Vec<(f64, usize)>,
     hot_candidates: Vec<Candidate>,
-    pub(super) feasible: usize,
+    pub(in crate::placement) feasible: usize,
 }
 
 impl<'v> Walk<'v> {
-    pub(super) fn new(
+    pub(in crate::placement) fn new(
         ctx: &DecisionCtx<'v>,
         eligible: &[u32],
         ties: &[u32],
@@ -59,7 +61,7 @@ impl<'v> Walk<'v> {
 }
 
 /// How many of `nodes` the pod's requests fit on: the scheduler's feasible nodes.
-pub(super) fn count_feasible(
+pub(in crate::placement) fn count_feasible(
     nodes: &[u32],
     view: &ClusterView,
     inflight: InFlight<'_>,

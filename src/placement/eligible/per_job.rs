@@ -17,7 +17,7 @@ fn pods_per_node(facts: &PodFacts<'_>, app: &str, view: &ClusterView, ledger: &L
     let of_job = |group: &PodGroup| {
         &*group.namespace == facts.namespace && app_of(&group.labels) == Some(app)
     };
-    super::groups_around::for_each_group(ledger, of_job, |_, placed| {
+    crate::placement::eligible::groups_around::for_each_group(ledger, of_job, |_, placed| {
         for (position, count) in placed {
             if let Some(n) = per_node.get_mut(position) {
                 *n = n.saturating_add(count);
@@ -54,7 +54,7 @@ pub(crate) fn within_bounds(
         narrow(&|p| per_node.get(p).copied().unwrap_or(0) < max);
     }
     if let Some(share) = per_job.max_per_zone {
-        let zones = super::groups_around::view_domains(view, ZONE);
+        let zones = crate::placement::eligible::groups_around::view_domains(view, ZONE);
         let mut per_zone = vec![0u64; zones.count()];
         for (position, &pods) in per_node.iter().enumerate() {
             if let Some(zone) = zones.of_node(position) {

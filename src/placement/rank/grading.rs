@@ -1,11 +1,11 @@
 //! The weight of each named node's term: its tier's, graded by heat when the scheduler samples.
 
-use super::standing::Candidate;
 use crate::config::PlacementConfig;
+use crate::placement::rank::standing::Candidate;
 
 /// What grading reads from the decision: whether the scheduler samples, how far the near-ties
 /// of the best reach, and one pod's worth of heat.
-pub(super) struct Grading {
+pub(in crate::placement) struct Grading {
     pub(crate) sampled: bool,
     pub(crate) tie_limit: Option<f64>,
     /// What this pod adds to the best node's bottleneck.
@@ -14,7 +14,7 @@ pub(super) struct Grading {
 
 /// Each chosen node's weight, tier by tier (`tiers` as `policy.tiers` lists them): its tier's,
 /// graded under sampling (see [`graded_weights`]).
-pub(super) fn tier_weights(
+pub(in crate::placement) fn tier_weights(
     policy: &PlacementConfig,
     tiers: &[Vec<Candidate>],
     grading: &Grading,
@@ -83,7 +83,7 @@ fn graded_weights(tier: &[Candidate], (top, next): (i32, i32), grading: &Grading
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::placement::standing::PodHeat;
+    use crate::placement::rank::standing::PodHeat;
     use crate::view::heat::Dimension;
 
     fn ranked(rank: f64, nic_over: bool) -> Candidate {

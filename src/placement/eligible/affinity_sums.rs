@@ -16,7 +16,7 @@ use crate::scheduler::pods::DEFAULT_HARD_POD_AFFINITY_WEIGHT;
 use crate::scheduler::pods::PodGroup;
 use crate::view::ClusterView;
 
-use super::groups_around::{self, view_domains};
+use crate::placement::eligible::groups_around::{self, view_domains};
 
 /// Kinds of pod kept; one more starts the set over (a steady webhook sees a few templates).
 const KINDS_KEPT: usize = 64;
@@ -40,7 +40,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl AffinitySumsCache {
     /// InterPodAffinity's scores of `candidates` (view positions) for this pod, as
-    /// [`super::pod_level::around_affinity_scores`] gives them.
+    /// [`crate::placement::eligible::pod_level::around_affinity_scores`] gives them.
     pub(crate) fn scores(
         &self,
         facts: &PodFacts<'_>,

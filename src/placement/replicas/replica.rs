@@ -94,7 +94,7 @@ impl ReplicaSet {
         owned.iter().map(|&o| f64::from(o)).sum::<f64>() / owned.len() as f64
     }
 
-    pub(super) fn key(&self) -> u64 {
+    pub(in crate::placement) fn key(&self) -> u64 {
         self.key
     }
 }
@@ -165,7 +165,7 @@ impl From<u64> for Replica {
 
 /// The nodes that are this replica's, and how another replica's nodes are weighed.
 #[derive(Debug, Clone)]
-pub(super) struct Partition {
+pub(in crate::placement) struct Partition {
     /// By position in the view, 1 for this replica's nodes.
     pub(crate) owned: Arc<[u32]>,
     /// The rank the other replicas' unheard pods are taken to have filled their coolest nodes
@@ -220,7 +220,7 @@ const MIRROR_FROM: usize = 2;
 impl Replica {
     /// Its nodes and how it weighs the others' (with no foreign level); `None` when it decides
     /// alone.
-    pub(super) fn partition(&self, view: &ClusterView) -> Option<Partition> {
+    pub(in crate::placement) fn partition(&self, view: &ClusterView) -> Option<Partition> {
         let set = self.set.as_ref()?;
         Some(Partition {
             owned: set.owned(view),
@@ -250,13 +250,13 @@ impl Replica {
     /// water-filled over their own nodes as this one fills its own. Without this, a replica
     /// that saw the others' nodes as untouched would pile onto their coolest while their
     /// owners fill them too.
-    pub(super) fn mirrors(&self) -> bool {
+    pub(in crate::placement) fn mirrors(&self) -> bool {
         self.unheard_elsewhere() >= MIRROR_FROM
     }
 
     /// The pods the other replicas are taken to have decided unheard, all together: as many
     /// per decision of this one as the watch reported lately (an even split before it has).
-    pub(super) fn unheard_elsewhere(&self) -> usize {
+    pub(in crate::placement) fn unheard_elsewhere(&self) -> usize {
         let Some(set) = &self.set else {
             return 0;
         };
@@ -265,7 +265,7 @@ impl Replica {
     }
 
     /// Memo and index key part: the salt and the membership.
-    pub(super) fn key(&self) -> String {
+    pub(in crate::placement) fn key(&self) -> String {
         match &self.set {
             Some(set) => format!(
                 "{}/{:x}/{}/{}",

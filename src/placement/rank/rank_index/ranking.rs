@@ -6,7 +6,7 @@ use std::ops::Bound::{Excluded, Unbounded};
 
 use super::{ByHeat, ByOrder, RankIndex};
 use crate::placement::landing::{Coverage, Positions};
-use crate::placement::standing::{Candidate, Ranking, Standing, cover_in_order};
+use crate::placement::rank::standing::{Candidate, Ranking, Standing, cover_in_order};
 
 impl RankIndex {
     /// The ranking of the nodes `allowed` marks (by view position), or of every node.

@@ -14,18 +14,18 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::hashing::HashMap;
 use crate::view::memo::MemoKey;
 
-use super::affinity_sums::AffinitySumsCache;
-use super::context::{DecisionCtx, PodDemand};
-use super::replica::{Partition, Replica};
-use super::standing::{Candidate, PodHeat, Standing, standing, tie_breakers};
 use crate::config::{HeatWeights, HotThresholds, PlacementConfig};
 use crate::inflight::ledger::{ChangeMark, Ledger};
+use crate::placement::context::{DecisionCtx, PodDemand};
+use crate::placement::eligible::affinity_sums::AffinitySumsCache;
+use crate::placement::rank::standing::{Candidate, PodHeat, Standing, standing, tie_breakers};
+use crate::placement::replicas::replica::{Partition, Replica};
 use crate::scheduler::resources::PodRequests;
 use crate::view::ClusterView;
 
 mod ranking;
 
-pub(super) use ranking::Restricted;
+pub(in crate::placement) use ranking::Restricted;
 
 /// Pod shapes indexed per view; others are decided by walking every node. A burst is a few
 /// shapes (one per Flink job), and each index holds a few hundred kilobytes at 5,000 nodes.
@@ -271,7 +271,9 @@ impl RankIndex {
             partition: replica.partition(view),
             name_ranks: name_ranks(view),
         };
-        for &position in super::constraints::eligible_nodes(&pod.constraints, view).iter() {
+        for &position in
+            crate::placement::eligible::constraints::eligible_nodes(&pod.constraints, view).iter()
+        {
             let position = position as usize;
             let now = standing(ctx, position, index.partition.as_ref());
             index.insert(position, now);

@@ -41,7 +41,9 @@ fn for_each_group_around<'l>(
 /// Whether the plugins may read the pods of a group for this pod: those of its namespace, and
 /// those whose terms reach out to other pods (all, when its own terms look beyond its
 /// namespace).
-pub(super) fn reads_group<'f>(facts: &'f PodFacts<'_>) -> impl Fn(&PodGroup) -> bool + 'f {
+pub(in crate::placement) fn reads_group<'f>(
+    facts: &'f PodFacts<'_>,
+) -> impl Fn(&PodGroup) -> bool + 'f {
     let everywhere = looks_beyond_namespace(facts);
     move |group: &PodGroup| {
         everywhere || &*group.namespace == facts.namespace || group.terms.is_some()
@@ -51,7 +53,7 @@ pub(super) fn reads_group<'f>(facts: &'f PodFacts<'_>) -> impl Fn(&PodGroup) -> 
 /// Each group `keep` selects, with its pods by position in the view the ledger is aligned
 /// with: bound groups (the pod watch) first, then pending ones (steered, counted where they
 /// most likely land), each group's pods side by side.
-pub(super) fn for_each_group<'l>(
+pub(in crate::placement) fn for_each_group<'l>(
     ledger: &'l Ledger,
     keep: impl Fn(&PodGroup) -> bool,
     mut visit: impl FnMut(&'l Arc<PodGroup>, &mut dyn Iterator<Item = (usize, u32)>),
@@ -61,7 +63,7 @@ pub(super) fn for_each_group<'l>(
 }
 
 /// [`for_each_group`]'s bound groups (the pod watch).
-pub(super) fn for_each_bound_group<'l>(
+pub(in crate::placement) fn for_each_bound_group<'l>(
     ledger: &'l Ledger,
     keep: &impl Fn(&PodGroup) -> bool,
     visit: &mut impl FnMut(&'l Arc<PodGroup>, &mut dyn Iterator<Item = (usize, u32)>),
@@ -77,7 +79,7 @@ pub(super) fn for_each_bound_group<'l>(
 }
 
 /// [`for_each_group`]'s pending groups (steered, counted where they most likely land).
-pub(super) fn for_each_pending_group<'l>(
+pub(in crate::placement) fn for_each_pending_group<'l>(
     ledger: &'l Ledger,
     keep: &impl Fn(&PodGroup) -> bool,
     visit: &mut impl FnMut(&'l Arc<PodGroup>, &mut dyn Iterator<Item = (usize, u32)>),
@@ -90,7 +92,7 @@ pub(super) fn for_each_pending_group<'l>(
 }
 
 /// Counts `mirrored` pods like this one in `score` (`sign` 1), or takes them out again (-1).
-pub(super) fn add_mirrored(
+pub(in crate::placement) fn add_mirrored(
     score: &mut AffinityScore<'_, '_>,
     facts: &PodFacts<'_>,
     mirrored: &[(usize, u32)],
@@ -107,7 +109,7 @@ pub(super) fn add_mirrored(
 }
 
 /// InterPodAffinity's score for this pod fed every group of `ledger` it reads.
-pub(super) fn around_affinity_score<'p, 'd>(
+pub(in crate::placement) fn around_affinity_score<'p, 'd>(
     facts: &'d PodFacts<'p>,
     ledger: &'d Ledger,
     domains: &'d dyn Fn(&str) -> Domains,
@@ -125,7 +127,7 @@ pub(super) fn around_affinity_score<'p, 'd>(
 }
 
 /// The domains of topology key `key` over the view's nodes, numbered once per view.
-pub(super) fn view_domains(view: &ClusterView, key: &str) -> Domains {
+pub(in crate::placement) fn view_domains(view: &ClusterView, key: &str) -> Domains {
     Domains::from(
         view.memo
             .get_or_compute(MemoKey::Domains(key.to_string()), || {
@@ -136,6 +138,6 @@ pub(super) fn view_domains(view: &ClusterView, key: &str) -> Domains {
 
 /// Pods steered and not yet bound in the groups this pod's terms read: each may take, before
 /// the scheduler reaches this pod, a node its scores would favour.
-pub(super) fn pending_read(facts: &PodFacts<'_>, ledger: &Ledger) -> usize {
+pub(in crate::placement) fn pending_read(facts: &PodFacts<'_>, ledger: &Ledger) -> usize {
     ledger.pending_pods(reads_group(facts))
 }

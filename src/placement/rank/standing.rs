@@ -4,12 +4,12 @@
 
 use std::hash::BuildHasher;
 
-use super::context::{DecisionCtx, PodDemand};
-use super::landing::{Coverage, Positions};
-use super::replica::Partition;
 use crate::cluster::occupancy::NodeRequests;
 use crate::config::PlacementConfig;
 use crate::inflight::ledger::{Ledger, NodeExtra};
+use crate::placement::context::{DecisionCtx, PodDemand};
+use crate::placement::landing::{Coverage, Positions};
+use crate::placement::replicas::replica::Partition;
 use crate::scheduler::ModelNode;
 use crate::scheduler::cycle::PodFacts;
 use crate::scheduler::node::fits_in;
@@ -26,7 +26,7 @@ pub(crate) fn effective_load(node: &NodeView, ledger: Option<&Ledger>) -> Load {
 /// A node's load with the in-flight pods' expected load plus `z` standard deviations of it:
 /// a node that may well have received more pods than expected is not preferred as if it had
 /// not.
-pub(super) fn load_with(node: &NodeView, extra: Option<NodeExtra>, z: f64) -> Load {
+pub(in crate::placement) fn load_with(node: &NodeView, extra: Option<NodeExtra>, z: f64) -> Load {
     let Some(extra) = extra else {
         return node.load;
     };
@@ -43,7 +43,7 @@ pub(super) fn load_with(node: &NodeView, extra: Option<NodeExtra>, z: f64) -> Lo
 /// bound (`bound`, base + pod watch) plus the requests steered pods are expected to bring
 /// (`extra`). The name stays empty: the resource plugins do not read it, and not copying it
 /// keeps a scan of thousands of nodes free of allocations.
-pub(super) fn model_node_with(
+pub(in crate::placement) fn model_node_with(
     node: &NodeView,
     bound: Option<&NodeRequests>,
     extra: Option<NodeExtra>,
@@ -75,7 +75,7 @@ pub(super) fn model_node_with(
 /// pods are expected to bring (`extra`) as [`model_node_with`] does, without building the
 /// model node: the walk over every node runs this thousands of times per decision. A node whose
 /// allocatable is unknown is not limited by requests as far as the webhook can tell.
-pub(super) fn fits_with(
+pub(in crate::placement) fn fits_with(
     node: &NodeView,
     bound: Option<&NodeRequests>,
     extra: Option<NodeExtra>,
@@ -114,7 +114,7 @@ fn requested_with<'a>(
 
 /// How many more pods with `pod`'s requests fit on `node` ([`fits_with`]'s count): unbounded
 /// when its allocatable is unknown.
-pub(super) fn room_with(
+pub(in crate::placement) fn room_with(
     node: &NodeView,
     bound: Option<&NodeRequests>,
     extra: Option<NodeExtra>,
@@ -147,7 +147,7 @@ const NEGLIGIBLE_FILL_RISK: f64 = 1e-3;
 /// scheduler's queue, and their count spreads around its expectation as their landings do
 /// (taken as normal, with a half-pod continuity correction). 0 when nothing is pending there
 /// or the node's room is not limited as far as the webhook can tell.
-pub(super) fn fill_risk(
+pub(in crate::placement) fn fill_risk(
     node: &NodeView,
     bound: Option<&NodeRequests>,
     extra: Option<NodeExtra>,
@@ -288,7 +288,7 @@ pub(crate) fn pod_heat(
 
 /// One feasible node and how this pod would leave it.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct Candidate {
+pub(in crate::placement) struct Candidate {
     pub(crate) index: usize,
     pub(crate) heat: PodHeat,
     pub(crate) tie: u32,
@@ -322,7 +322,7 @@ impl Candidate {
 
 /// How one eligible node stands for this pod.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) enum Standing {
+pub(in crate::placement) enum Standing {
     /// Its requests do not fit.
     Full,
     /// Feasible but hot: preferred only when every feasible node is (least bad first); its
@@ -335,7 +335,7 @@ pub(super) enum Standing {
 /// How the node at `index` stands for `pod`, with in-flight load and requests counted.
 /// `partition`: this replica's nodes and how it weighs the others' (see `replica`); `None`
 /// when it decides alone.
-pub(super) fn standing(
+pub(in crate::placement) fn standing(
     ctx: &DecisionCtx<'_>,
     index: usize,
     partition: Option<&Partition>,
@@ -391,7 +391,7 @@ pub(super) fn standing(
 
 /// The feasible nodes in the orders a decision reads them: by walking every node
 /// (`walk::Walk`) or from an index kept up to date (`RankIndex`). Both give the same answers.
-pub(super) trait Ranking {
+pub(in crate::placement) trait Ranking {
     /// Feasible nodes with readings.
     fn feasible(&self) -> usize;
     /// The coolest candidate.
@@ -419,7 +419,7 @@ pub(super) trait Ranking {
 }
 
 /// [`Ranking::cover`] over candidates already in order.
-pub(super) fn cover_in_order(
+pub(in crate::placement) fn cover_in_order(
     in_order: impl Iterator<Item = Candidate>,
     coverage: &mut Coverage,
     positions: &Positions,
@@ -441,7 +441,7 @@ pub(super) fn cover_in_order(
 
 /// Each node's place among near-ties, from its name and this replica's `salt`: the same for
 /// every decision, different on each replica. Hashed once per view.
-pub(super) fn tie_breakers(view: &ClusterView, salt: u64) -> std::sync::Arc<[u32]> {
+pub(in crate::placement) fn tie_breakers(view: &ClusterView, salt: u64) -> std::sync::Arc<[u32]> {
     view.memo.get_or_compute(MemoKey::Ties(salt), || {
         let hasher = foldhash::fast::FixedState::with_seed(salt);
         view.nodes

@@ -135,7 +135,7 @@ impl<'a> PodConstraints<'a> {
 impl PodConstraints<'_> {
     /// Everything [`PodConstraints::check`] reads from the pod, as a memo key. `None` if it
     /// cannot be written out (then nothing is memoised).
-    pub(super) fn memo_key(&self) -> Option<MemoKey> {
+    pub(in crate::placement) fn memo_key(&self) -> Option<MemoKey> {
         serde_json::to_string(&(
             self.node_selector,
             self.required_terms,

@@ -21,9 +21,9 @@ use crate::scheduler::topology_spread::{has_spread_score, spread_scores};
 use crate::scheduler::{ClusterPods, ExistingPod, PodFilters, SpreadUnfit, Unfit};
 use crate::view::ClusterView;
 
-use super::affinity_sums::AffinitySumsCache;
-use super::constraints::Ineligible;
-use super::groups_around::{
+use crate::placement::eligible::affinity_sums::AffinitySumsCache;
+use crate::placement::eligible::constraints::Ineligible;
+use crate::placement::eligible::groups_around::{
     add_mirrored, around_affinity_score, for_each_bound_group, for_each_pending_group, reads_group,
     view_domains,
 };
@@ -112,7 +112,7 @@ pub(crate) fn pods_around(
     for_each_pending_group(ledger, &reads, &mut |group, placed| {
         pods.extend(placed.map(|at| pod(group, at)));
     });
-    super::spread_settle::settle_pending(
+    crate::placement::eligible::spread_settle::settle_pending(
         facts,
         &view.nodes,
         ledger.cluster.namespace_labels(),
