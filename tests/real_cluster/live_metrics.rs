@@ -151,9 +151,7 @@ async fn kwok_serves_node_and_pod_metrics_that_the_shipped_queries_read() {
 
     // Both exporters of every node scraped once before any pod starts, as in a cluster whose
     // monitoring runs already.
-    prometheus
-        .wait_targets_up(2 * NODES.len(), Duration::ZERO)
-        .await;
+    prometheus.wait_targets_up(2 * NODES.len()).await;
 
     for pod in &PODS {
         let mut manifest = taskmanager(pod.name, "wordcount", &pod.cpu_cores.to_string());

@@ -137,10 +137,9 @@ pub async fn wait_settled(cluster: &Cluster, window: Duration, nodes: &[(String,
     let deadline = Instant::now() + patience;
     loop {
         let read = readings(cluster, window).await.unwrap_or_default();
-        let right = nodes
-            .iter()
-            .filter(|(name, busy)| read.get(name).is_some_and(|r| (r - busy).abs() < 0.03))
-            .count();
+        let reads_right =
+            |(name, busy): &&(String, f64)| read.get(name).is_some_and(|r| (r - busy).abs() < 0.03);
+        let right = nodes.iter().filter(reads_right).count();
         let in_snapshots = cluster.metrics().await.iter().all(|m| {
             crate::support::kube::webhook::sum(m, "placement_webhook_nodes_in_snapshot", &[])
                 >= nodes.len() as f64
@@ -151,7 +150,7 @@ pub async fn wait_settled(cluster: &Cluster, window: Duration, nodes: &[(String,
         if Instant::now() >= deadline {
             let wrong: Vec<String> = nodes
                 .iter()
-                .filter(|(name, busy)| read.get(name).is_none_or(|r| (r - busy).abs() >= 0.03))
+                .filter(|node| !reads_right(node))
                 .map(|(name, busy)| format!("{name} {busy:.3} read {:?}", read.get(name)))
                 .collect();
             let all_read = nodes.iter().all(|(name, _)| read.contains_key(name));

@@ -194,26 +194,6 @@ impl Prometheus {
     }
 
     /// An instant query's vector: each series' labels and value.
-    /// Waits until `targets` scrape targets are up, as in a cluster whose monitoring runs
-    /// already; `per_target` more time for each (a scrape of kwok's series costs it some CPU).
-    pub async fn wait_targets_up(&self, targets: usize, per_target: Duration) {
-        let patience = Duration::from_secs(30) + per_target * targets as u32;
-        let deadline = Instant::now() + patience;
-        loop {
-            let up = self.query("count(up == 1)").await;
-            let count = up.first().map_or(0.0, |s| s.1) as usize;
-            if count >= targets {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{count} of {targets} scrape targets up after {patience:?}\n{}",
-                self.log()
-            );
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    }
-
     pub async fn query(&self, promql: &str) -> Vec<(BTreeMap<String, String>, f64)> {
         let reply: serde_json::Value = reqwest::Client::new()
             .get(format!("{}/api/v1/query", self.url()))
@@ -238,6 +218,25 @@ impl Prometheus {
                 (labels, value)
             })
             .collect()
+    }
+
+    /// Waits until exactly `targets` scrape targets are up, as in a cluster whose monitoring
+    /// runs already.
+    pub async fn wait_targets_up(&self, targets: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let up = self.query("count(up == 1)").await;
+            let count = up.first().map_or(0.0, |s| s.1) as usize;
+            if count == targets {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{count} of {targets} scrape targets up after 30 s\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
     }
 }
 
