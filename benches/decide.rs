@@ -120,7 +120,10 @@ fn decide_indexed(
 
 fn patch_for(decision: &placement::Decision, pod: &Pod, config: &Config) -> patch::JsonPatch {
     let changes = Changes {
-        preferred: patch::Preferred::Json(decision.preferred_json(&config.placement.node_match)),
+        preferred: patch::Preferred::Json(patch::preferred_json(
+            &decision,
+            &config.placement.node_match,
+        )),
         required: &decision.pinning,
         scheduler_name: None,
         annotations: vec![("placement-webhook.io/decision", String::from("x"))],
@@ -192,9 +195,10 @@ fn bench_decide_and_patch(c: &mut Criterion) {
             b.iter(|| {
                 let decision = decide(&demand(&pod, &config), &view, &ledger, &config);
                 let changes = Changes {
-                    preferred: patch::Preferred::Json(
-                        decision.preferred_json(&config.placement.node_match),
-                    ),
+                    preferred: patch::Preferred::Json(patch::preferred_json(
+                        &decision,
+                        &config.placement.node_match,
+                    )),
                     required: &decision.pinning,
                     scheduler_name: None,
                     annotations: vec![("placement-webhook.io/decision", String::from("x"))],
@@ -300,7 +304,12 @@ fn bench_parts(c: &mut Criterion) {
         b.iter(|| black_box(decide_indexed(&d, &view, &ledger, &config, &indexes)))
     });
     group.bench_function("preferred_terms", |b| {
-        b.iter(|| black_box(decision.preferred_terms(&config.placement.node_match)))
+        b.iter(|| {
+            black_box(patch::preferred_terms(
+                &decision,
+                &config.placement.node_match,
+            ))
+        })
     });
     group.bench_function("patch_build", |b| {
         b.iter(|| black_box(patch_for(&decision, &pod, &config)))

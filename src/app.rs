@@ -204,11 +204,15 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
     let addr = listener.local_addr()?;
-    let mut admission =
-        Admission::new(config.clone(), store.clone(), ledger.clone()).sharing_peers(peers);
-    if let Some((_, state)) = &lease {
-        admission = admission.routing_by(state.clone());
-    }
+    let routed_lease = lease.as_ref().map(|(_, state)| state.clone());
+    let admission =
+        Admission::new(config.clone(), store.clone(), ledger.clone()).deciding_by(|decider| {
+            let decider = decider.sharing_peers(peers);
+            match routed_lease {
+                Some(lease) => decider.routing_by(lease),
+                None => decider,
+            }
+        });
     let mut state = AppState::new(admission, metrics.clone(), config.limits.clone())
         .with_readiness(readiness.clone());
     if let Some(forwarder) = forwarder {

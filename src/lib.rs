@@ -8,6 +8,7 @@ pub mod app;
 pub mod cli;
 pub(crate) mod cluster;
 pub mod config;
+pub(crate) mod decider;
 pub(crate) mod facts;
 pub mod hashing;
 pub mod hotspots;

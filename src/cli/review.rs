@@ -140,7 +140,7 @@ fn node_table(admission: &Admission, body: &[u8], inflight: Option<&[NodeHandove
     match (pod, admission.store().current()) {
         (Some(pod), Some(view)) => {
             let decision = admission.dry_decide(&pod, &view);
-            let demand = admission.demand(&pod, Some(&view));
+            let demand = admission::demand(admission.config(), &pod, Some(&view));
             let _ = writeln!(
                 out,
                 "charged load: {:.3} cores, {:.0} B/s network, from {}\n",
@@ -163,14 +163,14 @@ fn node_table(admission: &Admission, body: &[u8], inflight: Option<&[NodeHandove
                 );
             }
             let placement = &admission.config().placement;
-            let replica = admission.replica();
+            let replica = admission.decider().replica();
             // The ledger is the one the decision read (empty, aligned with the view): the
             // filters that count other pods see the same pods.
             let mut rows = placement::assess_all(
                 &placement::DecisionCtx::new(
                     &demand,
                     &view,
-                    Some(&admission.ledger().read()),
+                    Some(&admission.decider().ledger().read()),
                     placement,
                     &admission.config().scheduler,
                 ),
@@ -219,7 +219,7 @@ fn node_table(admission: &Admission, body: &[u8], inflight: Option<&[NodeHandove
             }
             out.push_str(&inflight_on(&decision, inflight));
             // Read here, not in every decision: it counts the whole view.
-            let replica = admission.replica();
+            let replica = admission.decider().replica();
             match replica.set.as_ref().map(|set| set.share(&view)) {
                 Some(share) if replica.others_idle() => {
                     let _ = writeln!(

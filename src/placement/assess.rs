@@ -79,27 +79,12 @@ pub(crate) fn assess_all(
         .as_ref()
         .map(|bounded| bounded.marks(nodes));
     let partition = may_name.partition.as_ref();
-    let around = ledger
-        .filter(|l| crate::placement::eligible::pod_level::applies(&pod.facts, l))
-        .map(|l| crate::placement::eligible::pod_level::pods_around(&pod.facts, view, l));
-    let around_filters = around.as_deref().zip(ledger).map(|(pods, ledger)| {
-        crate::placement::eligible::pod_level::AroundFilters::new(
-            &pod.facts,
-            view,
-            pods,
-            ledger.cluster.namespace_labels(),
-        )
-    });
     view.nodes
         .iter()
         .enumerate()
         .map(|(index, node)| {
             let load = effective_load(node, ledger);
-            let eligibility = pod.constraints.check(node).and_then(|()| {
-                around_filters
-                    .as_ref()
-                    .map_or(Ok(()), |f| f.check(&pod.facts, index))
-            });
+            let eligibility = (pod.constraints.check(node)).and_then(|()| may_name.refused(index));
             let ranked = match eligibility.ok().map(|()| standing(ctx, index, partition)) {
                 Some(Standing::Cool(heat) | Standing::Hot { pod: heat, .. }) => Some(heat),
                 _ => None,

@@ -51,7 +51,7 @@ pub struct PodDemand<'a> {
     /// Estimated real load it adds to its node.
     pub load: PodLoad,
     /// Where `load` came from.
-    pub source: crate::placement::LoadSource,
+    pub source: LoadSource,
 }
 
 /// The ledger's counts for each node of one view: by position when the ledger is aligned with
@@ -85,6 +85,25 @@ impl<'a> InFlight<'a> {
             ledger.bound_at(position)
         } else {
             ledger.cluster.occupancy.node(&node.name)
+        }
+    }
+}
+
+/// Where an estimate came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LoadSource {
+    /// The pod's CPU request and the configured network estimate.
+    #[default]
+    Request,
+    /// A percentile of this many running siblings' readings.
+    Siblings(usize),
+}
+
+impl std::fmt::Display for LoadSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoadSource::Request => f.write_str("request"),
+            LoadSource::Siblings(n) => write!(f, "siblings:{n}"),
         }
     }
 }

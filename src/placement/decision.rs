@@ -1,14 +1,11 @@
-//! What a decision is: the tiers, the avoid list and the predicted landing, and the preferred
-//! terms that express them.
+//! What a decision is: the tiers, the avoid list and the predicted landing, as data (the patch
+//! writes them as preferred terms).
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{
-    NodeSelectorRequirement, NodeSelectorTerm, PreferredSchedulingTerm,
-};
+use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 
 use crate::config::NodeMatch;
-use crate::patch::{RequirementJson, TermJson};
 use crate::view::ClusterView;
 use crate::view::memo::MemoKey;
 
@@ -102,92 +99,4 @@ impl Decision {
     pub(crate) fn first_tier(&self) -> &[RankedNode] {
         self.tiers.first().map_or(&[], |t| t.nodes.as_slice())
     }
-
-    /// Preferred terms in the shape the apiserver validates (weights 1..100, one value per
-    /// `matchFields` requirement).
-    pub fn preferred_terms(&self, node_match: &NodeMatch) -> Vec<PreferredSchedulingTerm> {
-        let owned = |requirements: Vec<RequirementJson<'_>>| {
-            let owned: Vec<NodeSelectorRequirement> =
-                requirements.iter().map(RequirementJson::to_k8s).collect();
-            (!owned.is_empty()).then_some(owned)
-        };
-        self.terms(node_match)
-            .into_iter()
-            .map(|(weight, expressions, fields)| PreferredSchedulingTerm {
-                weight,
-                preference: NodeSelectorTerm {
-                    match_expressions: owned(expressions),
-                    match_fields: owned(fields),
-                },
-            })
-            .collect()
-    }
-
-    /// [`Decision::preferred_terms`] as borrowed JSON terms, in the same order.
-    pub fn preferred_json<'a>(&'a self, node_match: &'a NodeMatch) -> Vec<TermJson<'a>> {
-        self.terms(node_match)
-            .into_iter()
-            .map(|(weight, expressions, fields)| TermJson::new(weight, expressions, fields))
-            .collect()
-    }
-
-    /// Each term as (weight, matchExpressions, matchFields). By label, a tier is one term
-    /// whose `In` lists its nodes (a pod spec about 10 KB smaller at 5,000 nodes than a term
-    /// per node); a node the label does not name gets a `metadata.name` term of its own at the
-    /// same weight, so it scores as its tier does. The avoid term is one term
-    /// whose requirements AND together: "any node but these".
-    fn terms<'a>(&'a self, node_match: &'a NodeMatch) -> Vec<RequirementTerm<'a>> {
-        let key = match node_match {
-            NodeMatch::Name => None,
-            NodeMatch::Label { key } => Some(key.as_str()),
-        };
-        // Terms go by a label, and the node's value of it is its name.
-        let named_by_label = |node: &RankedNode| key.is_some() && node.by_label;
-        let by_label = |operator, nodes: &'a [RankedNode]| {
-            let values: Vec<&str> = nodes
-                .iter()
-                .filter(|n| named_by_label(n))
-                .map(|n| n.name.as_str())
-                .collect();
-            match key {
-                Some(key) if !values.is_empty() => {
-                    vec![RequirementJson::new(key, operator, values)]
-                }
-                _ => Vec::new(),
-            }
-        };
-        // matchFields takes exactly one value: one requirement per node.
-        let by_name = |operator, nodes: &'a [RankedNode]| {
-            nodes
-                .iter()
-                .filter(move |n| !named_by_label(n))
-                .map(move |n| RequirementJson::new(NAME_FIELD, operator, vec![&n.name]))
-        };
-        let mut terms = Vec::new();
-        // Nodes of one weight, in order: a graded tier is one term per weight.
-        let runs = self
-            .tiers
-            .iter()
-            .flat_map(|tier| tier.nodes.chunk_by(|a, b| a.weight == b.weight));
-        for nodes in runs {
-            let weight = nodes[0].weight;
-            let expressions = by_label("In", nodes);
-            if !expressions.is_empty() {
-                terms.push((weight, expressions, Vec::new()));
-            }
-            terms.extend(by_name("In", nodes).map(|f| (weight, Vec::new(), vec![f])));
-        }
-        if !self.avoid.is_empty() && self.avoid_weight > 0 {
-            let expressions = by_label("NotIn", &self.avoid);
-            let fields = by_name("NotIn", &self.avoid).collect();
-            terms.push((self.avoid_weight, expressions, fields));
-        }
-        terms
-    }
 }
-
-/// A preferred term's parts: weight, matchExpressions, matchFields.
-type RequirementTerm<'a> = (i32, Vec<RequirementJson<'a>>, Vec<RequirementJson<'a>>);
-
-/// The only field a `matchFields` requirement may name.
-const NAME_FIELD: &str = "metadata.name";

@@ -9,7 +9,7 @@ use crate::config::PlacementConfig;
 use crate::config::scheduler::SchedulerConfig;
 use crate::placement::context::DecisionCtx;
 use crate::placement::eligible::affinity_sums::AffinitySumsCache;
-use crate::placement::eligible::constraints::eligible_nodes;
+use crate::placement::eligible::constraints::{Ineligible, eligible_nodes};
 use crate::placement::eligible::per_job::within_bounds;
 use crate::placement::eligible::pod_level::{Around, Surroundings, restrict};
 use crate::placement::partition::partition_for;
@@ -57,6 +57,9 @@ pub(super) struct Eligibility {
     pub(super) passing: Option<Arc<[u32]>>,
     /// Of the kept nodes, those within the job's own bounds, when it has any.
     pub(super) bounded: Option<Allowed>,
+    /// The nodes of `node_eligible` the filters that count other pods refuse, and why, by
+    /// position.
+    refused: Vec<(u32, Ineligible)>,
 }
 
 impl Eligibility {
@@ -91,7 +94,9 @@ impl Eligibility {
             };
             restrict(at, &node_eligible, around, affinity_gap(policy, scheduler))
         });
-        let (kept, passing) = restriction.map_or((None, None), |r| (Some(r.kept), Some(r.passing)));
+        let (kept, passing, refused) = restriction.map_or((None, None, Vec::new()), |r| {
+            (Some(r.kept), Some(r.passing), r.refused)
+        });
         let bounded = ledger.and_then(|ledger| {
             let allowed = kept.as_deref().unwrap_or(&node_eligible);
             within_bounds(allowed, &pod.facts, view, ledger, &policy.per_job)
@@ -103,7 +108,15 @@ impl Eligibility {
             kept,
             passing,
             bounded,
+            refused,
         }
+    }
+
+    /// Why the filters that count other pods refuse the node at `position`, as this
+    /// decision found (`Ok` for a node they pass or did not check).
+    pub(super) fn refused(&self, position: usize) -> Result<(), Ineligible> {
+        let found = (self.refused).binary_search_by_key(&position, |&(p, _)| p as usize);
+        found.map_or(Ok(()), |k| Err(self.refused[k].1))
     }
 
     /// Every node that passes the filters, those the scores leave out included.

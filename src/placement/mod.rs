@@ -18,14 +18,12 @@ pub mod decide;
 pub(crate) mod decision;
 mod eligibility;
 pub mod eligible;
-pub(crate) mod estimate;
 pub mod landing;
 mod partition;
 mod predict;
 pub(crate) mod rank;
 mod ranking_source;
 pub(crate) mod replicas;
-pub(crate) mod selector;
 pub(crate) mod unsteered;
 
 #[cfg(test)]
@@ -33,11 +31,10 @@ mod tests;
 
 pub(crate) use assess::{NodeAssessment, assess_all};
 pub use context::DecisionCtx;
-pub use context::PodDemand;
+pub use context::{LoadSource, PodDemand};
 pub use decide::{decide, decide_indexed};
 pub use decision::{Decision, RankedNode, TierChoice};
 pub use eligible::constraints::{Ineligible, PodConstraints};
-pub use estimate::{Estimate, LoadSource};
 pub use rank::rank_index::RankIndexes;
 #[cfg(test)]
 pub(crate) use replicas::replica::ReplicaSet;

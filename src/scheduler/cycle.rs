@@ -48,12 +48,7 @@ pub enum Unfit {
 /// The filters that do not depend on requests: NodeUnschedulable, TaintToleration and
 /// NodeAffinity (nodeSelector, then the required terms, ORed).
 pub(crate) fn placement_filter(pod: &PodFacts<'_>, node: &ModelNode) -> Result<(), Unfit> {
-    let unschedulable_taint = super::terms::Taint {
-        key: "node.kubernetes.io/unschedulable".into(),
-        value: None,
-        effect: "NoSchedule".into(),
-    };
-    if node.unschedulable && !tolerated(pod.tolerations, &unschedulable_taint) {
+    if node.unschedulable && !tolerated(pod.tolerations, &unschedulable_taint()) {
         return Err(Unfit::Unschedulable);
     }
     if !node
@@ -68,6 +63,16 @@ pub(crate) fn placement_filter(pod: &PodFacts<'_>, node: &ModelNode) -> Result<(
         return Err(Unfit::NodeAffinity);
     }
     Ok(())
+}
+
+/// The taint NodeUnschedulable checks a cordoned node's pods against; built only for such a
+/// node (the filter runs for every node of every cycle).
+fn unschedulable_taint() -> super::terms::Taint {
+    super::terms::Taint {
+        key: "node.kubernetes.io/unschedulable".into(),
+        value: None,
+        effect: "NoSchedule".into(),
+    }
 }
 
 /// Every modelled filter.

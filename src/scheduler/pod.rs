@@ -143,9 +143,23 @@ impl<'a> PodFacts<'a> {
 /// `nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)`: the nodeSelector and the required
 /// node affinity terms.
 pub(crate) fn required_node_affinity_matches(pod: &PodFacts<'_>, node: &ModelNode) -> bool {
-    pod.node_selector
-        .is_none_or(|selector| selector.iter().all(|(k, v)| node.labels.get(k) == Some(v)))
-        && any_term_matches(pod.required_terms, &node.name, &node.labels)
+    pod.node_selector.is_none_or(|selector| {
+        selector
+            .iter()
+            .all(|(k, v)| label_value(&node.labels, k) == Some(v))
+    }) && any_term_matches(pod.required_terms, &node.name, &node.labels)
+}
+
+/// `labels[key]`. On the few labels a node usually carries, a scan comparing lengths first
+/// beats the map's ordered search, which compares every key it passes byte by byte: the
+/// scheduler model runs this for every node of every cycle.
+fn label_value<'m>(labels: &'m BTreeMap<String, String>, key: &str) -> Option<&'m String> {
+    const SCANNED: usize = 16;
+    if labels.len() <= SCANNED {
+        labels.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    } else {
+        labels.get(key)
+    }
 }
 
 impl PodGroup {

@@ -359,7 +359,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         }
     }
     let (ledger_len, unheard, evicted, watched) = {
-        let ledger = state.admission.ledger().read();
+        let ledger = state.admission.decider().ledger().read();
         // Who runs where: the pod watch when there is one.
         let watched = state
             .readiness
@@ -646,6 +646,7 @@ mod readiness_tests {
         .expect("pod");
         state
             .admission
+            .decider()
             .ledger()
             .write()
             .cluster

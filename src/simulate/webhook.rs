@@ -197,6 +197,7 @@ impl Replicas {
         let decider = self.timing.one_decider().then_some(self.names[0].as_str());
         for (r, admission) in self.admissions.iter().enumerate() {
             admission
+                .decider()
                 .peers()
                 .publish(&self.names[r], &self.names[..count], decider);
         }

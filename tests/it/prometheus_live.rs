@@ -5,7 +5,6 @@
 use crate::support;
 
 use placement_webhook::inflight::note::DecisionNote;
-use placement_webhook::inflight::shared::SharedLedger;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -474,7 +473,7 @@ fn new_taskmanager(app: &str) -> k8s_openapi::api::core::v1::Pod {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_taskmanagers_are_estimated_from_their_running_siblings() {
-    use placement_webhook::admission::Admission;
+    use placement_webhook::admission;
     use placement_webhook::inflight::ledger::Ledger;
     use placement_webhook::placement::LoadSource;
     use placement_webhook::view::ViewStore;
@@ -544,11 +543,6 @@ async fn new_taskmanagers_are_estimated_from_their_running_siblings() {
     let store = Arc::new(ViewStore::new(config.placement.clone()));
     store.publish_snapshot(snapshot);
     let view = store.current().expect("view");
-    let admission = Admission::new(
-        Arc::new(config),
-        store.clone(),
-        Arc::new(SharedLedger::new(Ledger::new(Duration::from_secs(90)))),
-    );
     let close = |got: f64, want: f64| (got - want).abs() <= 0.05 * want;
     for (app, cpu, net, source) in [
         ("lazy", 0.6, 1e6, LoadSource::Siblings(3)),
@@ -559,7 +553,7 @@ async fn new_taskmanagers_are_estimated_from_their_running_siblings() {
         ("unknown", 2.0, 0.0, LoadSource::Request),
     ] {
         let pod = new_taskmanager(app);
-        let demand = admission.demand(&pod, Some(&view));
+        let demand = admission::demand(&config, &pod, Some(&view));
         assert_eq!(demand.source, source, "{app}");
         assert!(
             close(demand.load.cpu_cores, cpu),

@@ -226,6 +226,9 @@ pub(crate) struct Restriction {
     pub(crate) passing: Arc<[u32]>,
     /// Those of `passing` their scores keep (see [`best_scored`]): the nodes worth naming.
     pub(crate) kept: Arc<[u32]>,
+    /// The eligible nodes their filters refuse, with the filter's reason, in order:
+    /// `review --explain` reads them back rather than filtering again.
+    pub(crate) refused: Vec<(u32, Ineligible)>,
 }
 
 /// A pod among the pods the ledger places around it, in a view the ledger is aligned with:
@@ -262,12 +265,19 @@ pub(crate) fn restrict(
     } else {
         Vec::new()
     };
+    let mut refused = Vec::new();
     let passing: Arc<[u32]> = if filtered {
         let filters = AroundFilters::new(facts, view, &pods, ledger.cluster.namespace_labels());
         eligible
             .iter()
             .copied()
-            .filter(|&p| filters.check(facts, p as usize).is_ok())
+            .filter(|&p| match filters.check(facts, p as usize) {
+                Ok(()) => true,
+                Err(why) => {
+                    refused.push((p, why));
+                    false
+                }
+            })
             .collect()
     } else {
         Arc::clone(eligible)
@@ -277,7 +287,11 @@ pub(crate) fn restrict(
     } else {
         passing.clone()
     };
-    Some(Restriction { passing, kept })
+    Some(Restriction {
+        passing,
+        kept,
+        refused,
+    })
 }
 
 /// The nodes of `allowed` whose PodTopologySpread and InterPodAffinity scores (weighted, as

@@ -422,7 +422,7 @@ fn run(nodes: Vec<GenNode>, policy: PlacementConfig, inflight: &[(usize, f64, f6
         &indexes,
     );
     assert_eq!(indexed, decision, "the index changes the decision");
-    let terms = decision.preferred_terms(&policy.node_match);
+    let terms = crate::patch::preferred_terms(&decision, &policy.node_match);
     Case {
         nodes,
         policy,

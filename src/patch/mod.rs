@@ -9,69 +9,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
+mod terms;
+
+pub use terms::{TermJson, preferred_json, preferred_terms};
+
 const PREFERRED: &str = "preferredDuringSchedulingIgnoredDuringExecution";
 const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
 const DEFAULT_SCHEDULER: &str = "default-scheduler";
-
-/// A preferred term as JSON borrowing its strings: serialises as the
-/// [`PreferredSchedulingTerm`] of the same content does, without a copy of every node name.
-#[derive(Debug, Clone, Serialize)]
-pub struct TermJson<'a> {
-    preference: SelectorTermJson<'a>,
-    weight: i32,
-}
-
-#[derive(Debug, Clone, Serialize)]
-struct SelectorTermJson<'a> {
-    #[serde(rename = "matchExpressions", skip_serializing_if = "Vec::is_empty")]
-    match_expressions: Vec<RequirementJson<'a>>,
-    #[serde(rename = "matchFields", skip_serializing_if = "Vec::is_empty")]
-    match_fields: Vec<RequirementJson<'a>>,
-}
-
-/// A node selector requirement as JSON borrowing its strings.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct RequirementJson<'a> {
-    key: &'a str,
-    operator: &'static str,
-    values: Vec<&'a str>,
-}
-
-impl<'a> RequirementJson<'a> {
-    pub(crate) fn new(key: &'a str, operator: &'static str, values: Vec<&'a str>) -> Self {
-        RequirementJson {
-            key,
-            operator,
-            values,
-        }
-    }
-
-    /// The same requirement as the k8s type.
-    pub(crate) fn to_k8s(&self) -> NodeSelectorRequirement {
-        NodeSelectorRequirement {
-            key: self.key.to_string(),
-            operator: self.operator.to_string(),
-            values: Some(self.values.iter().map(|v| v.to_string()).collect()),
-        }
-    }
-}
-
-impl<'a> TermJson<'a> {
-    /// A term whose requirements (expressions and fields) all AND together.
-    pub(crate) fn new(
-        weight: i32,
-        match_expressions: Vec<RequirementJson<'a>>,
-        match_fields: Vec<RequirementJson<'a>>,
-    ) -> Self {
-        TermJson {
-            weight,
-            preference: SelectorTermJson {
-                match_expressions,
-                match_fields,
-            },
-        }
-    }
-}
 
 /// Preferred terms to add: as k8s types, or as JSON borrowed from a decision (what the
 /// server writes: no copy of each node name first). Both write the same JSON.

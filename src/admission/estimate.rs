@@ -1,33 +1,13 @@
 //! What a new pod will really use: the measured load of its job's running pods when there are
 //! enough of them, else its request. Pure.
 
-use std::fmt;
-
 use crate::config::EstimateConfig;
 use crate::inflight::ledger::PodLoad;
+use crate::placement::LoadSource;
 use crate::view::SiblingLoad;
 
-/// Where an estimate came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum LoadSource {
-    /// The pod's CPU request and the configured network estimate.
-    #[default]
-    Request,
-    /// A percentile of this many running siblings' readings.
-    Siblings(usize),
-}
-
-impl fmt::Display for LoadSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LoadSource::Request => f.write_str("request"),
-            LoadSource::Siblings(n) => write!(f, "siblings:{n}"),
-        }
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Estimate {
+pub(crate) struct Estimate {
     pub(crate) load: PodLoad,
     pub(crate) source: LoadSource,
 }
