@@ -121,7 +121,7 @@ fn decide_indexed(
 fn patch_for(decision: &placement::Decision, pod: &Pod, config: &Config) -> patch::JsonPatch {
     let changes = Changes {
         preferred: patch::Preferred::Json(patch::preferred_json(
-            &decision,
+            decision,
             &config.placement.node_match,
         )),
         required: &decision.pinning,

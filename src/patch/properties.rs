@@ -194,7 +194,7 @@ fn typed(pod: &Value) -> Pod {
 
 fn check(pod: &Value, decision: &Decision, node_match: &NodeMatch) -> Result<(), TestCaseError> {
     let read = typed(pod);
-    let preferred = super::preferred_terms(&decision, node_match);
+    let preferred = super::preferred_terms(decision, node_match);
     let changes = Changes {
         preferred: preferred.into(),
         required: &decision.pinning,
@@ -203,7 +203,7 @@ fn check(pod: &Value, decision: &Decision, node_match: &NodeMatch) -> Result<(),
     };
     // The server writes the terms borrowed from the decision: the same patch.
     let borrowed = Changes {
-        preferred: Preferred::Json(super::preferred_json(&decision, node_match)),
+        preferred: Preferred::Json(super::preferred_json(decision, node_match)),
         ..changes.clone()
     };
     let as_values = |changes: &Changes<'_>| -> Result<Value, TestCaseError> {

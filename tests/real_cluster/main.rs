@@ -17,6 +17,7 @@ mod closed_loop;
 mod day;
 mod differential;
 mod fixture;
+mod flink;
 mod handover;
 mod helm;
 mod install;

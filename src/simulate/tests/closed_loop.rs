@@ -264,6 +264,53 @@ struct Setup {
 /// left Pending that ideal places, and better than no webhook. The targets (one TaskManager,
 /// count + 2) are checked too: each miss is printed with its figure, and the test fails on them
 /// when `CLOSED_LOOP_STRICT` is set.
+/// Each method's figures on `cluster`, and what it broke of the scenario's hard constraints,
+/// in the order of `methods`. Measured side by side on the machine's cores: each run is seeded
+/// and shares nothing with the others, so the figures are those of running them one by one,
+/// and a 5,000-node scenario's seventeen runs do not wait for each other on one core.
+fn measure_all(
+    cluster: &Cluster,
+    config: &Config,
+    burst: &Burst,
+    methods: &[Method],
+    hard: Option<Hard>,
+) -> Vec<(Figures, Option<String>)> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(methods.len());
+    let one = || {
+        let mut mine = Vec::new();
+        while let Some(&method) = methods.get(next.fetch_add(1, Ordering::Relaxed)) {
+            let outcome = run(cluster, config, burst, method, 1);
+            let broken = hard
+                .and_then(|hard| hard(cluster, &outcome))
+                .map(|text| format!("{}: {text}", method.label()));
+            let k = mine.len();
+            mine.push((method, k, (figures(cluster, burst, &outcome, BUSY), broken)));
+        }
+        mine
+    };
+    let mut all: Vec<(usize, (Figures, Option<String>))> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..workers).map(|_| scope.spawn(one)).collect();
+        workers
+            .into_iter()
+            .flat_map(|worker| {
+                worker
+                    .join()
+                    .unwrap_or_else(|e| std::panic::resume_unwind(e))
+            })
+            .map(|(method, _, result)| {
+                let at = methods.iter().position(|m| *m == method);
+                (at.expect("a method measured is listed"), result)
+            })
+            .collect()
+    });
+    all.sort_by_key(|(at, _)| *at);
+    all.into_iter().map(|(_, result)| result).collect()
+}
+
 fn check(name: &str, specs: &[Spec], burst: &Burst, setup: Setup) {
     let mut config = Config::default();
     if setup.exact {
@@ -285,14 +332,35 @@ fn check(name: &str, specs: &[Spec], burst: &Burst, setup: Setup) {
         .with_pods(running)
         .with_namespace_labels(setup.namespace_labels);
     let sampled = cluster.nodes.len() > 100 && !setup.exact;
+    // Every method's outcome first, measured side by side; the checks below read them in order.
+    let timings: Vec<Timing> = modes()
+        .into_iter()
+        .map(|mut timing| {
+            if std::env::var_os("CLOSED_LOOP_NO_MEMBERSHIP").is_some() {
+                timing.membership = false;
+            }
+            if timing.join_at == Some(usize::MAX) {
+                timing.join_at = Some(burst.count / 2);
+            }
+            timing
+        })
+        .collect();
+    let mut methods = vec![Method::Ideal];
+    if sampled {
+        methods.push(Method::IdealInSample);
+    }
+    methods.extend([Method::NoWebhook, Method::CoolestForAll]);
+    methods.extend(timings.iter().map(|&timing| Method::Webhook(timing)));
     let mut broken = Vec::new();
-    let mut measure = |method: Method| {
-        let outcome = run(&cluster, &config, burst, method, 1);
-        if let Some(text) = setup.hard.and_then(|hard| hard(&cluster, &outcome)) {
-            broken.push(format!("{}: {text}", method.label()));
-        }
-        figures(&cluster, burst, &outcome, BUSY)
-    };
+    let mut measured = measure_all(&cluster, &config, burst, &methods, setup.hard)
+        .into_iter()
+        .map(|(figures, hard_broken)| {
+            broken.extend(hard_broken);
+            figures
+        })
+        .collect::<Vec<_>>()
+        .into_iter();
+    let mut measure = |_: Method| measured.next().expect("one outcome per method");
     let ideal = measure(Method::Ideal);
     let in_sample = sampled.then(|| measure(Method::IdealInSample));
     let alone = measure(Method::NoWebhook);
@@ -310,13 +378,7 @@ fn check(name: &str, specs: &[Spec], burst: &Burst, setup: Setup) {
     rows.extend([alone.clone(), coolest]);
     let mut failures = Vec::new();
     let mut missed = Vec::new();
-    for mut timing in modes() {
-        if std::env::var_os("CLOSED_LOOP_NO_MEMBERSHIP").is_some() {
-            timing.membership = false;
-        }
-        if timing.join_at == Some(usize::MAX) {
-            timing.join_at = Some(burst.count / 2);
-        }
+    for timing in timings {
         let f = measure(Method::Webhook(timing));
         let mut guards = Vec::new();
         // Replicas that hear nothing of each other until the burst is over cannot avoid each
