@@ -386,11 +386,16 @@ impl Cluster {
 /// The decision note's landing: node -> percent, from `land=` (`node-07:100` or
 /// `node-0{7:62,3:38}`).
 pub fn landing(note: &str) -> BTreeMap<String, u32> {
+    landing_in_order(note).into_iter().collect()
+}
+
+/// [`landing`] in the order the note names the nodes.
+pub fn landing_in_order(note: &str) -> Vec<(String, u32)> {
     let Some(value) = note
         .split(' ')
         .find_map(|field| field.strip_prefix("land="))
     else {
-        return BTreeMap::new();
+        return Vec::new();
     };
     let (front, inner, back) = match (value.find('{'), value.rfind('}')) {
         (Some(open), Some(close)) => (&value[..open], &value[open + 1..close], &value[close + 1..]),

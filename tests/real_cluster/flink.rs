@@ -19,7 +19,7 @@ use kube::Api;
 use kube::api::ListParams;
 use kube::runtime::watcher;
 
-use crate::fixture::{Cluster, FLINK, Setup, decision, landing, preferred, serial};
+use crate::fixture::{Cluster, FLINK, Setup, decision, landing_in_order, preferred, serial};
 use crate::support::kube::objects::annotation;
 use crate::support::kube::webhook::{repo_path, sum};
 
@@ -203,17 +203,12 @@ async fn wait_pods(
     }
 }
 
-/// The first node `land=` names, read with the fixture's parser's spelling rules.
+/// The first node the decision note's landing names.
 fn first_landing(note: &str) -> Option<String> {
-    let value = note.split(' ').find_map(|f| f.strip_prefix("land="))?;
-    let (front, inner, back) = match (value.find('{'), value.rfind('}')) {
-        (Some(open), Some(close)) => (&value[..open], &value[open + 1..close], &value[close + 1..]),
-        _ => ("", value, ""),
-    };
-    let (middle, _) = inner.split(',').next()?.rsplit_once(':')?;
-    let node = format!("{front}{middle}{back}");
-    // Whatever `landing` does not read back is not a node.
-    landing(note).contains_key(&node).then_some(node)
+    landing_in_order(note)
+        .into_iter()
+        .next()
+        .map(|(node, _)| node)
 }
 
 /// The pod names of the JobManager log's lines with `before` NAME `after`.

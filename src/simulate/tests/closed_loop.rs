@@ -282,15 +282,17 @@ fn measure_all(
         .min(methods.len());
     let one = || {
         let mut mine = Vec::new();
-        while let Some(&method) = methods.get(next.fetch_add(1, Ordering::Relaxed)) {
+        loop {
+            let at = next.fetch_add(1, Ordering::Relaxed);
+            let Some(&method) = methods.get(at) else {
+                return mine;
+            };
             let outcome = run(cluster, config, burst, method, 1);
             let broken = hard
                 .and_then(|hard| hard(cluster, &outcome))
                 .map(|text| format!("{}: {text}", method.label()));
-            let k = mine.len();
-            mine.push((method, k, (figures(cluster, burst, &outcome, BUSY), broken)));
+            mine.push((at, (figures(cluster, burst, &outcome, BUSY), broken)));
         }
-        mine
     };
     let mut all: Vec<(usize, (Figures, Option<String>))> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..workers).map(|_| scope.spawn(one)).collect();
@@ -300,10 +302,6 @@ fn measure_all(
                 worker
                     .join()
                     .unwrap_or_else(|e| std::panic::resume_unwind(e))
-            })
-            .map(|(method, _, result)| {
-                let at = methods.iter().position(|m| *m == method);
-                (at.expect("a method measured is listed"), result)
             })
             .collect()
     });
