@@ -101,7 +101,7 @@ pub struct Cluster {
     /// A living cluster's Prometheus and kwok (see [`Setup::living`]).
     pub prometheus: Option<Prometheus>,
     /// Held: kwok stops when the cluster is dropped.
-    _kwok: Option<Process>,
+    pub kwok: Option<Process>,
     // Last: dropped after the replicas, so they never see their apiserver vanish first.
     pub plane: ControlPlane,
 }
@@ -183,7 +183,7 @@ impl Cluster {
             overlay: setup.overlay,
             hosts: None,
             prometheus,
-            _kwok: kwok,
+            kwok,
             plane,
         };
         match &setup.snapshot {

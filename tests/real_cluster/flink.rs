@@ -20,18 +20,39 @@ use kube::api::ListParams;
 use kube::runtime::watcher;
 
 use crate::fixture::{Cluster, FLINK, Setup, decision, landing_in_order, preferred, serial};
-use crate::support::kube::objects::annotation;
+use crate::living::{
+    NodeUse, PodUse, above_bound, hottest_landing, readings, wait_settled, water_filling,
+};
+use crate::support::kube::objects::{NodeSpec, annotation};
 use crate::support::kube::webhook::{repo_path, sum};
+use crate::support::rng::Rng;
 
 const NODES: usize = 40;
 const FIRST: usize = 20;
 const RESCALED: usize = 30;
+/// Prometheus scrapes kwok this often (seconds); the template's `placement-test/scrape-seconds`.
+const SCRAPE: u32 = 5;
+/// The webhooks' rate window and a sibling's `min_running`.
+const WINDOW: u64 = 20;
+/// What a TaskManager pod requests: Flink's `kubernetes.taskmanager.cpu.amount` and the
+/// template's sidecar.
+const TM_REQUESTS: f64 = 2.05;
+/// What a running TaskManager uses: the template's `placement-test/cpu-cores`. The size a
+/// placement row counts in.
+const TM_USES: f64 = 1.5;
+/// A node at or above this busy fraction is busy (the shipped `placement.hot.cpu`).
+const BUSY: f64 = 0.85;
 /// Flink's `kubernetes.cluster-id`: the Deployment's name and the pods' `app` label.
 const CLUSTER_ID: &str = "steer";
-/// Short, so that Flink replaces its first pods while the test runs.
-const REG_TIMEOUT: &str = "20 s";
+/// Short, so that Flink replaces its first pods while the test runs; long enough that the
+/// first burst's TaskManagers run past `min_running` before the rescale, as siblings.
+const REG_TIMEOUT: &str = "60 s";
 const REVIEWS: &str = "placement_webhook_reviews_total";
+const FORWARDS: &str = "placement_webhook_forwarded_reviews_total";
 const WEBHOOK: &str = "taskmanagers.placement-webhook.io";
+/// The do-nothing webhook: its registration and its one hook.
+const NOOP: &str = "placement-webhook-noop";
+const NOOP_HOOK: &str = "noop.placement-webhook.io";
 
 /// The tools tests/flink runs with: `false` (skipped) outside CI when one is missing; under
 /// `CI=true` the test fails, as for the control plane's binaries.
@@ -174,29 +195,52 @@ fn watch_taskmanagers(cluster: &Cluster) -> (Seen, tokio::task::JoinHandle<()>) 
     (seen, task)
 }
 
-/// (pods seen, pods not being deleted).
-fn counts(seen: &Seen) -> (usize, usize) {
-    let seen = seen.lock().expect("seen");
-    (seen.len(), seen.values().filter(|(_, gone)| !gone).count())
+/// The TaskManager pods the watch has seen so far.
+#[derive(Debug, Clone, Copy)]
+struct Counts {
+    all: usize,
+    /// Not being deleted.
+    live: usize,
+    /// Live, and bound to a node.
+    bound: usize,
 }
 
-/// Waits until `check` holds of (seen, live), `limit` at most.
+fn counts(seen: &Seen) -> Counts {
+    let seen = seen.lock().expect("seen");
+    let live = || seen.values().filter(|(_, gone)| !gone);
+    Counts {
+        all: seen.len(),
+        live: live().count(),
+        bound: live().filter(|(pod, _)| node_of(pod).is_some()).count(),
+    }
+}
+
+/// The names of every pod seen so far.
+fn names(seen: &Seen) -> BTreeSet<String> {
+    seen.lock().expect("seen").keys().cloned().collect()
+}
+
+fn node_of(pod: &Pod) -> Option<&str> {
+    pod.spec.as_ref()?.node_name.as_deref()
+}
+
+/// Waits until `check` holds of the counts, `limit` at most.
 async fn wait_pods(
     what: &str,
     seen: &Seen,
     flink: &Flink,
     limit: Duration,
-    check: impl Fn(usize, usize) -> bool,
+    check: impl Fn(Counts) -> bool,
 ) {
     let started = Instant::now();
     loop {
-        let (all, live) = counts(seen);
-        if check(all, live) {
+        let now = counts(seen);
+        if check(now) {
             return;
         }
         assert!(
             started.elapsed() < limit,
-            "{what} after {limit:?}: {all} TaskManager pods seen, {live} live\n--- jm.log\n{}",
+            "{what} after {limit:?}: {now:?}\n--- jm.log\n{}",
             flink.log_tail(40)
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -284,6 +328,258 @@ fn kept_from_template(pod: &Pod) -> Vec<String> {
     lost
 }
 
+/// A node of the living cluster: its cores and its background's busy fraction, which kwok
+/// serves as the node's CPU and which is kept from the pods as reserved CPU.
+struct TestNode {
+    spec: NodeSpec,
+    cores: f64,
+    background: f64,
+}
+
+/// `NODES` nodes of 8-32 cores in three zones, busy as the day's pools are: a tenth hot
+/// (0.85-0.98), a third warm, two fifths half busy, the rest cool. Seeded.
+fn living_nodes() -> Vec<TestNode> {
+    let mut rng = Rng(0xF1_1A2C);
+    (0..NODES)
+        .map(|i| {
+            let cores = *rng.pick(&[8u32, 16, 16, 32]);
+            let (lo, hi) = match rng.below(100) {
+                0..10 => (0.85, 0.98),
+                10..45 => (0.55, 0.85),
+                45..85 => (0.30, 0.55),
+                _ => (0.05, 0.30),
+            };
+            let background = lo + (hi - lo) * rng.below(1000) as f64 / 1000.0;
+            let busy_cores = background * f64::from(cores);
+            let zone = format!("zone-{}", ["a", "b", "c"][i % 3]);
+            let mut spec = NodeSpec::new(&format!("node-{i:03}"), &zone, cores);
+            spec.internal_ip = Some(format!("10.9.0.{}", i + 1));
+            spec.annotations.push((
+                "placement-test/background-cpu-cores".into(),
+                format!("{busy_cores:.3}"),
+            ));
+            spec.reserved_millicores = (busy_cores * 1000.0).ceil() as u32;
+            TestNode {
+                spec,
+                cores: f64::from(cores),
+                background,
+            }
+        })
+        .collect()
+}
+
+/// The apiserver's timing of its calls to one webhook (its
+/// `apiserver_admission_webhook_admission_duration_seconds`).
+#[derive(Debug, Clone, Copy)]
+struct Latency {
+    calls: f64,
+    mean_ms: f64,
+    /// The upper bounds of the histogram buckets that hold the median and the 99th percentile.
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+fn webhook_latency(metrics: &str, webhook: &str) -> Latency {
+    const HISTOGRAM: &str = "apiserver_admission_webhook_admission_duration_seconds";
+    let labels = [("name", webhook), ("type", "admit")];
+    let calls = sum(metrics, &format!("{HISTOGRAM}_count"), &labels);
+    let seconds = sum(metrics, &format!("{HISTOGRAM}_sum"), &labels);
+    // Cumulative counts by bucket bound, summed over the other labels.
+    let mut buckets: BTreeMap<String, f64> = BTreeMap::new();
+    for line in metrics.lines() {
+        let Some(rest) = line.strip_prefix(&format!("{HISTOGRAM}_bucket{{")) else {
+            continue;
+        };
+        if !labels
+            .iter()
+            .all(|(k, v)| rest.contains(&format!("{k}=\"{v}\"")))
+        {
+            continue;
+        }
+        let le = rest
+            .split_once("le=\"")
+            .and_then(|(_, r)| r.split_once('"'))
+            .map(|(le, _)| le.to_string());
+        let value = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok());
+        if let (Some(le), Some(value)) = (le, value) {
+            *buckets.entry(le).or_default() += value;
+        }
+    }
+    let mut bounds: Vec<(f64, f64)> = buckets
+        .into_iter()
+        .map(|(le, n)| (le.parse().unwrap_or(f64::INFINITY), n))
+        .collect();
+    bounds.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let quantile = |q: f64| {
+        bounds
+            .iter()
+            .find(|(_, n)| *n >= q * calls)
+            .map_or(f64::NAN, |(le, _)| le * 1000.0)
+    };
+    Latency {
+        calls,
+        mean_ms: 1000.0 * seconds / calls.max(1.0),
+        p50_ms: quantile(0.5),
+        p99_ms: quantile(0.99),
+    }
+}
+
+/// Milliseconds from Flink's "Creating new TaskManager pod" to its "Pod ... is created" for each
+/// pod, read off the JobManager log's timestamps (`HH:mm:ss,SSS`), sorted.
+fn flink_create_ms(log: &str) -> Vec<f64> {
+    // The time is the first or second word (after a date, in Flink's default layout).
+    let at = |line: &str| -> Option<f64> {
+        let time = line
+            .split(' ')
+            .take(2)
+            .find(|w| w.len() == 12 && w.as_bytes()[2] == b':')?;
+        let (hms, ms) = time.split_once(',')?;
+        let mut parts = hms.split(':').map(|p| p.parse::<f64>().ok());
+        let (h, m, s) = (parts.next()??, parts.next()??, parts.next()??);
+        Some(((h * 60.0 + m) * 60.0 + s) * 1000.0 + ms.parse::<f64>().ok()?)
+    };
+    let mut asked: BTreeMap<String, f64> = BTreeMap::new();
+    let mut took = Vec::new();
+    for line in log.lines() {
+        if let Some((_, rest)) = line.split_once("Creating new TaskManager pod with name ")
+            && let (Some((name, _)), Some(t)) = (rest.split_once(' '), at(line))
+        {
+            asked.insert(name.to_string(), t);
+        }
+        if let Some((_, rest)) = line.split_once("] - Pod ")
+            && let (Some((name, _)), Some(t)) = (rest.split_once(" is created."), at(line))
+            && let Some(start) = asked.get(name)
+        {
+            // Past midnight the clock wraps.
+            took.push((t - start).rem_euclid(86_400_000.0));
+        }
+    }
+    took.sort_by(f64::total_cmp);
+    took
+}
+
+/// One burst's placement, measured once its pods are bound.
+struct Row {
+    burst: &'static str,
+    pods: usize,
+    /// The hottest node the burst landed on, above water-filling, in TaskManagers of its size.
+    above: f64,
+    hottest: f64,
+    bound: f64,
+    hottest_node: String,
+    /// Pods that landed on a node already busy.
+    onto_busy: usize,
+    /// Pods bound to the first node their decision named.
+    on_first: usize,
+    /// Pods whose load was estimated from running siblings.
+    from_siblings: usize,
+    /// Each node the burst landed on: its name, level before the burst (truth), pods landed.
+    landings: Vec<(String, f64, usize)>,
+}
+
+/// The burst `members` (pod names) against water-filling it onto the nodes as really used:
+/// background and every other live TaskManager (`seen`), each at its eventual use.
+fn placement_row(
+    burst: &'static str,
+    nodes: &[TestNode],
+    seen: &BTreeMap<String, (Pod, bool)>,
+    members: &BTreeSet<String>,
+) -> Row {
+    let index: BTreeMap<&str, usize> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.spec.name.as_str(), i))
+        .collect();
+    let taskmanager = PodUse {
+        used: TM_USES,
+        requested: TM_REQUESTS,
+    };
+    let mut before: Vec<NodeUse> = nodes
+        .iter()
+        .map(|n| NodeUse {
+            cores: n.cores,
+            used: n.background * n.cores,
+            requested: f64::from(n.spec.reserved_millicores) / 1000.0,
+        })
+        .collect();
+    let mut landed = vec![0usize; nodes.len()];
+    let (mut on_first, mut from_siblings) = (0, 0);
+    for (name, (pod, gone)) in seen {
+        if *gone {
+            continue;
+        }
+        let node = node_of(pod).unwrap_or_else(|| panic!("{name} is not bound"));
+        let i = index[node];
+        if !members.contains(name) {
+            before[i] = before[i].with(1, taskmanager);
+            continue;
+        }
+        landed[i] += 1;
+        let note = decision(pod).unwrap_or_default();
+        if first_landing(note).as_deref() == Some(node) {
+            on_first += 1;
+        }
+        if note.contains(" est=siblings:") {
+            from_siblings += 1;
+        }
+    }
+    let pods: usize = landed.iter().sum();
+    let after: Vec<NodeUse> = before
+        .iter()
+        .zip(&landed)
+        .map(|(node, k)| node.with(*k, taskmanager))
+        .collect();
+    let bound = water_filling(&before, &vec![taskmanager; pods]);
+    let (above, hottest) = above_bound(&after, &landed, TM_USES, bound);
+    let hottest_node = hottest_landing(&after, &landed).map_or_else(String::new, |i| {
+        format!(
+            "{} ({:.0} cores, background {:.2}, {} landed)",
+            nodes[i].spec.name, nodes[i].cores, nodes[i].background, landed[i]
+        )
+    });
+    let onto_busy = (0..nodes.len())
+        .filter(|&i| before[i].level() >= BUSY)
+        .map(|i| landed[i])
+        .sum();
+    let landings = (0..nodes.len())
+        .filter(|&i| landed[i] > 0)
+        .map(|i| (nodes[i].spec.name.clone(), before[i].level(), landed[i]))
+        .collect();
+    Row {
+        landings,
+        burst,
+        pods,
+        above,
+        hottest,
+        bound,
+        hottest_node,
+        onto_busy,
+        on_first,
+        from_siblings,
+    }
+}
+
+fn print_rows(rows: &[Row]) {
+    println!(
+        "  {:<28} {:>5} {:>10} {:>8} {:>7} {:>9} {:>9} {:>9}  hottest landing node",
+        "burst", "pods", "above TMs", "hottest", "bound", "onto busy", "on first", "siblings"
+    );
+    for r in rows {
+        println!(
+            "  {:<28} {:>5} {:>10.2} {:>8.3} {:>7.3} {:>9} {:>9} {:>9}  {}",
+            r.burst,
+            r.pods,
+            r.above,
+            r.hottest,
+            r.bound,
+            r.onto_busy,
+            r.on_first,
+            r.from_siblings,
+            r.hottest_node
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flinks_own_taskmanagers_are_steered_and_a_rescale_is_a_second_burst() {
     let _serial = serial().await;
@@ -291,19 +587,57 @@ async fn flinks_own_taskmanagers_are_steered_and_a_rescale_is_a_second_burst() {
         return;
     }
     let test_started = Instant::now();
-    let mut setup = Setup::nodes(NODES);
+    let nodes = living_nodes();
+    let mut setup = Setup::nodes(0);
+    setup.nodes = nodes
+        .iter()
+        .map(|n| (n.spec.clone(), n.background))
+        .collect();
     setup.replicas = 2;
-    let Some(cluster) = Cluster::start(setup).await else {
+    // A living cluster: kwok runs the pods (Flink starts a pod's registration timeout once it
+    // is scheduled, and kwok removes the pods Flink deletes) and serves their CPU, which a real
+    // Prometheus scrapes and the webhook reads with the shipped queries.
+    setup.living = Some(SCRAPE);
+    setup.extra_config = format!(
+        "prometheus: {{url: '{{prometheus}}', refresh_interval: 5s, query_timeout: 4s, \
+         rate_window: {WINDOW}s, node_mapping: {{by: uname}}}}\n\
+         inflight: {{handover: {{rule: evidence, scrape_interval: {SCRAPE}s}}, \
+         estimate: {{min_running: {WINDOW}s}}}}\n"
+    );
+    let Some(mut cluster) = Cluster::start(setup).await else {
         return;
     };
-    // The kubelet of every node: Flink starts a pod's registration timeout once it is
-    // scheduled, and kwok removes the pods Flink deletes.
-    let mut kwok = cluster.plane.spawn_kwok();
+    // A do-nothing webhook beside it, called for the same pods: the same server answering
+    // every review unchanged (its targets match no pod), so that the apiserver times both.
+    let noop = cluster
+        .start_second_webhook(
+            NOOP,
+            "targets: {match_labels: {placement-test/never: \"true\"}}\n\
+             service: placement-webhook-noop\n",
+            ("placement-test/noop", "on"),
+        )
+        .await;
+    cluster.plane.kubectl(&[
+        "patch",
+        "mutatingwebhookconfiguration",
+        NOOP,
+        "--type=json",
+        &format!(r#"-p=[{{"op":"replace","path":"/webhooks/0/name","value":"{NOOP_HOOK}"}}]"#),
+    ]);
+    cluster
+        .plane
+        .kubectl(&["label", "namespace", FLINK, "placement-test/noop=on"]);
+    let expected: Vec<(String, f64)> = nodes
+        .iter()
+        .map(|n| (n.spec.name.clone(), n.background))
+        .collect();
+    wait_settled(&cluster, Duration::from_secs(WINDOW), &expected).await;
     let (seen, watch) = watch_taskmanagers(&cluster);
     let flink = Flink::new(
         &cluster.plane.admin_kubeconfig(),
         cluster.plane.dir.path().join("flink"),
     );
+    let mut rows = Vec::new();
 
     let started = Instant::now();
     flink.run(&["up"]);
@@ -312,34 +646,69 @@ async fn flinks_own_taskmanagers_are_steered_and_a_rescale_is_a_second_burst() {
     let started = Instant::now();
     flink.run(&["submit", &FIRST.to_string()]);
     wait_pods(
-        "the job's TaskManager pods never all existed",
+        "the job's TaskManager pods never all existed, bound",
         &seen,
         &flink,
         Duration::from_secs(120),
-        |_, live| live >= FIRST,
+        |n| n.live >= FIRST && n.bound == n.live,
     )
     .await;
     let first = started.elapsed();
-    let before_rescale = counts(&seen).0;
+    let first_burst = names(&seen);
+    let before_rescale = first_burst.len();
+    rows.push(placement_row(
+        "1: submit, parallelism 20",
+        &nodes,
+        &seen.lock().expect("seen"),
+        &first_burst,
+    ));
 
+    // The first burst's TaskManagers run long enough to be measured (a rate window and two
+    // scrapes past `min_running`): the rescale's pods are estimated from them.
+    tokio::time::sleep(Duration::from_secs(WINDOW + 2 * u64::from(SCRAPE) + 5)).await;
     let started = Instant::now();
     flink.run(&["rescale", &RESCALED.to_string()]);
     wait_pods(
-        "the rescale's TaskManager pods never all existed",
+        "the rescale's TaskManager pods never all existed, bound",
         &seen,
         &flink,
         Duration::from_secs(120),
-        |_, live| live >= RESCALED,
+        |n| n.live >= RESCALED && n.bound == n.live,
     )
     .await;
     let second = started.elapsed();
+    // What the metrics say as the rescale's pods start: the first burst's load, read.
+    let read_at_end = readings(&cluster, Duration::from_secs(WINDOW))
+        .await
+        .unwrap_or_default();
+    let second_burst: BTreeSet<String> = names(&seen).difference(&first_burst).cloned().collect();
+    rows.push(placement_row(
+        "2: rescale to 30",
+        &nodes,
+        &seen.lock().expect("seen"),
+        &second_burst,
+    ));
+    let rescale_decisions: Vec<String> = {
+        let seen = seen.lock().expect("seen");
+        second_burst
+            .iter()
+            .filter_map(|name| {
+                let (pod, _) = seen.get(name)?;
+                Some(format!(
+                    "{name} -> {}: {}",
+                    node_of(pod).unwrap_or("-"),
+                    decision(pod).unwrap_or("-")
+                ))
+            })
+            .collect()
+    };
     // Then Flink's own churn: pods past their registration timeout deleted and replaced.
     wait_pods(
         "Flink never replaced a TaskManager pod",
         &seen,
         &flink,
         Duration::from_secs(90),
-        |all, _| all > RESCALED,
+        |n| n.all > RESCALED,
     )
     .await;
 
@@ -353,7 +722,9 @@ async fn flinks_own_taskmanagers_are_steered_and_a_rescale_is_a_second_burst() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     watch.abort();
     let seen = seen.lock().expect("seen").clone();
-    kwok.assert_running();
+    if let Some(kwok) = cluster.kwok.as_mut() {
+        kwok.assert_running();
+    }
 
     // Every pod Flink asked for was created: none refused by the apiserver (Flink logs each
     // failed create), each created one watched.
@@ -391,27 +762,51 @@ async fn flinks_own_taskmanagers_are_steered_and_a_rescale_is_a_second_burst() {
     );
 
     // Reviewed once each, and nothing else reviewed: the JobManager's objects never reached the
-    // webhook; the apiserver called it without a failure.
-    let reviews = cluster.metric_sum(REVIEWS, &[]).await;
-    let patched = cluster.metric_sum(REVIEWS, &[("outcome", "patched")]).await;
+    // webhook; the apiserver called it without a failure. The apiserver's own count is the
+    // calls; the replicas' review counts may exceed it by the forwards that fell back (a forward
+    // that timed out after the decider answered is decided twice, once on each replica).
+    let apiserver = cluster.plane.metrics();
+    let calls = sum(
+        &apiserver,
+        "apiserver_admission_webhook_admission_duration_seconds_count",
+        &[("name", WEBHOOK), ("type", "admit")],
+    );
     let asked = requested.union(&seen.keys().cloned().collect()).count();
     assert!(
-        reviews >= seen.len() as f64 && reviews <= asked as f64,
-        "{reviews} reviews for {} pods created of {asked} requested",
+        calls >= seen.len() as f64 && calls <= asked as f64,
+        "the apiserver called the webhook {calls} times for {} pods created of {asked} requested",
         seen.len()
     );
+    // The installed webhook's replicas: those before the do-nothing one.
+    let installed: Vec<String> = cluster.metrics().await.into_iter().take(noop).collect();
+    let installed_sum = |name: &str, labels: &[(&str, &str)]| -> f64 {
+        installed.iter().map(|m| sum(m, name, labels)).sum()
+    };
+    let reviews = installed_sum(REVIEWS, &[]);
+    let patched = installed_sum(REVIEWS, &[("outcome", "patched")]);
+    let fell_back = installed_sum(FORWARDS, &[("result", "failed")]);
+    assert!(
+        reviews >= calls && reviews <= calls + fell_back,
+        "{reviews} reviews counted by the replicas for {calls} calls, {fell_back} forwards failed"
+    );
     assert_eq!(patched, reviews, "reviews not patched");
-    let apiserver = cluster.plane.metrics();
     for metric in [
         "apiserver_admission_webhook_fail_open_count",
         "apiserver_admission_webhook_rejection_count",
     ] {
-        assert_eq!(
-            sum(&apiserver, metric, &[("name", WEBHOOK)]),
-            0.0,
-            "{metric}"
-        );
+        for hook in [WEBHOOK, NOOP_HOOK] {
+            assert_eq!(
+                sum(&apiserver, metric, &[("name", hook)]),
+                0.0,
+                "{metric} {hook}"
+            );
+        }
     }
+    // Both webhooks were called for every create.
+    let ours = webhook_latency(&apiserver, WEBHOOK);
+    let nothing = webhook_latency(&apiserver, NOOP_HOOK);
+    assert_eq!(ours.calls, nothing.calls, "calls to the two webhooks");
+    let flink_ms = flink_create_ms(&jm_log);
 
     // What Flink's client created for the JobManager carries nothing of the webhook.
     let selector = ListParams::default().labels(&format!("app={CLUSTER_ID}"));
@@ -576,5 +971,66 @@ async fn flinks_own_taskmanagers_are_steered_and_a_rescale_is_a_second_burst() {
             serde_json::to_string(&spec.and_then(|s| s.affinity.as_ref())).expect("json")
         );
     }
+    println!(
+        "latency the apiserver measured per call: {:>6} calls, mean {:.1} ms, median <= {} ms, \
+         p99 <= {} ms (the webhook); mean {:.1} ms, median <= {} ms, p99 <= {} ms (a do-nothing \
+         webhook on the same server, same pods)",
+        ours.calls,
+        ours.mean_ms,
+        ours.p50_ms,
+        ours.p99_ms,
+        nothing.mean_ms,
+        nothing.p50_ms,
+        nothing.p99_ms
+    );
+    let at = |q: f64| {
+        flink_ms
+            .get(((flink_ms.len() as f64 - 1.0) * q).round() as usize)
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    println!(
+        "Flink's pod creates (its log, request to created, both webhooks called): {} pods, \
+         median {:.0} ms, p90 {:.0} ms, max {:.0} ms",
+        flink_ms.len(),
+        at(0.5),
+        at(0.9),
+        at(1.0)
+    );
+    println!(
+        "placement of the bursts against water-filling them onto the nodes as used \
+         (TaskManager = {TM_USES} cores used, {TM_REQUESTS} requested)"
+    );
+    print_rows(&rows);
+    println!("the rescale's decisions:");
+    for line in &rescale_decisions {
+        println!("  {line}");
+    }
     println!("  test time: {:.1} s", test_started.elapsed().as_secs_f64());
+
+    // Each burst within one TaskManager of the bound, every pod counted.
+    for row in &rows {
+        assert!(
+            row.above <= 1.0,
+            "burst {}: the hottest landing node ends {:.2} TaskManagers above the bound ({}); \
+             where it landed (node, busy before it as really used, busy as read at the end, \
+             pods): {:?}",
+            row.burst,
+            row.above,
+            row.hottest_node,
+            row.landings
+                .iter()
+                .map(|(node, level, pods)| format!(
+                    "{node} {level:.3} {:.3} {pods}",
+                    read_at_end.get(node).copied().unwrap_or(f64::NAN)
+                ))
+                .collect::<Vec<_>>()
+        );
+    }
+    // The rescale's pods are charged what their running siblings use, not their request.
+    let rescale = &rows[1];
+    assert_eq!(
+        rescale.from_siblings, rescale.pods,
+        "rescale pods estimated from their siblings"
+    );
 }
