@@ -36,7 +36,8 @@ use serde_json::json;
 
 use crate::fixture::{Cluster, Setup, decision, landing, serial};
 use crate::living::{
-    NodeUse, PodUse, above_bound, hottest_landing, targets, wait_settled, water_filling,
+    ByNode, NodeUse, PodUse, above_bound, busy_fraction, deciding_charges, hottest_landing,
+    reserved_millicores, shown_by_pod, targets, wait_settled, water_filling, with_background,
 };
 use crate::support::kube::objects::{self, NodeSpec};
 use crate::support::kube::process::{cpu_seconds, rss_mib};
@@ -227,18 +228,10 @@ fn pool_nodes(count: usize) -> Vec<PoolNode> {
     (0..count)
         .map(|i| {
             let cores = *rng.pick(&[8.0, 16.0, 16.0, 32.0, 32.0, 64.0]);
-            let class = rng.below(100);
-            let (lo, hi) = match class {
-                0..10 => (0.85, 0.98),
-                10..45 => (0.55, 0.85),
-                45..85 => (0.30, 0.55),
-                _ => (0.05, 0.30),
-            };
-            let busy = lo + (hi - lo) * rng.below(1000) as f64 / 1000.0;
             PoolNode {
                 cores,
                 zone: format!("zone-{}", ["a", "b", "c"][i % 3]),
-                background: busy,
+                background: busy_fraction(&mut rng),
             }
         })
         .collect()
@@ -247,7 +240,7 @@ fn pool_nodes(count: usize) -> Vec<PoolNode> {
 impl PoolNode {
     /// The background's cores, rounded up to a millicore, kept from the pods.
     fn reserved_millicores(&self) -> u32 {
-        (self.background * self.cores * 1000.0).ceil() as u32
+        reserved_millicores(self.cores, self.background)
     }
 }
 
@@ -260,13 +253,7 @@ fn node_spec(variant: Variant, i: usize, node: &PoolNode) -> NodeSpec {
     let mut spec = NodeSpec::new(&node_name(variant, i), &node.zone, node.cores as u32);
     spec.labels.push((POOL_LABEL.into(), variant.pool().into()));
     spec.internal_ip = Some(format!("10.{}.{}.{}", p + 1, i / 200, i % 200 + 1));
-    spec.annotations.push((
-        "placement-test/background-cpu-cores".into(),
-        format!("{:.3}", node.background * node.cores),
-    ));
-    // What makes the background holds its CPU, as system-reserved and other workloads' requests
-    // do: no node is asked for more than its cores.
-    spec.reserved_millicores = node.reserved_millicores();
+    with_background(&mut spec, node.cores, node.background);
     spec
 }
 
@@ -406,9 +393,6 @@ struct Row {
     counted_twice: Option<f64>,
 }
 
-/// CPU cores by node name.
-type ByNode = BTreeMap<String, f64>;
-
 /// The webhook's memory and CPU over the day.
 #[derive(Debug, Clone, Default)]
 struct Footprint {
@@ -429,43 +413,9 @@ struct Day {
 }
 
 impl Day {
-    /// TaskManager load the metrics show by pod in a pool: its pods' own cAdvisor series over
-    /// the window, which the node series read alike.
-    async fn shown(&self, variant: Variant) -> BTreeMap<String, f64> {
-        let prometheus = self.cluster.prometheus.as_ref().expect("a living cluster");
-        let query = format!(
-            "sum by (pod) (rate(container_cpu_usage_seconds_total{{namespace=\"{}\",container=\"flink-main-container\"}}[{WINDOW}s]))",
-            variant.namespace()
-        );
-        prometheus
-            .query(&query)
-            .await
-            .into_iter()
-            .filter_map(|(labels, value)| Some((labels.get("pod")?.clone(), value)))
-            .collect()
-    }
-
-    /// The deciding replica's CPU charged and counted twice by node, at its last refresh: the
-    /// replica charging the most (it holds the charges of the pods it decided).
+    /// The deciding replica's charges of the variant's webhook (see [`deciding_charges`]).
     async fn charges(&self, variant: Variant) -> Option<(ByNode, ByNode)> {
-        let replicas = self.replicas.get(&variant)?;
-        let ca = self.cluster.ca_pem();
-        let mut most: Option<(f64, ByNode, ByNode)> = None;
-        for &i in replicas {
-            let doc = self.cluster.replicas[i].inflight(&ca).await;
-            let (mut charged, mut twice) = (BTreeMap::new(), BTreeMap::new());
-            for node in doc["nodes"].as_array().into_iter().flatten() {
-                let name = node["node"].as_str().expect("node name").to_string();
-                let cpu = |field: &str| node[field]["cpu_cores"].as_f64().expect("cores");
-                charged.insert(name.clone(), cpu("charged"));
-                twice.insert(name, cpu("counted_twice"));
-            }
-            let total: f64 = charged.values().sum();
-            if most.as_ref().is_none_or(|(t, _, _)| total > *t) {
-                most = Some((total, charged, twice));
-            }
-        }
-        most.map(|(_, charged, twice)| (charged, twice))
+        deciding_charges(&self.cluster, self.replicas.get(&variant)?).await
     }
 
     /// What the variant's decisions miss and count twice now, on the node where each is
@@ -476,7 +426,12 @@ impl Day {
             return (None, None);
         };
         let pool = &self.pools[&variant];
-        let shown = self.shown(variant).await;
+        let shown = shown_by_pod(
+            &self.cluster,
+            &variant.namespace(),
+            Duration::from_secs(WINDOW),
+        )
+        .await;
         let mut uncounted = vec![0.0; self.nodes.len()];
         for (name, (placed, _)) in &pool.taskmanagers {
             uncounted[placed.node] += placed.used - shown.get(name).copied().unwrap_or(0.0);

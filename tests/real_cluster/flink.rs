@@ -21,7 +21,8 @@ use kube::runtime::watcher;
 
 use crate::fixture::{Cluster, FLINK, Setup, decision, landing_in_order, preferred, serial};
 use crate::living::{
-    NodeUse, PodUse, above_bound, hottest_landing, readings, wait_settled, water_filling,
+    NodeUse, PodUse, above_bound, busy_fraction, deciding_charges, hottest_landing, readings,
+    shown_by_pod, wait_settled, water_filling, with_background,
 };
 use crate::support::kube::objects::{NodeSpec, annotation};
 use crate::support::kube::webhook::{repo_path, sum};
@@ -255,14 +256,27 @@ fn first_landing(note: &str) -> Option<String> {
         .map(|(node, _)| node)
 }
 
-/// The pod names of the JobManager log's lines with `before` NAME `after`.
-fn logged_pods(log: &str, before: &str, after: &str) -> BTreeSet<String> {
-    log.lines()
-        .filter_map(|line| {
-            let (_, rest) = line.split_once(before)?;
-            let (name, _) = rest.split_once(after)?;
-            Some(name.to_string())
-        })
+/// What the JobManager logs around a pod's name (before, after) when it asks for the pod, and
+/// once the apiserver has created it.
+const REQUESTED: (&str, &str) = ("Creating new TaskManager pod with name ", " ");
+const CREATED: (&str, &str) = ("] - Pod ", " is created.");
+
+/// The JobManager log's lines with `before` NAME `after`: each NAME, with its line.
+fn logged<'a>(
+    log: &'a str,
+    (before, after): (&'a str, &'a str),
+) -> impl Iterator<Item = (&'a str, &'a str)> {
+    log.lines().filter_map(move |line| {
+        let (_, rest) = line.split_once(before)?;
+        let (name, _) = rest.split_once(after)?;
+        Some((name, line))
+    })
+}
+
+/// The pod names of [`logged`].
+fn logged_pods(log: &str, marker: (&str, &str)) -> BTreeSet<String> {
+    logged(log, marker)
+        .map(|(name, _)| name.to_string())
         .collect()
 }
 
@@ -343,22 +357,11 @@ fn living_nodes() -> Vec<TestNode> {
     (0..NODES)
         .map(|i| {
             let cores = *rng.pick(&[8u32, 16, 16, 32]);
-            let (lo, hi) = match rng.below(100) {
-                0..10 => (0.85, 0.98),
-                10..45 => (0.55, 0.85),
-                45..85 => (0.30, 0.55),
-                _ => (0.05, 0.30),
-            };
-            let background = lo + (hi - lo) * rng.below(1000) as f64 / 1000.0;
-            let busy_cores = background * f64::from(cores);
+            let background = busy_fraction(&mut rng);
             let zone = format!("zone-{}", ["a", "b", "c"][i % 3]);
             let mut spec = NodeSpec::new(&format!("node-{i:03}"), &zone, cores);
             spec.internal_ip = Some(format!("10.9.0.{}", i + 1));
-            spec.annotations.push((
-                "placement-test/background-cpu-cores".into(),
-                format!("{busy_cores:.3}"),
-            ));
-            spec.reserved_millicores = (busy_cores * 1000.0).ceil() as u32;
+            with_background(&mut spec, f64::from(cores), background);
             TestNode {
                 spec,
                 cores: f64::from(cores),
@@ -438,22 +441,13 @@ fn flink_create_ms(log: &str) -> Vec<f64> {
         let (h, m, s) = (parts.next()??, parts.next()??, parts.next()??);
         Some(((h * 60.0 + m) * 60.0 + s) * 1000.0 + ms.parse::<f64>().ok()?)
     };
-    let mut asked: BTreeMap<String, f64> = BTreeMap::new();
-    let mut took = Vec::new();
-    for line in log.lines() {
-        if let Some((_, rest)) = line.split_once("Creating new TaskManager pod with name ")
-            && let (Some((name, _)), Some(t)) = (rest.split_once(' '), at(line))
-        {
-            asked.insert(name.to_string(), t);
-        }
-        if let Some((_, rest)) = line.split_once("] - Pod ")
-            && let (Some((name, _)), Some(t)) = (rest.split_once(" is created."), at(line))
-            && let Some(start) = asked.get(name)
-        {
-            // Past midnight the clock wraps.
-            took.push((t - start).rem_euclid(86_400_000.0));
-        }
-    }
+    let asked: BTreeMap<&str, f64> = logged(log, REQUESTED)
+        .filter_map(|(name, line)| Some((name, at(line)?)))
+        .collect();
+    // Past midnight the clock wraps.
+    let mut took: Vec<f64> = logged(log, CREATED)
+        .filter_map(|(name, line)| Some((at(line)? - asked.get(name)?).rem_euclid(86_400_000.0)))
+        .collect();
     took.sort_by(f64::total_cmp);
     took
 }
@@ -470,35 +464,11 @@ struct Counted {
 }
 
 async fn counted(cluster: &Cluster, installed: usize, seen: &Seen) -> Counted {
-    let prometheus = cluster.prometheus.as_ref().expect("a living cluster");
-    let query = format!(
-        "sum by (pod) (rate(container_cpu_usage_seconds_total{{namespace=\"{FLINK}\",\
-         container=\"flink-main-container\"}}[{WINDOW}s]))"
-    );
-    let shown: BTreeMap<String, f64> = prometheus
-        .query(&query)
+    let shown = shown_by_pod(cluster, FLINK, Duration::from_secs(WINDOW)).await;
+    let replicas: Vec<usize> = (0..installed).collect();
+    let (charged, twice) = deciding_charges(cluster, &replicas)
         .await
-        .into_iter()
-        .filter_map(|(labels, value)| Some((labels.get("pod")?.clone(), value)))
-        .collect();
-    let ca = cluster.ca_pem();
-    // The deciding replica: the one charging the most (it holds the charges it decided).
-    let mut most: Option<(f64, BTreeMap<String, f64>, f64)> = None;
-    for replica in &cluster.replicas[..installed] {
-        let doc = replica.inflight(&ca).await;
-        let (mut charged, mut twice) = (BTreeMap::new(), 0.0f64);
-        for node in doc["nodes"].as_array().into_iter().flatten() {
-            let name = node["node"].as_str().expect("node name").to_string();
-            let cpu = |field: &str| node[field]["cpu_cores"].as_f64().expect("cores");
-            charged.insert(name, cpu("charged"));
-            twice = twice.max(cpu("counted_twice"));
-        }
-        let total: f64 = charged.values().sum();
-        if most.as_ref().is_none_or(|(t, _, _)| total > *t) {
-            most = Some((total, charged, twice));
-        }
-    }
-    let (_, charged, twice) = most.expect("an installed replica");
+        .expect("an installed replica");
     // Per node: what the metrics miss of its live TaskManagers, less what is charged there.
     let mut missed: BTreeMap<String, f64> = charged.iter().map(|(n, c)| (n.clone(), -c)).collect();
     for (name, (pod, gone)) in seen.lock().expect("seen").iter() {
@@ -510,7 +480,7 @@ async fn counted(cluster: &Cluster, installed: usize, seen: &Seen) -> Counted {
     Counted {
         nowhere: missed.values().copied().fold(0.0, f64::max),
         beyond: missed.values().map(|m| -m).fold(0.0, f64::max),
-        twice,
+        twice: twice.values().copied().fold(0.0, f64::max),
     }
 }
 
@@ -789,8 +759,8 @@ async fn flinks_own_taskmanagers_are_steered_and_a_rescale_is_a_second_burst() {
 
     // Every pod Flink asked for was created: none refused by the apiserver (Flink logs each
     // failed create), each created one watched.
-    let requested = logged_pods(&jm_log, "Creating new TaskManager pod with name ", " ");
-    let created = logged_pods(&jm_log, "] - Pod ", " is created.");
+    let requested = logged_pods(&jm_log, REQUESTED);
+    let created = logged_pods(&jm_log, CREATED);
     let refused: Vec<&str> = jm_log
         .lines()
         .filter(|l| l.contains("Could not create pod"))

@@ -9,6 +9,8 @@ use placement_webhook::config::prometheus::{NodeMapping, PrometheusConfig};
 use placement_webhook::metrics_source::PrometheusSource;
 
 use crate::fixture::Cluster;
+use crate::support::kube::objects::NodeSpec;
+use crate::support::rng::Rng;
 
 /// A node as really used: what its pods and background use and what its pods request.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -203,4 +205,76 @@ fn water_filling_levels_the_coolest_nodes_within_their_requests() {
     let after = [nodes[0].with(2, pod), nodes[1].with(2, pod)];
     let (above, hottest) = above_bound(&after, &[2, 2], pod.used, 0.75);
     assert!((hottest - 0.75).abs() < 1e-9 && above.abs() < 1e-9);
+}
+
+/// A node's background busy fraction, drawn as the living-cluster tests' nodes are: a tenth
+/// 0.85-0.98, a third 0.55-0.85, two fifths 0.30-0.55, the rest 0.05-0.30.
+pub fn busy_fraction(rng: &mut Rng) -> f64 {
+    let (lo, hi) = match rng.below(100) {
+        0..10 => (0.85, 0.98),
+        10..45 => (0.55, 0.85),
+        45..85 => (0.30, 0.55),
+        _ => (0.05, 0.30),
+    };
+    lo + (hi - lo) * rng.below(1000) as f64 / 1000.0
+}
+
+/// The background's cores (`busy` of `cores`), rounded up to a millicore: what is kept from
+/// the pods, as system-reserved and other workloads' requests do, so that no node is asked for
+/// more than its cores.
+pub fn reserved_millicores(cores: f64, busy: f64) -> u32 {
+    (busy * cores * 1000.0).ceil() as u32
+}
+
+/// Gives `spec` a background of `busy` of its `cores`: kwok serves it as the node's CPU beyond
+/// its pods' (tests/kube/kwok/metrics.yaml), and it is kept from the pods.
+pub fn with_background(spec: &mut NodeSpec, cores: f64, busy: f64) {
+    spec.annotations.push((
+        "placement-test/background-cpu-cores".into(),
+        format!("{:.3}", busy * cores),
+    ));
+    spec.reserved_millicores = reserved_millicores(cores, busy);
+}
+
+/// CPU cores by node name.
+pub type ByNode = BTreeMap<String, f64>;
+
+/// TaskManager load the metrics show by pod in `namespace`: each pod's own cAdvisor series over
+/// the `window`, which the node series read alike.
+pub async fn shown_by_pod(cluster: &Cluster, namespace: &str, window: Duration) -> ByNode {
+    let prometheus = cluster.prometheus.as_ref().expect("a living cluster");
+    let query = format!(
+        "sum by (pod) (rate(container_cpu_usage_seconds_total{{namespace=\"{namespace}\",\
+         container=\"flink-main-container\"}}[{}s]))",
+        window.as_secs()
+    );
+    prometheus
+        .query(&query)
+        .await
+        .into_iter()
+        .filter_map(|(labels, value)| Some((labels.get("pod")?.clone(), value)))
+        .collect()
+}
+
+/// The deciding replica's CPU charged and counted twice by node, at its last refresh, from
+/// its `/debug/inflight`: of `replicas` (indexes in `cluster.replicas`), the one charging the
+/// most (it holds the charges of the pods it decided). `None` without a replica.
+pub async fn deciding_charges(cluster: &Cluster, replicas: &[usize]) -> Option<(ByNode, ByNode)> {
+    let ca = cluster.ca_pem();
+    let mut most: Option<(f64, ByNode, ByNode)> = None;
+    for &i in replicas {
+        let doc = cluster.replicas[i].inflight(&ca).await;
+        let (mut charged, mut twice) = (ByNode::new(), ByNode::new());
+        for node in doc["nodes"].as_array().into_iter().flatten() {
+            let name = node["node"].as_str().expect("node name").to_string();
+            let cpu = |field: &str| node[field]["cpu_cores"].as_f64().expect("cores");
+            charged.insert(name.clone(), cpu("charged"));
+            twice.insert(name, cpu("counted_twice"));
+        }
+        let total: f64 = charged.values().sum();
+        if most.as_ref().is_none_or(|(t, _, _)| total > *t) {
+            most = Some((total, charged, twice));
+        }
+    }
+    most.map(|(_, charged, twice)| (charged, twice))
 }
