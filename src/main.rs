@@ -121,6 +121,10 @@ enum Command {
         /// With --waves: how long after it is created a TaskManager starts using its CPU.
         #[arg(long, default_value = "60s")]
         start_delay: humantime::Duration,
+        /// The scheduler holds the nodes in name order, where its release has the webhook take
+        /// them to be anywhere: nodes that joined in name order, like loads side by side.
+        #[arg(long)]
+        listed_in_name_order: bool,
     },
     /// Which TaskManagers run on hot nodes right now, by job and node; read-only.
     Hotspots {
@@ -332,6 +336,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             no_cluster,
             waves,
             start_delay,
+            listed_in_name_order,
         } => {
             use placement_webhook::cli;
             let config = common.load()?;
@@ -363,6 +368,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 forwarding: config.forward.enabled,
                 bind_lag: bind_lag.into(),
                 seed: 1,
+                listed_in_name_order,
             };
             // Flags are checked before anything is loaded.
             cli::simulate::burst_of(&request)?;

@@ -37,6 +37,19 @@ pub struct Request {
     pub bind_lag: Duration,
     /// Seed of the scheduler's tie-breaking: the same input gives the same answer.
     pub seed: u64,
+    /// The scheduler holds the nodes in name order, unknown to the webhook (see
+    /// [`Cluster::with_listed_in_name_order`]).
+    pub listed_in_name_order: bool,
+}
+
+/// `snapshot`'s nodes as the scheduler model holds them for `request`.
+pub(crate) fn cluster_of(snapshot: LoadSnapshot, config: &Config, request: &Request) -> Cluster {
+    let cluster = Cluster::new(snapshot, config);
+    if request.listed_in_name_order {
+        cluster.with_listed_in_name_order()
+    } else {
+        cluster
+    }
 }
 
 /// One node after the burst, for the "hottest nodes" lists.
@@ -317,7 +330,7 @@ pub fn simulate_observed(
         return Err(SimulateError::NoNodes);
     }
     let burst = burst_of(request)?;
-    let cluster = Cluster::new(snapshot, config);
+    let cluster = cluster_of(snapshot, config, request);
     let hot = config.placement.hot.cpu;
     let mut outcomes: Vec<Outcome> = methods(request)
         .into_iter()

@@ -27,6 +27,9 @@ pub struct Cluster {
     /// The nodes that joined after the scheduler started (indexes into `nodes`, in the order
     /// they joined): the end of their zones in its order.
     late: Vec<usize>,
+    /// The scheduler holds the nodes it listed at its start in name order, whatever the
+    /// webhook takes their order to be (see [`Cluster::with_listed_in_name_order`]).
+    listed_in_name_order: bool,
     /// Pods already running, with the index of their node; their requests are in `nodes`.
     pods: Vec<(Pod, usize)>,
     namespace_labels: BTreeMap<String, Labels>,
@@ -69,6 +72,7 @@ impl Cluster {
             cores,
             nic,
             late: Vec::new(),
+            listed_in_name_order: false,
             pods: Vec::new(),
             namespace_labels: BTreeMap::new(),
         }
@@ -81,11 +85,21 @@ impl Cluster {
         self
     }
 
+    /// The same cluster where the scheduler holds the nodes it listed at its start in name
+    /// order, even where its release (`scheduler.listed_node_order: unknown`) has the webhook
+    /// take each of them to be anywhere: nodes that joined in name order, so that nodes of
+    /// like load that joined together sit together in the order, unknown to the webhook.
+    pub fn with_listed_in_name_order(mut self) -> Self {
+        self.listed_in_name_order = true;
+        self
+    }
+
     /// The same cluster later in a day: its nodes read as `snapshot` has them (the same
     /// nodes), and `pods` bound since besides those running at the start.
     pub(crate) fn later(&self, snapshot: LoadSnapshot, pods: Vec<Pod>, config: &Config) -> Cluster {
         let mut later = Cluster::new(snapshot, config);
         later.late = self.late.clone();
+        later.listed_in_name_order = self.listed_in_name_order;
         later.namespace_labels = self.namespace_labels.clone();
         let running = self.pods.iter().map(|(pod, _)| pod.clone());
         later.with_pods(running.chain(pods).collect())
@@ -142,12 +156,13 @@ impl Cluster {
 
     /// The scheduler cache's listing order (indexes into `nodes`) for the scheduler of `seed`:
     /// the nodes it listed at its start in name order, or, as a v1.35+ scheduler holds them,
-    /// in an order of the seed's own; then those that joined later.
+    /// in an order of the seed's own (unless [`Cluster::with_listed_in_name_order`]); then
+    /// those that joined later.
     fn scheduler_order(&self, listed_order: ListedNodeOrder, seed: u64) -> Vec<usize> {
         let names: Vec<&str> = self.nodes.iter().map(|n| n.name.as_str()).collect();
         let zones: Vec<String> = self.nodes.iter().map(|n| zone_key(&n.labels)).collect();
         let mut listed = listed_by_name(&names, &self.late);
-        if listed_order == ListedNodeOrder::Unknown {
+        if listed_order == ListedNodeOrder::Unknown && !self.listed_in_name_order {
             fastrand::Rng::with_seed(seed).shuffle(&mut listed);
         }
         scheduler_order(&zones, listed, &self.late)
@@ -250,5 +265,33 @@ mod tests {
         );
         assert_eq!(existing[0].node, 1);
         assert_eq!(&*existing[0].group.namespace, "batch");
+    }
+
+    #[test]
+    fn listed_nodes_sit_in_name_order_only_when_told() {
+        // One zone, so the order is the listed nodes' order itself.
+        let names: Vec<String> = (0..40).map(|i| format!("node-{i:02}")).collect();
+        let snapshot = LoadSnapshot {
+            nodes: names.iter().map(|n| NodeLoad::new(n, 0.5)).collect(),
+            ..LoadSnapshot::default()
+        };
+        let config = Config::default();
+        assert_eq!(config.scheduler.listed_node_order, ListedNodeOrder::Unknown);
+        let by_name: Vec<usize> = (0..names.len()).collect();
+        let shuffled = Cluster::new(snapshot.clone(), &config)
+            .scheduler_order(config.scheduler.listed_node_order, 7);
+        assert_ne!(shuffled, by_name, "an order of the seed's own");
+        let told = Cluster::new(snapshot, &config).with_listed_in_name_order();
+        for seed in [1, 7, 99] {
+            assert_eq!(
+                told.scheduler_order(config.scheduler.listed_node_order, seed),
+                by_name
+            );
+        }
+        let later = told.later(told.snapshot.clone(), Vec::new(), &config);
+        assert_eq!(
+            later.scheduler_order(config.scheduler.listed_node_order, 7),
+            by_name
+        );
     }
 }

@@ -32,6 +32,7 @@ fn request(pods: usize) -> Request {
         forwarding: true,
         bind_lag: Duration::from_millis(10),
         seed: 1,
+        listed_in_name_order: false,
     }
 }
 

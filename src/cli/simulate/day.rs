@@ -8,7 +8,6 @@ use serde_json::json;
 
 use super::{Request, SimulateError, burst_of, timing};
 use crate::config::{Config, HandoverRule};
-use crate::simulate::Cluster;
 use crate::simulate::day::{MetricsTiming, Steering, Wave, WaveRow, run_day};
 use crate::snapshot::LoadSnapshot;
 
@@ -56,7 +55,7 @@ pub fn day_table(
     if snapshot.nodes.is_empty() {
         return Err(SimulateError::NoNodes);
     }
-    let cluster = Cluster::new(snapshot, config);
+    let cluster = super::cluster_of(snapshot, config, request);
     let webhook = Steering::Webhook(timing(request));
     let mut runs: Vec<(&str, Vec<WaveRow>)> = vec![(
         "webhook",

@@ -687,6 +687,7 @@ async fn simulate_reads_nodes_and_bound_requests_from_the_apiserver() {
         forwarding: true,
         bind_lag: Duration::from_millis(10),
         seed: 1,
+        listed_in_name_order: false,
     };
     let report = simulate::simulate(joined, &Config::default(), &request).expect("report");
     for method in &report.methods {
