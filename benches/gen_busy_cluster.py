@@ -76,8 +76,10 @@ def main(argv: list[str]) -> int:
                 node["unschedulable"] = True
             else:
                 node["taints"] = [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]
-        for band in bands:
-            node["labels"]["heat-band"] = str(min(int(band) - 1, int(round(cpu, 4) * int(band))))
+        if bands:
+            count_of_bands = int(bands[-1])
+            band = int(round(cpu, 4) * count_of_bands)
+            node["labels"]["heat-band"] = str(min(count_of_bands - 1, band))
         nodes.append(node)
     with open(out, "w", encoding="utf-8") as f:
         json.dump({"nodes": nodes}, f)

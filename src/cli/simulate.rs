@@ -37,8 +37,8 @@ pub struct Request {
     pub bind_lag: Duration,
     /// Seed of the scheduler's tie-breaking: the same input gives the same answer.
     pub seed: u64,
-    /// The scheduler holds the nodes in name order, unknown to the webhook (see
-    /// [`Cluster::with_listed_in_name_order`]).
+    /// The scheduler model holds the nodes it listed at its start in name order, where the
+    /// webhook takes their order to be unknown (`--listed-in-name-order`).
     pub listed_in_name_order: bool,
 }
 

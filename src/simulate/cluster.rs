@@ -89,7 +89,7 @@ impl Cluster {
     /// order, even where its release (`scheduler.listed_node_order: unknown`) has the webhook
     /// take each of them to be anywhere: nodes that joined in name order, so that nodes of
     /// like load that joined together sit together in the order, unknown to the webhook.
-    pub fn with_listed_in_name_order(mut self) -> Self {
+    pub(crate) fn with_listed_in_name_order(mut self) -> Self {
         self.listed_in_name_order = true;
         self
     }
