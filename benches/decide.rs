@@ -86,13 +86,7 @@ fn decide(
     config: &Config,
 ) -> placement::Decision {
     placement::decide(
-        &DecisionCtx::new(
-            demand,
-            view,
-            Some(ledger),
-            &config.placement,
-            &config.scheduler,
-        ),
+        &DecisionCtx::new(demand, view, ledger, &config.placement, &config.scheduler),
         7,
     )
 }
@@ -106,13 +100,7 @@ fn decide_indexed(
     indexes: &RankIndexes,
 ) -> placement::Decision {
     placement::decide_indexed(
-        &DecisionCtx::new(
-            demand,
-            view,
-            Some(ledger),
-            &config.placement,
-            &config.scheduler,
-        ),
+        &DecisionCtx::new(demand, view, ledger, &config.placement, &config.scheduler),
         7,
         indexes,
     )

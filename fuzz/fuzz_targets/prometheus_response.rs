@@ -14,6 +14,7 @@ use libfuzzer_sys::fuzz_target;
 use placement_webhook::config::PlacementConfig;
 use placement_webhook::config::prometheus::NodeMapping;
 use placement_webhook::config::scheduler::SchedulerConfig;
+use placement_webhook::inflight::ledger::Ledger;
 use placement_webhook::metrics_source::{Readings, build_snapshot, parse_vector};
 use placement_webhook::placement::{DecisionCtx, PodDemand, decide};
 use placement_webhook::view::ClusterView;
@@ -75,7 +76,13 @@ fuzz_target!(|data: &[u8]| {
     let demand = PodDemand::default();
     let scheduler = SchedulerConfig::default();
     let decision = decide(
-        &DecisionCtx::new(&demand, &view, None, &policy, &scheduler),
+        &DecisionCtx::new(
+            &demand,
+            &view,
+            &Ledger::new(Duration::from_secs(90)),
+            &policy,
+            &scheduler,
+        ),
         0,
     );
     for tier in &decision.tiers {

@@ -170,7 +170,7 @@ fn node_table(admission: &Admission, body: &[u8], inflight: Option<&[NodeHandove
                 &placement::DecisionCtx::new(
                     &demand,
                     &view,
-                    Some(&admission.decider().ledger().read()),
+                    &admission.decider().ledger().read(),
                     placement,
                     &admission.config().scheduler,
                 ),

@@ -82,7 +82,7 @@ impl Decider {
             &crate::placement::DecisionCtx::new(
                 demand,
                 view,
-                Some(ledger),
+                ledger,
                 &self.config.placement,
                 route.scheduler,
             ),
@@ -95,7 +95,7 @@ impl Decider {
         );
         if route.mode.observes_only() {
             decision.landing =
-                crate::placement::unsteered_landing(demand, view, Some(ledger), route.scheduler);
+                crate::placement::unsteered_landing(demand, view, ledger, route.scheduler);
         }
         decision
     }

@@ -104,8 +104,8 @@ pub(crate) fn assess_all(
                 eligibility,
                 fits: fits_with(
                     node,
-                    ledger.and_then(|l| l.cluster.occupancy.node(&node.name)),
-                    ledger.and_then(|l| l.extra(&node.name)),
+                    ledger.cluster.occupancy.node(&node.name),
+                    ledger.extra(&node.name),
                     &pod.facts,
                 ),
                 hot: is_hot(&load, &node.scale, &policy.hot),

@@ -15,8 +15,9 @@ use crate::view::{ClusterView, NodeView};
 pub struct DecisionCtx<'a> {
     pub(crate) pod: &'a PodDemand<'a>,
     pub(crate) view: &'a ClusterView,
-    /// This replica's charges and the pod watch's picture; `None` before either exists.
-    pub(crate) ledger: Option<&'a Ledger>,
+    /// This replica's charges and the pod watch's picture. Always one: a replica starts with
+    /// an empty ledger, so no filter that counts other pods can be switched off by its absence.
+    pub(crate) ledger: &'a Ledger,
     pub(crate) policy: &'a PlacementConfig,
     pub(crate) scheduler: &'a SchedulerConfig,
     /// The ledger's counts read per node of `view`.
@@ -27,7 +28,7 @@ impl<'a> DecisionCtx<'a> {
     pub fn new(
         pod: &'a PodDemand<'a>,
         view: &'a ClusterView,
-        ledger: Option<&'a Ledger>,
+        ledger: &'a Ledger,
         policy: &'a PlacementConfig,
         scheduler: &'a SchedulerConfig,
     ) -> Self {
@@ -58,20 +59,20 @@ pub struct PodDemand<'a> {
 /// the view (see [`Ledger::align`]), else by name. Both give the same numbers.
 #[derive(Clone, Copy)]
 pub(super) struct InFlight<'a> {
-    ledger: Option<&'a Ledger>,
+    ledger: &'a Ledger,
     pub(crate) aligned: bool,
 }
 
 impl<'a> InFlight<'a> {
-    pub(crate) fn new(ledger: Option<&'a Ledger>, view: &ClusterView) -> Self {
+    pub(crate) fn new(ledger: &'a Ledger, view: &ClusterView) -> Self {
         InFlight {
             ledger,
-            aligned: ledger.is_some_and(|l| l.is_aligned(view.id)),
+            aligned: ledger.is_aligned(view.id),
         }
     }
 
     pub(crate) fn extra(&self, position: usize, node: &NodeView) -> Option<NodeExtra> {
-        let ledger = self.ledger?;
+        let ledger = self.ledger;
         if self.aligned {
             ledger.extra_at(position)
         } else {
@@ -80,7 +81,7 @@ impl<'a> InFlight<'a> {
     }
 
     pub(crate) fn bound(&self, position: usize, node: &NodeView) -> Option<&'a NodeRequests> {
-        let ledger = self.ledger?;
+        let ledger = self.ledger;
         if self.aligned {
             ledger.bound_at(position)
         } else {

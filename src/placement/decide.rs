@@ -62,9 +62,9 @@ pub fn decide_indexed(
         ..
     } = *ctx;
     let replica = deciding(ctx, replica);
-    let Some(ledger) = ledger.filter(|_| inflight.aligned) else {
+    if !inflight.aligned {
         return decide(ctx, replica);
-    };
+    }
     // Which nodes such a pod may take changes with every pod bound or steered, and the level
     // the other replicas' unheard pods reach with every decision of a replica that mirrors
     // them: the per-shape index follows neither; the walk does.
@@ -246,12 +246,11 @@ fn pick(
     // spread) finds the nodes those scores favour taken by the pods of its kind decided before
     // it and not bound yet, whatever their predicted landing said: the fallback tiers hold that
     // many more.
-    let taken_ahead = match ctx.ledger {
-        Some(ledger) if crate::placement::eligible::pod_level::scores_apply(&pod.facts) => {
-            crate::placement::eligible::groups_around::pending_read(&pod.facts, ledger)
-                .min(MAX_TAKEN_AHEAD)
-        }
-        _ => 0,
+    let taken_ahead = if crate::placement::eligible::pod_level::scores_apply(&pod.facts) {
+        crate::placement::eligible::groups_around::pending_read(&pod.facts, ctx.ledger)
+            .min(MAX_TAKEN_AHEAD)
+    } else {
+        0
     };
     let configured_first = policy.tiers.first().map_or(1, |t| t.nodes);
     let pool = tier_size(configured_first);

@@ -81,26 +81,22 @@ impl Eligibility {
         } = *ctx;
         let node_eligible = eligible_nodes(&pod.constraints, view);
         let partition = partition_for(ctx, replica, &node_eligible);
-        let restriction = ledger.and_then(|ledger| {
-            let mirrored = partition.as_ref().map_or(&[][..], |p| &p.mirrored);
-            let around = match sums {
-                Some(sums) => Around::Kept { sums, mirrored },
-                None => Around::Read { mirrored },
-            };
-            let at = Surroundings {
-                facts: &pod.facts,
-                view,
-                ledger,
-            };
-            restrict(at, &node_eligible, around, affinity_gap(policy, scheduler))
-        });
+        let mirrored = partition.as_ref().map_or(&[][..], |p| &p.mirrored);
+        let around = match sums {
+            Some(sums) => Around::Kept { sums, mirrored },
+            None => Around::Read { mirrored },
+        };
+        let at = Surroundings {
+            facts: &pod.facts,
+            view,
+            ledger,
+        };
+        let restriction = restrict(at, &node_eligible, around, affinity_gap(policy, scheduler));
         let (kept, passing, refused) = restriction.map_or((None, None, Vec::new()), |r| {
             (Some(r.kept), Some(r.passing), r.refused)
         });
-        let bounded = ledger.and_then(|ledger| {
-            let allowed = kept.as_deref().unwrap_or(&node_eligible);
-            within_bounds(allowed, &pod.facts, view, ledger, &policy.per_job)
-        });
+        let allowed = kept.as_deref().unwrap_or(&node_eligible);
+        let bounded = within_bounds(allowed, &pod.facts, view, ledger, &policy.per_job);
         let (kept, bounded) = (kept.map(Allowed::new), bounded.map(Allowed::new));
         Eligibility {
             node_eligible,

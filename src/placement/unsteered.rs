@@ -31,7 +31,7 @@ const MOST_WEIGHED: usize = 256;
 pub(crate) fn unsteered_landing(
     pod: &PodDemand<'_>,
     view: &ClusterView,
-    ledger: Option<&Ledger>,
+    ledger: &Ledger,
     scheduler: &SchedulerConfig,
 ) -> Vec<(String, f64)> {
     let inflight = InFlight::new(ledger, view);

@@ -175,7 +175,7 @@ pub async fn wait_settled(cluster: &Cluster, window: Duration, nodes: &[(String,
 }
 
 /// How Prometheus's scrapes of kwok go: targets up of all, and the slowest scrape.
-async fn scrapes(cluster: &Cluster) -> String {
+pub async fn scrapes(cluster: &Cluster) -> String {
     let Some(prometheus) = cluster.prometheus.as_ref() else {
         return "no Prometheus".into();
     };
@@ -245,6 +245,24 @@ pub async fn shown_by_pod(cluster: &Cluster, namespace: &str, window: Duration) 
     let prometheus = cluster.prometheus.as_ref().expect("a living cluster");
     let query = format!(
         "sum by (pod) (rate(container_cpu_usage_seconds_total{{namespace=\"{namespace}\",\
+         container=\"flink-main-container\"}}[{}s]))",
+        window.as_secs()
+    );
+    prometheus
+        .query(&query)
+        .await
+        .into_iter()
+        .filter_map(|(labels, value)| Some((labels.get("pod")?.clone(), value)))
+        .collect()
+}
+
+/// How many samples each pod's own cAdvisor series in `namespace` holds over the `window`: a
+/// pod that ran through the whole window has one a scrape, and fewer say Prometheus missed some
+/// of its scrapes (its rate then reads low whatever the webhook counts).
+pub async fn samples_by_pod(cluster: &Cluster, namespace: &str, window: Duration) -> ByNode {
+    let prometheus = cluster.prometheus.as_ref().expect("a living cluster");
+    let query = format!(
+        "sum by (pod) (count_over_time(container_cpu_usage_seconds_total{{namespace=\"{namespace}\",\
          container=\"flink-main-container\"}}[{}s]))",
         window.as_secs()
     );

@@ -19,8 +19,8 @@ use crate::view::memo::MemoKey;
 use crate::view::{ClusterView, NodeView};
 
 /// A node's load with the in-flight pods counted on it (their expected load).
-pub(crate) fn effective_load(node: &NodeView, ledger: Option<&Ledger>) -> Load {
-    load_with(node, ledger.and_then(|l| l.extra(&node.name)), 0.0)
+pub(crate) fn effective_load(node: &NodeView, ledger: &Ledger) -> Load {
+    load_with(node, ledger.extra(&node.name), 0.0)
 }
 
 /// A node's load with the in-flight pods' expected load plus `z` standard deviations of it:

@@ -55,10 +55,15 @@ fn demand_with_network<'a>(p: &'a Pod, rules: &[PinningRule], bytes: f64) -> Pod
     }
 }
 
+/// A replica's ledger before anything is charged or watched.
+fn no_charges() -> Ledger {
+    Ledger::new(Duration::from_secs(90))
+}
+
 fn run(
     d: &PodDemand<'_>,
     view: &ClusterView,
-    ledger: Option<&Ledger>,
+    ledger: &Ledger,
     policy: &PlacementConfig,
 ) -> Decision {
     decide(
@@ -94,7 +99,7 @@ fn coolest_eligible_nodes_fill_the_tiers_in_order() {
     let policy = PlacementConfig::default();
     let view = ClusterView::build(&snapshot, None, &policy);
     let p = pod(json!({}));
-    let d = run(&demand(&p, &[]), &view, None, &policy);
+    let d = run(&demand(&p, &[]), &view, &no_charges(), &policy);
     assert_eq!(
         names(&d),
         vec![vec!["n07"], vec!["n01", "n03", "n10", "n02", "n08", "n05"]]
@@ -156,7 +161,7 @@ fn ineligible_and_hot_nodes_are_never_preferred() {
             "nodeSelectorTerms": [{"matchExpressions": [
                 {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["blocked"]}]}]}}}
     }));
-    let d = run(&demand(&p, &[]), &view, None, &policy);
+    let d = run(&demand(&p, &[]), &view, &no_charges(), &policy);
     assert_eq!(all_named(&d), vec!["soft-taint", "ok"]);
     let avoided: Vec<_> = d.avoid.iter().map(|n| n.name.as_str()).collect();
     assert_eq!(
@@ -183,7 +188,7 @@ fn tolerated_taints_keep_nodes_eligible() {
     let view = ClusterView::build(&snapshot, None, &policy);
     let p = pod(json!({"tolerations": [
         {"key": "dedicated", "operator": "Equal", "value": "flink", "effect": "NoSchedule"}]}));
-    let d = run(&demand(&p, &[]), &view, None, &policy);
+    let d = run(&demand(&p, &[]), &view, &no_charges(), &policy);
     assert_eq!(all_named(&d), vec!["dedicated", "plain"]);
 }
 
@@ -208,7 +213,7 @@ fn pinning_rule_filters_and_is_returned() {
     };
     let view = ClusterView::build(&snapshot, None, &policy);
     let p = pod(json!({}));
-    let d = run(&demand(&p, &rules), &view, None, &policy);
+    let d = run(&demand(&p, &rules), &view, &no_charges(), &policy);
     assert_eq!(all_named(&d), vec!["blue-1"]);
     assert_eq!(d.pinning.len(), 1);
     assert_eq!(d.pinning[0].key, "pool");
@@ -238,7 +243,7 @@ fn inflight_load_moves_the_next_pod_elsewhere() {
     let p = pod(json!({}));
     let d = demand(&p, &[]);
     let mut ledger = Ledger::new(Duration::from_secs(60));
-    let first = run(&d, &view, Some(&ledger), &policy);
+    let first = run(&d, &view, &ledger, &policy);
     assert_eq!(all_named(&first), vec!["a"]);
     // 2 cores on a 16-core node is +0.125 CPU: "a" becomes hotter than "b".
     ledger.charge(
@@ -248,7 +253,7 @@ fn inflight_load_moves_the_next_pod_elsewhere() {
         &d.facts.requests,
         Instant::now(),
     );
-    let second = run(&d, &view, Some(&ledger), &policy);
+    let second = run(&d, &view, &ledger, &policy);
     assert_eq!(all_named(&second), vec!["b"]);
 }
 
@@ -288,7 +293,7 @@ fn nodes_full_by_requests_are_never_preferred() {
     let policy = PlacementConfig::default();
     let view = ClusterView::build(&snapshot, None, &policy);
     let p = pod(json!({}));
-    let d = run(&demand(&p, &[]), &view, None, &policy);
+    let d = run(&demand(&p, &[]), &view, &no_charges(), &policy);
     assert_eq!(all_named(&d), vec!["busier"]);
     assert_eq!(d.feasible, 1);
 }
@@ -308,7 +313,7 @@ fn requests_of_steered_pods_fill_a_node_before_they_are_bound() {
     let mut ledger = Ledger::new(Duration::from_secs(60));
     let mut landed = Vec::new();
     for k in 0..5 {
-        let decision = run(&d, &view, Some(&ledger), &policy);
+        let decision = run(&d, &view, &ledger, &policy);
         let (node, p) = decision.landing[0].clone();
         assert_eq!(p, 1.0);
         ledger.charge(
@@ -341,7 +346,7 @@ fn a_node_the_pods_ahead_may_fill_passes_its_odds_to_the_next_tier() {
     let p = pod(json!({}));
     let d = demand(&p, &[]);
     let mut ledger = Ledger::new(Duration::from_secs(60));
-    let alone = run(&d, &view, Some(&ledger), &policy);
+    let alone = run(&d, &view, &ledger, &policy);
     assert_eq!(alone.landing, vec![("cool".to_string(), 1.0)]);
     let even = [("cool".to_string(), 0.5), ("spare".to_string(), 0.5)];
     for k in 0..4 {
@@ -353,7 +358,7 @@ fn a_node_the_pods_ahead_may_fill_passes_its_odds_to_the_next_tier() {
             Instant::now(),
         );
     }
-    let decision = run(&d, &view, Some(&ledger), &policy);
+    let decision = run(&d, &view, &ledger, &policy);
     assert_eq!(names(&decision), vec![vec!["cool"], vec!["warm"]]);
     let odds: std::collections::BTreeMap<&str, f64> = decision
         .landing
@@ -382,13 +387,18 @@ fn a_network_heavy_pod_avoids_busy_nics_a_cpu_only_pod_does_not() {
     let policy = PlacementConfig::default();
     let view = ClusterView::build(&snapshot, None, &policy);
     let p = pod(json!({}));
-    let cpu_only = run(&demand(&p, &[]), &view, None, &policy);
+    let cpu_only = run(&demand(&p, &[]), &view, &no_charges(), &policy);
     assert_eq!(
         cpu_only.landing[0].0, "busy-nic",
         "its NIC is no concern of a CPU-only pod"
     );
     // 50 MB/s more would take the busy NIC to 84%: the bottleneck there beats CPU elsewhere.
-    let heavy = run(&demand_with_network(&p, &[], 5e7), &view, None, &policy);
+    let heavy = run(
+        &demand_with_network(&p, &[], 5e7),
+        &view,
+        &no_charges(),
+        &policy,
+    );
     assert_eq!(heavy.landing[0].0, "busy-cpu");
 }
 
@@ -421,7 +431,9 @@ fn a_pod_is_ranked_halfway_through_its_own_load() {
             nodes: vec![nic_bound.clone(), cpu_node("cpu", cpu)],
         };
         let view = ClusterView::build(&snapshot, None, &policy);
-        run(&heavy, &view, None, &policy).landing[0].0.clone()
+        run(&heavy, &view, &no_charges(), &policy).landing[0]
+            .0
+            .clone()
     };
     // After the pod the NIC-bound node would win (0.79 against 0.805); halfway it is 0.77
     // against 0.7425, and the cooler node takes the pod.
@@ -453,7 +465,7 @@ fn tier_one_covers_every_run_of_the_scheduler_order() {
             let view = ClusterView::build(&snapshot, None, &policy);
             let p = pod(json!({}));
             let d = decide(
-                &DecisionCtx::new(&demand(&p, &[]), &view, None, &policy, &scheduler),
+                &DecisionCtx::new(&demand(&p, &[]), &view, &no_charges(), &policy, &scheduler),
                 7,
             );
             let wanted = num_feasible_nodes_to_find(0, count as i64) as usize;
@@ -533,7 +545,13 @@ fn replicas_take_near_ties_in_their_own_order() {
     let picks: std::collections::BTreeSet<String> = (0..40)
         .map(|salt| {
             let decision = decide(
-                &DecisionCtx::new(&d, &view, None, &policy, &SchedulerConfig::default()),
+                &DecisionCtx::new(
+                    &d,
+                    &view,
+                    &no_charges(),
+                    &policy,
+                    &SchedulerConfig::default(),
+                ),
                 salt,
             );
             decision.landing[0].0.clone()
@@ -568,7 +586,8 @@ fn a_replica_known_to_decide_alone_names_the_coolest_near_tie() {
                 alone: true,
                 ..crate::placement::Replica::default()
             };
-            let ctx = DecisionCtx::new(&d, &view, None, &policy, &scheduler);
+            let ledger = no_charges();
+            let ctx = DecisionCtx::new(&d, &view, &ledger, &policy, &scheduler);
             decide(&ctx, alone).landing[0].0.clone()
         })
         .collect();
@@ -607,7 +626,13 @@ fn a_replica_the_watch_runs_behind_mirrors_the_others_unheard_pods() {
             ..Replica::default()
         };
         let decision = decide(
-            &DecisionCtx::new(&d, &view, None, &policy, &SchedulerConfig::default()),
+            &DecisionCtx::new(
+                &d,
+                &view,
+                &no_charges(),
+                &policy,
+                &SchedulerConfig::default(),
+            ),
             replica,
         );
         set.owner(&decision.landing[0].0).to_string()
@@ -715,7 +740,7 @@ fn decide_as_a(
         &DecisionCtx::new(
             &demand(&p, &[]),
             view,
-            None,
+            &no_charges(),
             &policy,
             &SchedulerConfig::default(),
         ),
@@ -740,7 +765,7 @@ fn run_salted(
     salt: u64,
 ) -> String {
     decide(
-        &DecisionCtx::new(d, view, None, policy, &SchedulerConfig::default()),
+        &DecisionCtx::new(d, view, &no_charges(), policy, &SchedulerConfig::default()),
         salt,
     )
     .landing[0]
@@ -773,7 +798,7 @@ proptest! {
             ledger.charge(&k.to_string(), &[(target, 1.0)], PodLoad { cpu_cores: *cores, network_bytes_per_second: 0.0 }, &Default::default(), Instant::now());
         }
         let p = pod(json!({"nodeSelector": {"node-pool": "flink"}}));
-        let d = run(&demand(&p, &[]), &view, Some(&ledger), &policy);
+        let d = run(&demand(&p, &[]), &view, &ledger, &policy);
         let effective = |name: &str| {
             let i: usize = name[1..].parse().expect("index");
             let extra = ledger.extra(name).map_or(0.0, |e| e.cpu_cores) / 16.0;
@@ -832,10 +857,10 @@ fn left_to_itself_the_pod_goes_where_requests_are_lowest() {
     let view = ClusterView::build(&snapshot, None, &policy);
     let p = pod(json!({}));
     let d = demand(&p, &[]);
-    let landing = unsteered_landing(&d, &view, None, &SchedulerConfig::default());
+    let landing = unsteered_landing(&d, &view, &no_charges(), &SchedulerConfig::default());
     assert_eq!(landing, vec![("hot-but-empty".to_string(), 1.0)]);
     assert_eq!(
-        all_named(&run(&d, &view, None, &policy)),
+        all_named(&run(&d, &view, &no_charges(), &policy)),
         vec!["cool-but-requested"]
     );
 
@@ -846,7 +871,7 @@ fn left_to_itself_the_pod_goes_where_requests_are_lowest() {
         nodes: vec![sized("a", 0.3, 16, 4), sized("b", 0.6, 16, 4)],
     };
     let view = ClusterView::build(&snapshot, None, &policy);
-    let landing = unsteered_landing(&d, &view, None, &SchedulerConfig::default());
+    let landing = unsteered_landing(&d, &view, &no_charges(), &SchedulerConfig::default());
     assert_eq!(
         landing,
         vec![("a".to_string(), 0.5), ("b".to_string(), 0.5)]
@@ -859,5 +884,5 @@ fn left_to_itself_the_pod_goes_where_requests_are_lowest() {
         nodes: vec![sized("full", 0.01, 16, 15)],
     };
     let view = ClusterView::build(&snapshot, None, &policy);
-    assert!(unsteered_landing(&d, &view, None, &SchedulerConfig::default()).is_empty());
+    assert!(unsteered_landing(&d, &view, &no_charges(), &SchedulerConfig::default()).is_empty());
 }

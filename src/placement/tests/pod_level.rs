@@ -106,7 +106,7 @@ fn run(p: &Pod, view: &ClusterView, ledger: &Ledger) -> Decision {
     let policy = PlacementConfig::default();
     let scheduler = SchedulerConfig::default();
     let d = demand(p);
-    let ctx = DecisionCtx::new(&d, view, Some(ledger), &policy, &scheduler);
+    let ctx = DecisionCtx::new(&d, view, ledger, &policy, &scheduler);
     let walked = decide(&ctx, 7);
     let indexed = decide_indexed(&ctx, 7, &RankIndexes::default());
     assert_eq!(named(&walked), named(&indexed), "both paths decide alike");
@@ -136,7 +136,7 @@ fn eligibility(p: &Pod, view: &ClusterView, ledger: &Ledger, node: &str) -> Opti
         &DecisionCtx::new(
             &demand(p),
             view,
-            Some(ledger),
+            ledger,
             &policy,
             &SchedulerConfig::default(),
         ),
@@ -427,11 +427,11 @@ fn another_replicas_nodes_count_their_owners_pod_in_the_affinity_score() {
         let policy = PlacementConfig::default();
         let scheduler = SchedulerConfig::default();
         let walked = decide(
-            &DecisionCtx::new(&demand(p), &view, Some(&ledger), &policy, &scheduler),
+            &DecisionCtx::new(&demand(p), &view, &ledger, &policy, &scheduler),
             replica.clone(),
         );
         let indexed = decide_indexed(
-            &DecisionCtx::new(&demand(p), &view, Some(&ledger), &policy, &scheduler),
+            &DecisionCtx::new(&demand(p), &view, &ledger, &policy, &scheduler),
             replica,
             &indexes,
         );
@@ -655,11 +655,11 @@ fn a_jobs_own_spread_keeps_it_off_full_nodes_and_zones() {
         };
         let scheduler = SchedulerConfig::default();
         let walked = decide(
-            &DecisionCtx::new(&demand(&tm), &view, Some(&ledger), &policy, &scheduler),
+            &DecisionCtx::new(&demand(&tm), &view, &ledger, &policy, &scheduler),
             7,
         );
         let indexed = decide_indexed(
-            &DecisionCtx::new(&demand(&tm), &view, Some(&ledger), &policy, &scheduler),
+            &DecisionCtx::new(&demand(&tm), &view, &ledger, &policy, &scheduler),
             7,
             &RankIndexes::default(),
         );
@@ -683,11 +683,11 @@ fn a_jobs_own_spread_keeps_it_off_full_nodes_and_zones() {
     };
     let scheduler = SchedulerConfig::default();
     let decision = decide(
-        &DecisionCtx::new(&demand(&tm), &view, Some(&ledger), &policy, &scheduler),
+        &DecisionCtx::new(&demand(&tm), &view, &ledger, &policy, &scheduler),
         7,
     );
     let beyond: Vec<String> = assess_all(
-        &DecisionCtx::new(&demand(&tm), &view, Some(&ledger), &policy, &scheduler),
+        &DecisionCtx::new(&demand(&tm), &view, &ledger, &policy, &scheduler),
         &Replica::from(7),
         &decision,
     )
@@ -728,7 +728,7 @@ fn explain_marks_the_nodes_the_scores_leave_out() {
     let policy = PlacementConfig::default();
     let scheduler = SchedulerConfig::default();
     let demand = demand(&tm);
-    let ctx = DecisionCtx::new(&demand, &view, Some(&ledger), &policy, &scheduler);
+    let ctx = DecisionCtx::new(&demand, &view, &ledger, &policy, &scheduler);
     let decision = decide(&ctx, 7);
     let rows = assess_all(&ctx, &Replica::from(7), &decision);
     let kept_out: Vec<&str> = rows

@@ -373,7 +373,7 @@ fn run(nodes: Vec<GenNode>, policy: PlacementConfig, inflight: &[(usize, f64, f6
     };
     let scheduler = SchedulerConfig::default();
     let decision = decide(
-        &DecisionCtx::new(&demand, &view, Some(&ledger), &policy, &scheduler),
+        &DecisionCtx::new(&demand, &view, &ledger, &policy, &scheduler),
         7,
     );
     // The server's path: the ledger numbered by view position, the filters memoised.
@@ -381,7 +381,7 @@ fn run(nodes: Vec<GenNode>, policy: PlacementConfig, inflight: &[(usize, f64, f6
     aligned.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
     assert!(aligned.is_aligned(view.id));
     let again = decide(
-        &DecisionCtx::new(&demand, &view, Some(&aligned), &policy, &scheduler),
+        &DecisionCtx::new(&demand, &view, &aligned, &policy, &scheduler),
         7,
     );
     assert_eq!(
@@ -395,11 +395,11 @@ fn run(nodes: Vec<GenNode>, policy: PlacementConfig, inflight: &[(usize, f64, f6
     growing.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
     for (k, &(i, cpu_cores, bytes)) in inflight.iter().enumerate() {
         let walked = decide(
-            &DecisionCtx::new(&demand, &view, Some(&growing), &policy, &scheduler),
+            &DecisionCtx::new(&demand, &view, &growing, &policy, &scheduler),
             7,
         );
         let indexed = decide_indexed(
-            &DecisionCtx::new(&demand, &view, Some(&growing), &policy, &scheduler),
+            &DecisionCtx::new(&demand, &view, &growing, &policy, &scheduler),
             7,
             &indexes,
         );
@@ -417,7 +417,7 @@ fn run(nodes: Vec<GenNode>, policy: PlacementConfig, inflight: &[(usize, f64, f6
         );
     }
     let indexed = decide_indexed(
-        &DecisionCtx::new(&demand, &view, Some(&growing), &policy, &scheduler),
+        &DecisionCtx::new(&demand, &view, &growing, &policy, &scheduler),
         7,
         &indexes,
     );

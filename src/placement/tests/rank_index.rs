@@ -248,7 +248,7 @@ proptest! {
             match op {
                 Op::Steer { shape } => {
                     let d = &demands[*shape];
-                    let decision = decide(&DecisionCtx::new(d, &view, Some(&ledger), &policy, &scheduler), 3);
+                    let decision = decide(&DecisionCtx::new(d, &view, &ledger, &policy, &scheduler), 3);
                     let id = format!("pod-{step}");
                     ledger.charge(&id, &decision.landing, d.load, &d.facts.requests, Instant::now());
                     ledger.set_group(&id, PodGroup::of_facts(&d.facts));
@@ -290,9 +290,9 @@ proptest! {
                 }
             }
             for (shape, d) in demands.iter().enumerate() {
-                let walked = decide(&DecisionCtx::new(d, &view, Some(&ledger), &policy, &scheduler), 3);
+                let walked = decide(&DecisionCtx::new(d, &view, &ledger, &policy, &scheduler), 3);
                 let indexed =
-                    decide_indexed(&DecisionCtx::new(d, &view, Some(&ledger), &policy, &scheduler), 3, &indexes);
+                    decide_indexed(&DecisionCtx::new(d, &view, &ledger, &policy, &scheduler), 3, &indexes);
                 prop_assert_eq!(
                     &indexed, &walked,
                     "shape {} after step {} ({:?})", shape, step, op
@@ -338,11 +338,11 @@ fn the_index_decides_as_the_walk_does_when_no_tier_covers_every_run() {
     }
     for step in 0..6 {
         let walked = decide(
-            &DecisionCtx::new(&d, &view, Some(&ledger), &policy, &scheduler),
+            &DecisionCtx::new(&d, &view, &ledger, &policy, &scheduler),
             3,
         );
         let indexed = decide_indexed(
-            &DecisionCtx::new(&d, &view, Some(&ledger), &policy, &scheduler),
+            &DecisionCtx::new(&d, &view, &ledger, &policy, &scheduler),
             3,
             &indexes,
         );
