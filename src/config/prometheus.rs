@@ -121,7 +121,15 @@ impl Default for QueryTemplates {
             memory: Some(
                 "1 - sum by ({by}) (node_memory_MemAvailable_bytes{{extra_selector}}) / sum by ({by}) (node_memory_MemTotal_bytes{{extra_selector}})".into(),
             ),
-            uname: "max by (instance, nodename) (node_uname_info{{extra_selector}})".into(),
+            // An instance whose last scrape failed has no current sample (Prometheus marks its
+            // series stale) while its rates over the window still read: it keeps the name it
+            // had within the window, so one failed scrape does not drop its node from a refresh.
+            uname: concat!(
+                "max by (instance, nodename) (node_uname_info{{extra_selector}})",
+                " or max by (instance, nodename) (last_over_time(node_uname_info{{extra_selector}}[{window}])",
+                " unless on (instance) node_uname_info{{extra_selector}})"
+            )
+            .into(),
             pod_cpu: Some(
                 r#"sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{{extra_selector}container="flink-main-container"}[{window}]))"#.into(),
             ),

@@ -624,7 +624,11 @@ mod tests {
         );
         assert_eq!(
             plan.uname.as_deref(),
-            Some(r#"max by (instance, nodename) (node_uname_info{cluster="prod",env=~"a|b"})"#)
+            Some(concat!(
+                r#"max by (instance, nodename) (node_uname_info{cluster="prod",env=~"a|b"})"#,
+                r#" or max by (instance, nodename) (last_over_time(node_uname_info{cluster="prod",env=~"a|b"}[60s])"#,
+                r#" unless on (instance) node_uname_info{cluster="prod",env=~"a|b"})"#
+            ))
         );
         // Every series of every query, and nothing else changed.
         for ((name, q), (_, before)) in plan.queries().into_iter().zip(plain.queries()) {

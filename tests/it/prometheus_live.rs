@@ -187,6 +187,61 @@ async fn nodes_younger_than_the_rate_window_read_their_real_load() {
     assert_matches_fleet(&snapshot, &fleet, "young series");
 }
 
+/// An exporter whose last scrape failed: Prometheus marks its series stale at once, so
+/// `node_uname_info` has no current sample while the node's rates over the window still read.
+/// The shipped join keeps the name the instance had within the window, and the refresh still
+/// holds every node. Its CPU reads no cooler than it is: the idle counter's missing samples
+/// make `1 - idle` read busier, by about the share of the window they left out (the network's
+/// rates read lower by as much: docs/configuration.md says so).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_scrape_leaves_every_node_in_the_refresh() {
+    let Some(binary) = prometheus::binary() else {
+        return;
+    };
+    let fleet = fleet(NODES);
+    let exporter = Exporter::start(fleet.clone()).await;
+    let prom = Prometheus::start(binary, &[exporter.addr]).await;
+    let config = PrometheusConfig {
+        rate_window: Duration::from_secs(20),
+        query_timeout: Duration::from_secs(2),
+        refresh_interval: Duration::from_secs(3),
+        ..source_config(&prom.url(), NodeMapping::Uname)
+    };
+    let source = PrometheusSource::new(config).expect("source");
+    refreshed(&source, None, NODES).await;
+    exporter.fail_scrapes();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while exporter.failed_scrapes() < 2 {
+        assert!(Instant::now() < deadline, "Prometheus stopped scraping");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        prom.query("node_uname_info").await.is_empty(),
+        "a failed scrape leaves no current node_uname_info sample"
+    );
+    let snapshot = source
+        .refresh(None)
+        .await
+        .outcome
+        .expect("a refresh after a failed scrape")
+        .0;
+    let read: HashMap<&str, f64> = snapshot
+        .nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.cpu))
+        .collect();
+    assert_eq!(read.len(), NODES, "every node in the refresh: {read:?}");
+    for node in &fleet {
+        let cpu = read[node.name.as_str()];
+        assert!(
+            cpu >= node.busy - 0.03,
+            "{} reads {cpu:.3} busy, cooler than its {:.3}",
+            node.name,
+            node.busy
+        );
+    }
+}
+
 /// A TaskManager review without the example's nodeSelector and blocklist, which name labels
 /// the Prometheus-only (no inventory) nodes do not carry.
 fn plain_taskmanager_review(uid: &str) -> Value {

@@ -139,6 +139,9 @@ struct Fleet {
     pods: Vec<FakePod>,
     last: Instant,
     scrapes: u64,
+    /// Scrapes answered 503 (the exporter timing out or down) while set.
+    failing: bool,
+    failed: u64,
 }
 
 impl Fleet {
@@ -180,6 +183,8 @@ impl Exporter {
             nodes: nodes.into_iter().map(|n| (n.name.clone(), n)).collect(),
             last: Instant::now(),
             scrapes: 0,
+            failing: false,
+            failed: 0,
         }));
         let app = Router::new()
             .route("/metrics", get(metrics))
@@ -214,15 +219,29 @@ impl Exporter {
     pub fn scrapes(&self) -> u64 {
         self.fleet.lock().expect("fleet").scrapes
     }
+
+    /// From now on every scrape fails (503), as a timed-out or restarting exporter's does.
+    pub fn fail_scrapes(&self) {
+        self.fleet.lock().expect("fleet").failing = true;
+    }
+
+    /// Scrapes failed since [`Exporter::fail_scrapes`].
+    pub fn failed_scrapes(&self) -> u64 {
+        self.fleet.lock().expect("fleet").failed
+    }
 }
 
-async fn metrics(State(fleet): State<Arc<Mutex<Fleet>>>) -> String {
+async fn metrics(State(fleet): State<Arc<Mutex<Fleet>>>) -> Result<String, axum::http::StatusCode> {
     let mut fleet = fleet.lock().expect("fleet");
     fleet.advance();
+    if fleet.failing {
+        fleet.failed += 1;
+        return Err(axum::http::StatusCode::SERVICE_UNAVAILABLE);
+    }
     fleet.scrapes += 1;
     let mut out = exposition(fleet.nodes.values());
     out.push_str(&pod_exposition(&fleet.pods));
-    out
+    Ok(out)
 }
 
 /// cAdvisor's per-container CPU and per-pod network counters, as the kubelet exposes them.
