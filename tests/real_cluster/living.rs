@@ -242,27 +242,26 @@ pub type ByNode = BTreeMap<String, f64>;
 /// TaskManager load the metrics show by pod in `namespace`: each pod's own cAdvisor series over
 /// the `window`, which the node series read alike.
 pub async fn shown_by_pod(cluster: &Cluster, namespace: &str, window: Duration) -> ByNode {
-    let prometheus = cluster.prometheus.as_ref().expect("a living cluster");
-    let query = format!(
-        "sum by (pod) (rate(container_cpu_usage_seconds_total{{namespace=\"{namespace}\",\
-         container=\"flink-main-container\"}}[{}s]))",
-        window.as_secs()
-    );
-    prometheus
-        .query(&query)
-        .await
-        .into_iter()
-        .filter_map(|(labels, value)| Some((labels.get("pod")?.clone(), value)))
-        .collect()
+    over_window_by_pod(cluster, "rate", namespace, window).await
 }
 
 /// How many samples each pod's own cAdvisor series in `namespace` holds over the `window`: a
 /// pod that ran through the whole window has one a scrape, and fewer say Prometheus missed some
 /// of its scrapes (its rate then reads low whatever the webhook counts).
 pub async fn samples_by_pod(cluster: &Cluster, namespace: &str, window: Duration) -> ByNode {
+    over_window_by_pod(cluster, "count_over_time", namespace, window).await
+}
+
+/// `function` over the `window` of each TaskManager's CPU series in `namespace`, by pod.
+async fn over_window_by_pod(
+    cluster: &Cluster,
+    function: &str,
+    namespace: &str,
+    window: Duration,
+) -> ByNode {
     let prometheus = cluster.prometheus.as_ref().expect("a living cluster");
     let query = format!(
-        "sum by (pod) (count_over_time(container_cpu_usage_seconds_total{{namespace=\"{namespace}\",\
+        "sum by (pod) ({function}(container_cpu_usage_seconds_total{{namespace=\"{namespace}\",\
          container=\"flink-main-container\"}}[{}s]))",
         window.as_secs()
     );
