@@ -388,27 +388,24 @@ struct Row {
     /// The hottest landing node: name, cores, and its background, other workloads' and
     /// TaskManagers' cores.
     hottest_node: String,
-    /// TaskManager load at the burst's decisions: neither shown nor charged, and charged while
-    /// shown (`None` without a webhook).
-    uncounted: Option<f64>,
-    counted_twice: Option<f64>,
-    /// TaskManager load Prometheus read low on the worst node, from series that missed scrapes
-    /// over a window their pod ran through (`None` without a webhook).
-    unscraped: Option<f64>,
-    /// The node with the most counted nowhere, pod by pod, and how the scrapes went then.
-    worst_node: String,
+    /// TaskManager load at the burst's decisions.
+    counted: Counted,
+    /// How Prometheus's scrapes went at the burst's decisions.
     scrapes: String,
 }
 
 /// What a variant's decisions count of the TaskManagers' load at one moment (see
-/// [`Day::counted`]).
+/// [`Day::counted`]); `None` without a webhook.
 #[derive(Debug, Clone, Default)]
 struct Counted {
+    /// Neither shown nor charged, and charged while shown, on the worst node.
     uncounted: Option<f64>,
     counted_twice: Option<f64>,
+    /// Read low by Prometheus on the worst node, from series that missed scrapes over a window
+    /// their pod ran through.
     unscraped: Option<f64>,
+    /// The node with the most counted nowhere, pod by pod.
     worst_node: String,
-    scrapes: String,
 }
 
 /// The webhook's memory and CPU over the day.
@@ -502,7 +499,6 @@ impl Day {
             counted_twice: Some(worst(&twice_here)),
             unscraped: Some(worst(&unscraped)),
             worst_node: worst_node.unwrap_or_default(),
-            scrapes: scrapes(&self.cluster).await,
         }
     }
 
@@ -513,6 +509,8 @@ impl Day {
         for variant in Variant::ALL {
             counted.insert(variant, self.counted(variant).await);
         }
+        // One cluster-wide figure: read once for every variant's row.
+        let scrapes = scrapes(&self.cluster).await;
         let before: BTreeMap<Variant, Vec<NodeUse>> = self
             .pools
             .iter()
@@ -600,13 +598,6 @@ impl Day {
             let (above, hottest) = above_bound(&after, &landed, REQUESTED, bound_level);
             let hottest_node = hottest_landing(&after, &landed)
                 .map_or_else(String::new, |i| pool.describe(&self.nodes, i));
-            let Counted {
-                uncounted,
-                counted_twice,
-                unscraped,
-                worst_node,
-                scrapes,
-            } = counted[variant].clone();
             self.rows.push(Row {
                 step: step.to_string(),
                 at,
@@ -619,11 +610,8 @@ impl Day {
                 steered,
                 on_named,
                 hottest_node,
-                uncounted,
-                counted_twice,
-                unscraped,
-                worst_node,
-                scrapes,
+                counted: counted[variant].clone(),
+                scrapes: scrapes.clone(),
             });
         }
     }
@@ -833,9 +821,9 @@ fn print_rows(rows: &[Row]) {
             r.bound,
             r.onto_busy,
             format!("{}/{}", r.steered, r.on_named),
-            cores(r.uncounted),
-            cores(r.counted_twice),
-            cores(r.unscraped)
+            cores(r.counted.uncounted),
+            cores(r.counted.counted_twice),
+            cores(r.counted.unscraped)
         );
     }
 }
@@ -1029,15 +1017,15 @@ async fn a_day_of_bursts_on_a_living_cluster() {
     let worst = |variant: Variant, pick: fn(&Row) -> Option<f64>| {
         of(variant).filter_map(pick).fold(0.0, f64::max)
     };
-    let twice = worst(Variant::Webhook, |r| r.counted_twice);
+    let twice = worst(Variant::Webhook, |r| r.counted.counted_twice);
     for row in of(Variant::Webhook) {
-        let uncounted = row.uncounted.unwrap_or(0.0);
+        let uncounted = row.counted.uncounted.unwrap_or(0.0);
         assert!(
             uncounted <= REQUESTED,
             "{}: {uncounted:.1} cores of TaskManagers counted nowhere on a node at a decision; {}; \
              scrapes: {}",
             row.step,
-            row.worst_node,
+            row.counted.worst_node,
             row.scrapes
         );
     }
@@ -1045,7 +1033,7 @@ async fn a_day_of_bursts_on_a_living_cluster() {
         twice <= REQUESTED,
         "{twice:.1} cores of TaskManagers counted twice on a node at a decision"
     );
-    let ttl_uncounted = worst(Variant::FixedTtl, |r| r.uncounted);
+    let ttl_uncounted = worst(Variant::FixedTtl, |r| r.counted.uncounted);
     assert!(
         ttl_uncounted > REQUESTED,
         "the fixed ttl counted at most {ttl_uncounted:.1} cores nowhere on a node: the day shows no gap"
