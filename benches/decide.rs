@@ -1,6 +1,6 @@
 //! decide + patch per review at 50 / 500 / 5,000 nodes, and the whole review (parse → answer).
 
-use placement_webhook::inflight::shared::SharedLedger;
+use placement_webhook::inflight::shared::SharedWorld;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use placement_webhook::admission::Admission;
 use placement_webhook::config::{Config, NodeMatch};
 use placement_webhook::inflight::ledger::{Ledger, PodLoad};
+use placement_webhook::inflight::world::World;
 use placement_webhook::patch::{self, Changes};
 use placement_webhook::placement::{self, DecisionCtx, PodConstraints, PodDemand, RankIndexes};
 use placement_webhook::scheduler::PodFacts;
@@ -82,11 +83,11 @@ fn demand<'a>(pod: &'a Pod, config: &Config) -> PodDemand<'a> {
 fn decide(
     demand: &PodDemand<'_>,
     view: &ClusterView,
-    ledger: &Ledger,
+    world: &World,
     config: &Config,
 ) -> placement::Decision {
     placement::decide(
-        &DecisionCtx::new(demand, view, ledger, &config.placement, &config.scheduler),
+        &DecisionCtx::new(demand, view, world, &config.placement, &config.scheduler),
         7,
     )
 }
@@ -95,12 +96,12 @@ fn decide(
 fn decide_indexed(
     demand: &PodDemand<'_>,
     view: &ClusterView,
-    ledger: &Ledger,
+    world: &World,
     config: &Config,
     indexes: &RankIndexes,
 ) -> placement::Decision {
     placement::decide_indexed(
-        &DecisionCtx::new(demand, view, ledger, &config.placement, &config.scheduler),
+        &DecisionCtx::new(demand, view, world, &config.placement, &config.scheduler),
         7,
         indexes,
     )
@@ -130,19 +131,19 @@ fn bench_steady_burst(c: &mut Criterion) {
     let view = ClusterView::build(&cluster(5000), None, &config.placement);
     let mut group = c.benchmark_group("burst_decide_charge_patch_5000_nodes");
     for indexed in [false, true] {
-        let mut ledger = Ledger::new(Duration::from_secs(90));
-        ledger.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
+        let mut world = World::new(Ledger::new(Duration::from_secs(90)));
+        world.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
         let indexes = RankIndexes::default();
         let mut steered = 0u64;
         let name = if indexed { "indexed" } else { "walk" };
         group.bench_function(name, |b| {
             b.iter(|| {
                 let decision = if indexed {
-                    decide_indexed(&d, &view, &ledger, &config, &indexes)
+                    decide_indexed(&d, &view, &world, &config, &indexes)
                 } else {
-                    decide(&d, &view, &ledger, &config)
+                    decide(&d, &view, &world, &config)
                 };
-                ledger.charge(
+                world.charges.charge(
                     &format!("p{steered}"),
                     &decision.landing,
                     d.load,
@@ -165,11 +166,11 @@ fn bench_decide_and_patch(c: &mut Criterion) {
     for n in [50, 500, 5000] {
         let view = ClusterView::build(&cluster(n), None, &config.placement);
         // A burst in progress: 100 pods in flight on the coolest nodes.
-        let mut ledger = Ledger::new(Duration::from_secs(90));
+        let mut world = World::new(Ledger::new(Duration::from_secs(90)));
         for i in 0..100 {
             let node = view.nodes[i % view.nodes.len().min(30)].name.clone();
             let d = demand(&pod, &config);
-            ledger.charge(
+            world.charges.charge(
                 &format!("p{i}"),
                 &[(node, 1.0)],
                 d.load,
@@ -178,10 +179,10 @@ fn bench_decide_and_patch(c: &mut Criterion) {
             );
         }
         // As the server does: the ledger numbered by view position.
-        ledger.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
+        world.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
         group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
             b.iter(|| {
-                let decision = decide(&demand(&pod, &config), &view, &ledger, &config);
+                let decision = decide(&demand(&pod, &config), &view, &world, &config);
                 let changes = Changes {
                     preferred: patch::Preferred::Json(patch::preferred_json(
                         &decision,
@@ -217,7 +218,9 @@ fn bench_whole_review(c: &mut Criterion) {
         let admission = Admission::new(
             config.clone(),
             store,
-            Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl))),
+            Arc::new(SharedWorld::new(World::new(Ledger::new(
+                config.inflight.ttl,
+            )))),
         );
         group.bench_with_input(BenchmarkId::from_parameter(id), &n, |b, _| {
             b.iter(|| {
@@ -238,14 +241,14 @@ fn bench_after_burst(c: &mut Criterion) {
     let d = demand(&pod, &config);
     let view = ClusterView::build(&cluster(5000), None, &config.placement);
     let mut group = c.benchmark_group("decide_and_patch_after_burst_5000_nodes");
-    let mut ledger = Ledger::new(Duration::from_secs(90));
-    ledger.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
+    let mut world = World::new(Ledger::new(Duration::from_secs(90)));
+    world.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
     let mut steered = 0;
     // 0: the idle ledger, the reference for what a full one may cost (issue: within 1.2x).
     for pods in [0, 100, 1000, 5000] {
         while steered < pods {
-            let decision = decide(&d, &view, &ledger, &config);
-            ledger.charge(
+            let decision = decide(&d, &view, &world, &config);
+            world.charges.charge(
                 &format!("p{steered}"),
                 &decision.landing,
                 d.load,
@@ -257,7 +260,7 @@ fn bench_after_burst(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("walk", pods), &pods, |b, _| {
             b.iter(|| {
                 black_box(patch_for(
-                    &decide(&d, &view, &ledger, &config),
+                    &decide(&d, &view, &world, &config),
                     &pod,
                     &config,
                 ))
@@ -266,7 +269,7 @@ fn bench_after_burst(c: &mut Criterion) {
         let indexes = RankIndexes::default();
         group.bench_with_input(BenchmarkId::new("indexed", pods), &pods, |b, _| {
             b.iter(|| {
-                let decision = decide_indexed(&d, &view, &ledger, &config, &indexes);
+                let decision = decide_indexed(&d, &view, &world, &config, &indexes);
                 black_box(patch_for(&decision, &pod, &config))
             })
         });
@@ -282,14 +285,14 @@ fn bench_parts(c: &mut Criterion) {
     let pod: Pod = serde_json::from_value(review["request"]["object"].clone()).expect("pod");
     let d = demand(&pod, &config);
     let view = ClusterView::build(&cluster(5000), None, &config.placement);
-    let mut ledger = Ledger::new(Duration::from_secs(90));
-    ledger.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
+    let mut world = World::new(Ledger::new(Duration::from_secs(90)));
+    world.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
     let indexes = RankIndexes::default();
-    let decision = decide_indexed(&d, &view, &ledger, &config, &indexes);
+    let decision = decide_indexed(&d, &view, &world, &config, &indexes);
     let patch = patch_for(&decision, &pod, &config);
     let mut group = c.benchmark_group("parts_5000_nodes");
     group.bench_function("decide_indexed", |b| {
-        b.iter(|| black_box(decide_indexed(&d, &view, &ledger, &config, &indexes)))
+        b.iter(|| black_box(decide_indexed(&d, &view, &world, &config, &indexes)))
     });
     group.bench_function("preferred_terms", |b| {
         b.iter(|| {
@@ -370,7 +373,9 @@ fn steady_admission(config: Config) -> (Admission, impl FnMut() -> Vec<u8>) {
     let admission = Admission::new(
         config.clone(),
         store,
-        Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl))),
+        Arc::new(SharedWorld::new(World::new(Ledger::new(
+            config.inflight.ttl,
+        )))),
     );
     let at = REVIEW.find("3f2a9c01-").expect("the example's uid");
     let mut counter = 0u32;

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use placement_webhook::config::Config;
 use placement_webhook::inflight::ledger::Ledger;
+use placement_webhook::inflight::world::World;
 use placement_webhook::inventory::nodes::inventory_from;
 use placement_webhook::inventory::pods::apply_pod_event;
 use placement_webhook::snapshot::{LoadSnapshot, NodeLoad};
@@ -113,7 +114,7 @@ fn main() {
     let config = Config::default();
     let view = ClusterView::build(&snapshot, Some(&inventory), &config.placement);
 
-    let mut ledger = Ledger::new(Duration::from_secs(90));
+    let mut world = World::new(Ledger::new(Duration::from_secs(90)));
     for page in (0..pods).step_by(PAGE) {
         let items: Vec<Value> = (page..(page + PAGE).min(pods)).map(pod).collect();
         let body =
@@ -122,7 +123,7 @@ fn main() {
         let list: Value = serde_json::from_slice(&body).expect("list parses");
         for item in list["items"].as_array().into_iter().flatten() {
             let pod: Pod = serde_json::from_value(item.clone()).expect("pod");
-            apply_pod_event(&mut ledger, &pod, false, Instant::now(), SystemTime::now());
+            apply_pod_event(&mut world, &pod, false, Instant::now(), SystemTime::now());
         }
     }
     let after = status_kib("VmRSS:");
@@ -131,27 +132,27 @@ fn main() {
         "{} nodes, {} pods ({} counted, {} label groups): RSS before {:.1} MiB, after {:.1} MiB, peak {:.1} MiB; {:.1} s",
         view.nodes.len(),
         pods,
-        ledger.cluster.occupancy.pods(),
-        ledger.cluster.groups.len(),
+        world.cluster.occupancy.pods(),
+        world.cluster.groups.len(),
         mib(before),
         mib(after),
         mib(peak),
         started.elapsed().as_secs_f64()
     );
     assert_eq!(
-        ledger.cluster.occupancy.pods(),
+        world.cluster.occupancy.pods(),
         pods,
         "every bound pod counted"
     );
     assert_eq!(
-        ledger.cluster.groups.pods(),
+        world.cluster.groups.pods(),
         pods,
         "every bound pod's labels kept"
     );
     assert_eq!(
-        ledger.cluster.running.len(),
+        world.cluster.running.len(),
         pods,
         "every running TaskManager kept"
     );
-    std::hint::black_box((&view, &ledger, &inventory));
+    std::hint::black_box((&view, &world, &inventory));
 }

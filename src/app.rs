@@ -1,6 +1,6 @@
 //! Wiring: sources → view store → admission → HTTPS server. Used by `serve` and by tests.
 
-use crate::inflight::shared::SharedLedger;
+use crate::inflight::shared::SharedWorld;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,7 +12,7 @@ use tracing::{info, warn};
 
 use crate::admission::Admission;
 use crate::config::{Config, LeaseRef};
-use crate::inflight::ledger::Ledger;
+use crate::inflight::world::World;
 use crate::inventory::lease::SchedulerLease;
 use crate::inventory::replicas::{Identity, Member};
 use crate::metrics_source::file::spawn_file_source;
@@ -32,7 +32,7 @@ const FILE_POLL: Duration = Duration::from_secs(2);
 pub struct Running {
     pub addr: SocketAddr,
     pub store: Arc<ViewStore>,
-    pub ledger: Arc<SharedLedger>,
+    pub world: Arc<SharedWorld>,
     pub metrics: Arc<Metrics>,
     pub tls: Arc<ServerTls>,
     membership: Option<Arc<Membership>>,
@@ -86,7 +86,7 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
     let metrics = Arc::new(Metrics::new());
     let readiness = Arc::new(Readiness::new());
     let store = Arc::new(ViewStore::new(config.placement.clone()));
-    let ledger = Arc::new(SharedLedger::new(Ledger::for_config(&config)));
+    let world = Arc::new(SharedWorld::new(World::for_config(&config)));
     let (stop, stopped) = watch::channel(false);
     let mut background = Vec::new();
 
@@ -96,7 +96,7 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
             background.push(spawn_refresher(
                 source,
                 store.clone(),
-                ledger.clone(),
+                world.clone(),
                 metrics.clone(),
                 config.max_staleness,
                 wait_for(stopped.clone()),
@@ -107,7 +107,7 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
             background.push(spawn_file_source(
                 path.clone(),
                 store.clone(),
-                ledger.clone(),
+                world.clone(),
                 metrics.clone(),
                 FILE_POLL,
             )?);
@@ -186,7 +186,7 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
     if options.use_cluster {
         background.push(spawn_cluster_watches(
             store.clone(),
-            ledger.clone(),
+            world.clone(),
             Watched {
                 membership: membership.clone(),
                 lease: lease.clone(),
@@ -198,7 +198,7 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
         ));
     }
 
-    background.push(spawn_ledger_expiry(ledger.clone()));
+    background.push(spawn_ledger_expiry(world.clone()));
 
     let listener = TcpListener::bind(config.listen)
         .await
@@ -206,7 +206,7 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
     let addr = listener.local_addr()?;
     let routed_lease = lease.as_ref().map(|(_, state)| state.clone());
     let admission =
-        Admission::new(config.clone(), store.clone(), ledger.clone()).deciding_by(|decider| {
+        Admission::new(config.clone(), store.clone(), world.clone()).deciding_by(|decider| {
             let decider = decider.sharing_peers(peers);
             match routed_lease {
                 Some(lease) => decider.routing_by(lease),
@@ -229,7 +229,7 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
     Ok(Running {
         addr,
         store,
-        ledger,
+        world,
         metrics,
         tls,
         membership,
@@ -275,7 +275,7 @@ struct Watched {
 
 fn spawn_cluster_watches(
     store: Arc<ViewStore>,
-    ledger: Arc<SharedLedger>,
+    world: Arc<SharedWorld>,
     watched: Watched,
     readiness: Arc<Readiness>,
     metrics: Arc<Metrics>,
@@ -343,12 +343,12 @@ fn spawn_cluster_watches(
             ),
             crate::inventory::namespaces::watch_namespaces(
                 client.clone(),
-                ledger.clone(),
+                world.clone(),
                 wait_for(stopped.clone()),
             ),
             crate::inventory::pods::watch_pods(
                 client,
-                ledger,
+                world,
                 readiness,
                 metrics,
                 move |node: &str| heat_store.current()?.node(node).map(|n| NodeHeat {
@@ -365,12 +365,12 @@ async fn wait_for(mut stopped: watch::Receiver<bool>) {
     let _ = stopped.wait_for(|s| *s).await;
 }
 
-fn spawn_ledger_expiry(ledger: Arc<SharedLedger>) -> JoinHandle<()> {
+fn spawn_ledger_expiry(world: Arc<SharedWorld>) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         loop {
             tick.tick().await;
-            ledger.write().expire(Instant::now());
+            world.write().charges.expire(Instant::now());
         }
     })
 }

@@ -15,6 +15,7 @@ use placement_webhook::config::PlacementConfig;
 use placement_webhook::config::prometheus::NodeMapping;
 use placement_webhook::config::scheduler::SchedulerConfig;
 use placement_webhook::inflight::ledger::Ledger;
+use placement_webhook::inflight::world::World;
 use placement_webhook::metrics_source::{Readings, build_snapshot, parse_vector};
 use placement_webhook::placement::{DecisionCtx, PodDemand, decide};
 use placement_webhook::view::ClusterView;
@@ -79,7 +80,7 @@ fuzz_target!(|data: &[u8]| {
         &DecisionCtx::new(
             &demand,
             &view,
-            &Ledger::new(Duration::from_secs(90)),
+            &World::new(Ledger::new(Duration::from_secs(90))),
             &policy,
             &scheduler,
         ),

@@ -13,7 +13,8 @@ use libfuzzer_sys::fuzz_target;
 use placement_webhook::admission::{self, Admission};
 use placement_webhook::config::Config;
 use placement_webhook::inflight::ledger::Ledger;
-use placement_webhook::inflight::shared::SharedLedger;
+use placement_webhook::inflight::shared::SharedWorld;
+use placement_webhook::inflight::world::World;
 use placement_webhook::metrics_source::embedded_example;
 use placement_webhook::snapshot::LoadSnapshot;
 use placement_webhook::view::ViewStore;
@@ -35,8 +36,10 @@ fuzz_target!(|data: &[u8]| {
     let config = Arc::new(Config::default());
     let store = Arc::new(ViewStore::new(config.placement.clone()));
     store.publish_snapshot(SNAPSHOT.clone());
-    let ledger = Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl)));
-    let admission = Admission::with_salt(config, store, ledger, 7);
+    let world = Arc::new(SharedWorld::new(World::new(Ledger::new(
+        config.inflight.ttl,
+    ))));
+    let admission = Admission::with_salt(config, store, world, 7);
     let Ok(answer) = admission.review_bytes(data) else {
         return;
     };

@@ -22,7 +22,7 @@ use tracing::{debug, warn};
 
 use crate::config::Config;
 use crate::decider::Decider;
-use crate::inflight::shared::SharedLedger;
+use crate::inflight::shared::SharedWorld;
 use crate::patch;
 use crate::telemetry::Outcome;
 use crate::view::{ClusterView, ViewStore};
@@ -91,22 +91,22 @@ impl FailOpen {
 }
 
 impl Admission {
-    pub fn new(config: Arc<Config>, store: Arc<ViewStore>, ledger: Arc<SharedLedger>) -> Self {
+    pub fn new(config: Arc<Config>, store: Arc<ViewStore>, world: Arc<SharedWorld>) -> Self {
         use std::hash::BuildHasher;
         // Random per process: two replicas order near-ties differently.
         let salt = std::collections::hash_map::RandomState::new().hash_one(0x5a17_u64);
-        Self::with_salt(config, store, ledger, salt)
+        Self::with_salt(config, store, world, salt)
     }
 
     /// Like [`Admission::new`] with a chosen tie-breaking salt (repeatable runs).
     pub fn with_salt(
         config: Arc<Config>,
         store: Arc<ViewStore>,
-        ledger: Arc<SharedLedger>,
+        world: Arc<SharedWorld>,
         salt: u64,
     ) -> Self {
         Admission {
-            decider: Decider::new(config.clone(), ledger, salt),
+            decider: Decider::new(config.clone(), world, salt),
             config,
             store,
         }

@@ -3,17 +3,20 @@
 use super::review::ReviewIn;
 use super::*;
 use crate::inflight::ledger::Ledger;
+use crate::inflight::world::World;
 use crate::metrics_source::file::embedded_example;
 use serde_json::{Value, json};
 
 /// A replica with the default configuration on the embedded snapshot, its store and ledger.
-fn on_the_example() -> (Admission, Arc<ViewStore>, Arc<SharedLedger>) {
+fn on_the_example() -> (Admission, Arc<ViewStore>, Arc<SharedWorld>) {
     let config = Arc::new(Config::default());
     let store = Arc::new(ViewStore::new(config.placement.clone()));
     store.publish_snapshot(embedded_example().expect("embedded snapshot"));
-    let ledger = Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl)));
-    let admission = Admission::with_salt(config, store.clone(), ledger.clone(), 7);
-    (admission, store, ledger)
+    let world = Arc::new(SharedWorld::new(World::new(Ledger::new(
+        config.inflight.ttl,
+    ))));
+    let admission = Admission::with_salt(config, store.clone(), world.clone(), 7);
+    (admission, store, world)
 }
 
 /// The example review's pod, changed by `edit`, as a dry run (nothing is charged, so
@@ -101,7 +104,7 @@ fn the_partial_read_answers_as_the_full_pod() {
 /// decisions are charged under the write lock (after the first charge of a burst).
 #[test]
 fn a_retry_is_answered_and_charged_once() {
-    let (admission, store, ledger) = on_the_example();
+    let (admission, store, world) = on_the_example();
     let review = |uid: &str| {
         let mut review: Value =
             serde_json::from_str(include_str!("../../examples/taskmanager-review.json"))
@@ -120,12 +123,12 @@ fn a_retry_is_answered_and_charged_once() {
         .map(|n| n.name.clone())
         .collect();
     let charged = || {
-        let ledger = ledger.read();
+        let world = world.read();
         let per_node: Vec<String> = nodes
             .iter()
-            .map(|n| format!("{:?}", ledger.extra(n)))
+            .map(|n| format!("{:?}", world.charges.extra(n)))
             .collect();
-        (ledger.len(), per_node)
+        (world.charges.len(), per_node)
     };
     review("aa000000-0000-0000-0000-000000000000");
     review("ba000000-0000-0000-0000-000000000000");
@@ -146,7 +149,7 @@ fn a_retry_is_answered_and_charged_once() {
 /// neither patched nor charged, while the same pod unbound is both.
 #[test]
 fn a_pod_created_bound_is_left_alone_and_not_charged() {
-    let (admission, _, ledger) = on_the_example();
+    let (admission, _, world) = on_the_example();
     let review = |uid: &str, node_name: Option<&str>| {
         let mut review: Value =
             serde_json::from_str(include_str!("../../examples/taskmanager-review.json"))
@@ -165,12 +168,12 @@ fn a_pod_created_bound_is_left_alone_and_not_charged() {
         "a bound pod is patched"
     );
     assert_eq!(bound.outcome, Outcome::Skipped);
-    assert_eq!(ledger.read().len(), 0, "a bound pod is charged");
+    assert_eq!(world.read().charges.len(), 0, "a bound pod is charged");
 
     let unbound = review("ea000000-0000-0000-0000-000000000000", Some(""));
     assert!(
         unbound.review.response.patch.is_some(),
         "an empty nodeName is unbound"
     );
-    assert_eq!(ledger.read().len(), 1);
+    assert_eq!(world.read().charges.len(), 1);
 }

@@ -1,6 +1,6 @@
 //! `placement-webhook review`: one AdmissionReview answered exactly as the server would.
 
-use crate::inflight::shared::SharedLedger;
+use crate::inflight::shared::SharedWorld;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -10,8 +10,8 @@ use base64::Engine;
 use crate::admission::{self, Admission, BadReview};
 use crate::config::Config;
 use crate::config::PlacementConfig;
-use crate::inflight::ledger::Ledger;
 use crate::inflight::ledger::handover::{Evidence, NodeHandover};
+use crate::inflight::world::World;
 use crate::inventory::Inventory;
 use crate::inventory::listing::ClusterState;
 use crate::inventory::pods::charge_listed;
@@ -42,23 +42,23 @@ pub fn review_with(
             snapshot
         }
     };
-    let ledger = Arc::new(SharedLedger::new(Ledger::for_config(&config)));
+    let world = Arc::new(SharedWorld::new(World::for_config(&config)));
     // The pods steered before, as a replica starting now would charge them: the decision and
     // the table read them, and the table shows each named node's part.
     let inflight = cluster.map(|cluster| {
         let now = (Instant::now(), SystemTime::now());
-        let mut ledger = ledger.write();
+        let mut world = world.write();
         for pod in &cluster.steered {
-            charge_listed(&mut ledger, pod, now);
+            charge_listed(&mut world, pod, now);
         }
-        ledger
+        (world.charges)
             .read_evidence(&Evidence::of(&snapshot), now.0)
             .by_node
     });
     let store = Arc::new(ViewStore::new(config.placement.clone()));
     store.publish_snapshot(snapshot);
     let config = Arc::new(config);
-    let admission = Admission::new(config.clone(), store.clone(), ledger);
+    let admission = Admission::new(config.clone(), store.clone(), world);
     // Before answering: the answer charges the ledger, and the table shows the same decision.
     let table = explain.then(|| node_table(&admission, body, inflight.as_deref()));
     let answer = match admission.review_bytes(body) {
@@ -170,7 +170,7 @@ fn node_table(admission: &Admission, body: &[u8], inflight: Option<&[NodeHandove
                 &placement::DecisionCtx::new(
                     &demand,
                     &view,
-                    &admission.decider().ledger().read(),
+                    &admission.decider().world().read(),
                     placement,
                     &admission.config().scheduler,
                 ),

@@ -1,8 +1,8 @@
 //! The cluster as the watches report it: the requests of every bound pod (the occupancy), their
 //! labels and pod (anti-)affinity terms (the groups), the running TaskManagers by job, and every
 //! namespace's labels. Fed by inventory's pod and namespace watches; read by placement through
-//! the ledger, which holds one picture beside its charges (one lock guards both, and the view's
-//! node positions are numbered for both at once).
+//! `inflight::world::World`, which holds one picture beside the ledger's charges (one lock guards
+//! both, and the view's node positions are numbered for both at once).
 
 pub(crate) mod changes;
 mod interner;

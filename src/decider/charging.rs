@@ -1,18 +1,18 @@
-//! The lock protocol: how a decision reads the ledger and charges it, so that the pods of a
+//! The lock protocol: how a decision reads the world and charges it, so that the pods of a
 //! burst see each other's charges and each is decided once.
 
 use std::time::Instant;
 
 use super::{Decider, Route};
-use crate::inflight::ledger::Ledger;
+use crate::inflight::world::World;
 use crate::placement::{Decision, PodDemand, Replica};
 use crate::view::ClusterView;
 
 impl Decider {
-    /// Numbers the ledger's nodes by `view` (once per view), as decisions read them.
-    pub(super) fn align_ledger(&self, view: &ClusterView) {
-        self.ledger
-            .align_to(view.id, |ledger| ledger.align(view.id, node_names(view)));
+    /// Numbers the world's nodes by `view` (once per view), as decisions read them.
+    pub(super) fn align_world(&self, view: &ClusterView) {
+        self.world
+            .align_to(view.id, |world| world.align(view.id, node_names(view)));
     }
 
     /// Decides and charges under one write lock while decisions are charged, so the pods of a
@@ -36,35 +36,35 @@ impl Decider {
         use std::sync::atomic::Ordering::Relaxed;
         let mode = route.mode;
         let charge = charge && (mode.writes_affinity() || mode.observes_only());
-        self.align_ledger(view);
+        self.align_world(view);
         if !charge {
-            return self.decide_with(demand, view, &self.ledger.read(), route);
+            return self.decide_with(demand, view, &self.world.read(), route);
         }
         if !self.charging.load(Relaxed) {
             let (decision, seen, charged) = {
-                let ledger = self.ledger.read();
-                let decision = self.decide_with(demand, view, &ledger, route);
-                (decision, self.ledger.writes(), ledger.contains(id))
+                let world = self.world.read();
+                let decision = self.decide_with(demand, view, &world, route);
+                (decision, self.world.writes(), world.charges.contains(id))
             };
             if charged || decision.landing.is_empty() {
                 return decision;
             }
             self.charging.store(true, Relaxed);
-            if let Ok(mut ledger) = self.ledger.write_if_unchanged(seen) {
-                charge_decision(&mut ledger, id, demand, &decision);
+            if let Ok(mut world) = self.world.write_if_unchanged(seen) {
+                charge_decision(&mut world, id, demand, &decision);
                 return decision;
             }
         }
-        let mut ledger = self.ledger.write();
-        let decision = self.decide_with(demand, view, &ledger, route);
-        if ledger.contains(id) {
+        let mut world = self.world.write();
+        let decision = self.decide_with(demand, view, &world, route);
+        if world.charges.contains(id) {
             // A retry: decided again as the first time was, charged once.
             return decision;
         }
         if decision.landing.is_empty() {
             self.charging.store(false, Relaxed);
         } else {
-            charge_decision(&mut ledger, id, demand, &decision);
+            charge_decision(&mut world, id, demand, &decision);
         }
         decision
     }
@@ -75,27 +75,27 @@ impl Decider {
         &self,
         demand: &PodDemand<'_>,
         view: &ClusterView,
-        ledger: &Ledger,
+        world: &World,
         route: &Route<'_>,
     ) -> Decision {
         let mut decision = crate::placement::decide_indexed(
             &crate::placement::DecisionCtx::new(
                 demand,
                 view,
-                ledger,
+                world,
                 &self.config.placement,
                 route.scheduler,
             ),
             Replica {
-                unheard: ledger.unheard(),
-                heard: ledger.heard_mix(),
+                unheard: world.charges.unheard(),
+                heard: world.charges.heard_mix(),
                 ..self.replica()
             },
             route.indexes,
         );
         if route.mode.observes_only() {
             decision.landing =
-                crate::placement::unsteered_landing(demand, view, ledger, route.scheduler);
+                crate::placement::unsteered_landing(demand, view, world, route.scheduler);
         }
         decision
     }
@@ -107,15 +107,15 @@ fn node_names(view: &ClusterView) -> impl Iterator<Item = &str> {
 
 /// Charges the pod where `decision` predicts it lands, and remembers the decision's heats
 /// there for landing accuracy.
-fn charge_decision(ledger: &mut Ledger, id: &str, demand: &PodDemand<'_>, decision: &Decision) {
-    ledger.charge(
+fn charge_decision(world: &mut World, id: &str, demand: &PodDemand<'_>, decision: &Decision) {
+    world.charges.charge(
         id,
         &decision.landing,
         demand.load,
         &demand.facts.requests,
         Instant::now(),
     );
-    ledger.tag(id, &demand.facts);
+    world.tag(id, &demand.facts);
     // The landing nodes are tier-1 nodes; at 5,000 nodes there are ~50 of each.
     let first: crate::hashing::HashMap<&str, f32> = decision
         .first_tier()
@@ -127,5 +127,5 @@ fn charge_decision(ledger: &mut Ledger, id: &str, demand: &PodDemand<'_>, decisi
         .iter()
         .filter_map(|(name, _)| Some((name.clone(), *first.get(name.as_str())?)))
         .collect();
-    ledger.remember_decision(id, heats);
+    world.charges.remember_decision(id, heats);
 }

@@ -1,5 +1,5 @@
-//! The owner of the decision's state: this replica's ledger (what it charged, beside the pod
-//! watch's picture of the cluster), each pod shape's ranking carried between reviews, the live
+//! The owner of the decision's state: this replica's world (its charges, beside the watches'
+//! picture of the cluster), each pod shape's ranking carried between reviews, the live
 //! replicas and the routed scheduler's Lease, behind one lock protocol. Admission hands it a
 //! pod's demand and a view; it answers with the decision, charged or not.
 
@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::SystemTime;
 
 use crate::config::{Config, SchedulerConfig};
-use crate::inflight::shared::SharedLedger;
+use crate::inflight::shared::SharedWorld;
 use crate::inventory::lease::SchedulerLease;
 use crate::placement::{Decision, Peers, PodDemand, RankIndexes, Replica};
 use crate::view::ClusterView;
@@ -21,13 +21,13 @@ pub(crate) use route::Route;
 /// Decides for one replica; shared by the server and the `review` command.
 pub(crate) struct Decider {
     config: Arc<Config>,
-    ledger: Arc<SharedLedger>,
+    world: Arc<SharedWorld>,
     /// Breaks near-ties in this replica's own order (see `placement::decide`).
     salt: u64,
     /// The live replicas, when known (see `placement::replicas::replica`); kept current by the
     /// membership watch.
     peers: Arc<Peers>,
-    /// Each pod shape's ranking of the nodes, kept up to date with the ledger.
+    /// Each pod shape's ranking of the nodes, kept up to date with the world.
     indexes: RankIndexes,
     /// The last decision made to be charged predicted a landing (see `charging`).
     charging: AtomicBool,
@@ -46,13 +46,13 @@ pub(crate) struct Decided<'a> {
 }
 
 impl Decider {
-    pub(crate) fn new(config: Arc<Config>, ledger: Arc<SharedLedger>, salt: u64) -> Self {
+    pub(crate) fn new(config: Arc<Config>, world: Arc<SharedWorld>, salt: u64) -> Self {
         // The ledger tags what this policy counts, for its pods and the watch's.
         let tags_jobs = !config.placement.per_job.is_off();
-        ledger.write().set_tags_jobs(tags_jobs);
+        world.write().charges.set_tags_jobs(tags_jobs);
         Decider {
             config,
-            ledger,
+            world,
             salt,
             peers: Arc::default(),
             indexes: RankIndexes::default(),
@@ -90,8 +90,8 @@ impl Decider {
         }
     }
 
-    pub(crate) fn ledger(&self) -> &Arc<SharedLedger> {
-        &self.ledger
+    pub(crate) fn world(&self) -> &Arc<SharedWorld> {
+        &self.world
     }
 
     /// The decision for a review's pod: the Lease's state is recorded and the decision
@@ -114,8 +114,8 @@ impl Decider {
 
     /// The decision for `demand` against `view` as things stand, charging nothing.
     pub(crate) fn dry_decide(&self, demand: &PodDemand<'_>, view: &ClusterView) -> Decision {
-        self.align_ledger(view);
+        self.align_world(view);
         let route = self.route(SystemTime::now());
-        self.decide_with(demand, view, &self.ledger.read(), &route)
+        self.decide_with(demand, view, &self.world.read(), &route)
     }
 }

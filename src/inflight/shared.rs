@@ -1,52 +1,49 @@
-//! The ledger as the reviews, the pod watch and the refresher share it.
+//! The world (charges and cluster picture) as the reviews, the watches and the refresher share it.
 //!
 //! Reviews decide under a read lock, side by side, and take the write lock only to charge.
-//! Every write is counted, so a review can tell whether the ledger changed while it decided
+//! Every write is counted, so a review can tell whether the world changed while it decided
 //! (and decide again rather than charge a decision that did not see another pod's charge).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use super::ledger::Ledger;
+use super::world::World;
 
 #[derive(Debug)]
-pub struct SharedLedger {
-    ledger: RwLock<Ledger>,
+pub struct SharedWorld {
+    world: RwLock<World>,
     writes: AtomicU64,
-    /// The view [`Self::align_to`] last left the ledger aligned with (0: none): read without
+    /// The view [`Self::align_to`] last left the world aligned with (0: none): read without
     /// the lock, so that a review on the same view does not queue behind a deciding writer
     /// just to learn that nothing is to be done.
     aligned_view: AtomicU64,
 }
 
-impl SharedLedger {
-    pub fn new(ledger: Ledger) -> Self {
-        SharedLedger {
-            ledger: RwLock::new(ledger),
+impl SharedWorld {
+    pub fn new(world: World) -> Self {
+        SharedWorld {
+            world: RwLock::new(world),
             writes: AtomicU64::new(0),
             aligned_view: AtomicU64::new(0),
         }
     }
 
     /// Shared access. A panic while writing leaves plain numbers behind: they are still used.
-    pub fn read(&self) -> RwLockReadGuard<'_, Ledger> {
-        self.ledger.read().unwrap_or_else(|e| e.into_inner())
+    pub fn read(&self) -> RwLockReadGuard<'_, World> {
+        self.world.read().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Exclusive access, counted as a write.
-    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Ledger> {
-        let guard = self.ledger.write().unwrap_or_else(|e| e.into_inner());
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, World> {
+        let guard = self.world.write().unwrap_or_else(|e| e.into_inner());
         self.writes.fetch_add(1, Ordering::AcqRel);
         guard
     }
 
     /// Exclusive access if no write happened since [`Self::writes`] said `seen`; else the
     /// number of writes now. Held or not, the lock is taken once.
-    pub(crate) fn write_if_unchanged(
-        &self,
-        seen: u64,
-    ) -> Result<RwLockWriteGuard<'_, Ledger>, u64> {
-        let guard = self.ledger.write().unwrap_or_else(|e| e.into_inner());
+    pub(crate) fn write_if_unchanged(&self, seen: u64) -> Result<RwLockWriteGuard<'_, World>, u64> {
+        let guard = self.world.write().unwrap_or_else(|e| e.into_inner());
         // Writes are counted under the write lock, so this is exact.
         let now = self.writes.load(Ordering::Acquire);
         if now != seen {
@@ -56,18 +53,18 @@ impl SharedLedger {
         Ok(guard)
     }
 
-    /// Aligns the ledger with the view `view_id` (by `align`) unless it is already. Once the
-    /// ledger is aligned with a view, reviews on that view pass with one atomic read. Reviews
+    /// Aligns the world with the view `view_id` (by `align`) unless it is already. Once the
+    /// world is aligned with a view, reviews on that view pass with one atomic read. Reviews
     /// racing across a view change may leave the mark on the other view: the next review on
     /// the current one looks again under the lock and puts it right.
-    pub(crate) fn align_to(&self, view_id: u64, align: impl FnOnce(&mut Ledger)) {
+    pub(crate) fn align_to(&self, view_id: u64, align: impl FnOnce(&mut World)) {
         if view_id != 0 && self.aligned_view.load(Ordering::Acquire) == view_id {
             return;
         }
         if !self.read().is_aligned(view_id) {
-            let mut ledger = self.write();
-            if !ledger.is_aligned(view_id) {
-                align(&mut ledger);
+            let mut world = self.write();
+            if !world.is_aligned(view_id) {
+                align(&mut world);
             }
         }
         self.aligned_view.store(view_id, Ordering::Release);
@@ -82,11 +79,12 @@ impl SharedLedger {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::inflight::ledger::Ledger;
     use std::time::Duration;
 
     #[test]
     fn a_write_in_between_is_seen() {
-        let shared = SharedLedger::new(Ledger::new(Duration::from_secs(60)));
+        let shared = SharedWorld::new(World::new(Ledger::new(Duration::from_secs(60))));
         let seen = {
             let _read = shared.read();
             shared.writes()
@@ -102,7 +100,7 @@ mod tests {
 
     #[test]
     fn alignment_is_checked_under_the_lock_once_per_view() {
-        let shared = SharedLedger::new(Ledger::new(Duration::from_secs(60)));
+        let shared = SharedWorld::new(World::new(Ledger::new(Duration::from_secs(60))));
         let mut aligned = 0;
         let mut align = |view: u64| {
             shared.align_to(view, |l| {

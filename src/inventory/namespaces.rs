@@ -12,7 +12,7 @@ use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client};
 use tracing::debug;
 
-use crate::inflight::shared::SharedLedger;
+use crate::inflight::shared::SharedWorld;
 use crate::scheduler::pods::Labels;
 
 /// Every namespace's labels (a namespace without labels maps to an empty set).
@@ -33,7 +33,7 @@ pub(crate) fn labels_of<'a>(
 #[tracing::instrument(name = "namespace_watch", skip_all)]
 pub(crate) async fn watch_namespaces(
     client: Client,
-    ledger: Arc<SharedLedger>,
+    world: Arc<SharedWorld>,
     shutdown: impl Future<Output = ()> + Send,
 ) {
     // An `Api` of `PartialObjectMeta` lists and watches metadata only.
@@ -54,10 +54,10 @@ pub(crate) async fn watch_namespaces(
                 Some(Ok(_)) => {
                     let state = reader.state();
                     let labels = labels_of(state.iter().map(|n| n.as_ref()));
-                    let mut ledger = ledger.write();
-                    if *ledger.cluster.namespace_labels() != labels {
+                    let mut world = world.write();
+                    if *world.cluster.namespace_labels() != labels {
                         debug!(namespaces = labels.len(), "namespace labels");
-                        ledger.cluster.set_namespace_labels(labels);
+                        world.cluster.set_namespace_labels(labels);
                     }
                 }
                 Some(Err(error)) => debug!(%error, "namespace watch error; retrying"),

@@ -18,7 +18,7 @@
 //! replicas agree with a lag of the watch latency, typically well under a second. Pods that
 //! vanish while a watch is down are not forgotten explicitly; the ttl bounds their effect.
 
-use crate::inflight::shared::SharedLedger;
+use crate::inflight::shared::SharedWorld;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -33,9 +33,9 @@ use tracing::{debug, trace};
 use super::client::WatchHealth;
 use crate::cluster::{ClusterPicture, SeenPod};
 use crate::config::Mode;
-use crate::inflight::ledger::Ledger;
 use crate::inflight::ledger::handover::pod_key;
 use crate::inflight::note::{ANNOTATION, DecisionNote};
+use crate::inflight::world::World;
 use crate::readiness::Readiness;
 use crate::scheduler::{PodFacts, PodRequests};
 use crate::telemetry::{Landing, Metrics, NodeHeat};
@@ -130,14 +130,14 @@ pub(crate) fn pod_uid(pod: &Pod) -> String {
 /// `now_instant` and `now_wall` are the same moment on the monotonic and the wall clock: the
 /// pod's age on the wall clock places its steering time on the ledger's monotonic clock.
 pub fn apply_pod_event(
-    ledger: &mut Ledger,
+    world: &mut World,
     pod: &Pod,
     deleted: bool,
     now_instant: Instant,
     now_wall: SystemTime,
 ) -> PodEffect {
     let requests = PodRequests::of(pod);
-    let note = record_seen(&mut ledger.cluster, pod, deleted, &requests);
+    let note = record_seen(&mut world.cluster, pod, deleted, &requests);
     let Some(note) = note else {
         return PodEffect::Ignored;
     };
@@ -147,12 +147,12 @@ pub fn apply_pod_event(
         requests: &requests,
         deleted,
     };
-    apply_steered(ledger, event, (now_instant, now_wall))
+    apply_steered(world, event, (now_instant, now_wall))
 }
 
 /// A steered pod listed once, as `review` lists the cluster: charged as the pod watch charges
 /// it, leaving its requests to the listing's own picture.
-pub(crate) fn charge_listed(ledger: &mut Ledger, pod: &Pod, now: (Instant, SystemTime)) {
+pub(crate) fn charge_listed(world: &mut World, pod: &Pod, now: (Instant, SystemTime)) {
     if let Some(note) = decision_note(pod) {
         let event = SteeredEvent {
             pod,
@@ -160,7 +160,7 @@ pub(crate) fn charge_listed(ledger: &mut Ledger, pod: &Pod, now: (Instant, Syste
             requests: &PodRequests::of(pod),
             deleted: false,
         };
-        apply_steered(ledger, event, now);
+        apply_steered(world, event, now);
     }
 }
 
@@ -174,7 +174,7 @@ struct SteeredEvent<'a> {
 
 /// The in-flight entry of a steered pod.
 fn apply_steered(
-    ledger: &mut Ledger,
+    world: &mut World,
     event: SteeredEvent<'_>,
     (now_instant, now_wall): (Instant, SystemTime),
 ) -> PodEffect {
@@ -185,51 +185,53 @@ fn apply_steered(
         deleted,
     } = event;
     let node = occupied_node(pod, deleted);
-    ledger.heard(&note.id);
+    world.charges.heard(&note.id);
     if deleted || is_finished(pod) {
-        if ledger.contains(&note.id) {
-            ledger.forget(&note.id);
+        if world.charges.contains(&note.id) {
+            world.charges.forget(&note.id);
             return PodEffect::Forgotten;
         }
         return PodEffect::Ignored;
     }
     if let Some(node) = node {
-        if !ledger.contains(&note.id) {
+        if !world.charges.contains(&note.id) {
             let Some(steered_at) = steered_at(pod, now_instant, now_wall) else {
                 return PodEffect::Ignored;
             };
-            ledger.charge(
+            world.charges.charge(
                 &note.id,
                 &[(node.to_string(), 1.0)],
                 note.load,
                 requests,
                 steered_at,
             );
-            heard_if_recent(ledger, &note.id);
+            heard_if_recent(world, &note.id);
         }
         // Absent after charge: older than the ttl, the metrics show it already.
-        return if ledger.bind(&note.id, node) {
+        return if world.charges.bind(&note.id, node) {
             let key = pod_key(
                 pod.metadata.namespace.as_deref().unwrap_or_default(),
                 pod.metadata.name.as_deref().unwrap_or_default(),
             );
-            ledger.started(&note.id, &key, running_since(pod));
+            world.charges.started(&note.id, &key, running_since(pod));
             PodEffect::Bound
         } else {
             PodEffect::Ignored
         };
     }
-    if ledger.contains(&note.id) {
+    if world.charges.contains(&note.id) {
         return PodEffect::Unchanged;
     }
     let Some(steered_at) = steered_at(pod, now_instant, now_wall) else {
         return PodEffect::Ignored;
     };
-    ledger.charge(&note.id, &note.nodes, note.load, requests, steered_at);
-    heard_if_recent(ledger, &note.id);
+    world
+        .charges
+        .charge(&note.id, &note.nodes, note.load, requests, steered_at);
+    heard_if_recent(world, &note.id);
     // Another replica's pod: tagged by the rule its own pods follow.
-    ledger.tag(&note.id, &PodFacts::without_requests(pod));
-    if ledger.contains(&note.id) {
+    world.tag(&note.id, &PodFacts::without_requests(pod));
+    if world.charges.contains(&note.id) {
         PodEffect::Charged
     } else {
         PodEffect::Ignored
@@ -239,9 +241,9 @@ fn apply_steered(
 /// Another replica's pod, reported for the first time, counts in the split of the reviews only
 /// when it was charged (steered within the ttl): a re-list's old pods say nothing of the split
 /// now.
-fn heard_if_recent(ledger: &mut Ledger, id: &str) {
-    if ledger.contains(id) {
-        ledger.heard_from_another();
+fn heard_if_recent(world: &mut World, id: &str) {
+    if world.charges.contains(id) {
+        world.charges.heard_from_another();
     }
 }
 
@@ -250,10 +252,10 @@ fn heard_if_recent(ledger: &mut Ledger, id: &str) {
 ///
 /// The tier is read off the pod's own preferred terms: the node named by the heaviest term is
 /// first tier, a node named by a lighter one another tier, any other node elsewhere.
-pub(crate) fn landing_of(ledger: &mut Ledger, pod: &Pod) -> Option<(Landing, Option<f64>)> {
+pub(crate) fn landing_of(world: &mut World, pod: &Pod) -> Option<(Landing, Option<f64>)> {
     let note = note_of(pod).filter(|n| n.mode != Mode::Observe.as_str())?;
     let node = occupied_node(pod, false)?;
-    let heats = ledger.take_decision(&note.id)?;
+    let heats = world.charges.take_decision(&note.id)?;
     let terms = pod
         .spec
         .as_ref()
@@ -308,10 +310,10 @@ pub(crate) struct Observed {
 
 /// Where a bound pod this replica observed landed, and where the webhook would have put it;
 /// once per pod (`None` afterwards, for steered pods and for pods another replica decided).
-pub(crate) fn observed_of(ledger: &mut Ledger, pod: &Pod) -> Option<Observed> {
+pub(crate) fn observed_of(world: &mut World, pod: &Pod) -> Option<Observed> {
     let note = note_of(pod).filter(|n| n.mode == Mode::Observe.as_str())?;
     let node = occupied_node(pod, false)?;
-    ledger.take_decision(&note.id)?;
+    world.charges.take_decision(&note.id)?;
     Some(Observed {
         landed: node.to_string(),
         would: note.would.map(|(node, _)| node),
@@ -348,7 +350,7 @@ enum Seen {
 #[tracing::instrument(name = "pod_watch", skip_all)]
 pub(crate) async fn watch_pods(
     client: Client,
-    ledger: Arc<SharedLedger>,
+    world: Arc<SharedWorld>,
     readiness: Arc<Readiness>,
     metrics: Arc<Metrics>,
     node_heat: impl Fn(&str) -> Option<NodeHeat> + Send,
@@ -372,12 +374,12 @@ pub(crate) async fn watch_pods(
             Some(Ok(Event::Delete(pod))) => (pod, true),
             Some(Ok(Event::Init)) => {
                 health.ok("pod");
-                lock(&ledger).begin_relist();
+                lock(&world).begin_relist();
                 continue;
             }
             Some(Ok(Event::InitDone)) => {
                 // Pods that vanished while the watch was away are not in the new list.
-                lock(&ledger).end_relist();
+                lock(&world).end_relist();
                 readiness.set_pods_synced();
                 continue;
             }
@@ -392,18 +394,13 @@ pub(crate) async fn watch_pods(
         };
         health.ok("pod");
         let (effect, landed) = {
-            let mut ledger = lock(&ledger);
-            let effect = apply_pod_event(
-                &mut ledger,
-                &pod,
-                deleted,
-                Instant::now(),
-                SystemTime::now(),
-            );
+            let mut world = lock(&world);
+            let effect =
+                apply_pod_event(&mut world, &pod, deleted, Instant::now(), SystemTime::now());
             let landed = match effect {
-                PodEffect::Bound => landing_of(&mut ledger, &pod)
+                PodEffect::Bound => landing_of(&mut world, &pod)
                     .map(|(place, heat)| Seen::Steered(place, heat))
-                    .or_else(|| observed_of(&mut ledger, &pod).map(Seen::Observed)),
+                    .or_else(|| observed_of(&mut world, &pod).map(Seen::Observed)),
                 _ => None,
             };
             (effect, landed)
@@ -432,15 +429,15 @@ pub(crate) async fn watch_pods(
     }
 }
 
-fn lock(ledger: &SharedLedger) -> std::sync::RwLockWriteGuard<'_, Ledger> {
+fn lock(world: &SharedWorld) -> std::sync::RwLockWriteGuard<'_, World> {
     // A panic elsewhere while holding the lock leaves plain data behind: keep using it.
-    ledger.write()
+    world.write()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inflight::ledger::PodLoad;
+    use crate::inflight::ledger::{Ledger, PodLoad};
 
     const TTL: Duration = Duration::from_secs(90);
     const NOTE: &str =
@@ -477,16 +474,16 @@ mod tests {
         (pod, now_wall)
     }
 
-    fn apply(ledger: &mut Ledger, pod: &(Pod, SystemTime), deleted: bool) -> PodEffect {
-        apply_pod_event(ledger, &pod.0, deleted, Instant::now(), pod.1)
+    fn apply(world: &mut World, pod: &(Pod, SystemTime), deleted: bool) -> PodEffect {
+        apply_pod_event(world, &pod.0, deleted, Instant::now(), pod.1)
     }
 
-    fn cpu(ledger: &Ledger, node: &str) -> f64 {
-        ledger.extra(node).map_or(0.0, |l| l.cpu_cores)
+    fn cpu(world: &World, node: &str) -> f64 {
+        world.charges.extra(node).map_or(0.0, |l| l.cpu_cores)
     }
 
-    fn bound_milli_cpu(ledger: &Ledger, node: &str) -> i64 {
-        ledger
+    fn bound_milli_cpu(world: &World, node: &str) -> i64 {
+        world
             .cluster
             .occupancy
             .node(node)
@@ -495,19 +492,19 @@ mod tests {
 
     #[test]
     fn a_listed_steered_pod_is_charged_on_its_node_and_its_requests_left_to_the_listing() {
-        let mut l = Ledger::new(TTL);
+        let mut l = World::new(Ledger::new(TTL));
         let bound = pod(Some(NOTE), Some("worker-1"), "Pending", 3);
         charge_listed(&mut l, &bound.0, (Instant::now(), bound.1));
         assert_eq!(cpu(&l, "worker-1"), 2.0);
         assert_eq!(bound_milli_cpu(&l, "worker-1"), 0);
         let unsteered = pod(None, Some("worker-2"), "Pending", 3);
         charge_listed(&mut l, &unsteered.0, (Instant::now(), unsteered.1));
-        assert_eq!(l.len(), 1);
+        assert_eq!(l.charges.len(), 1);
     }
 
     #[test]
     fn pods_without_a_note_only_count_their_requests() {
-        let mut l = Ledger::new(TTL);
+        let mut l = World::new(Ledger::new(TTL));
         for note in [None, Some("not a decision")] {
             let p = pod(note, None, "Pending", 1);
             assert_eq!(apply(&mut l, &p, false), PodEffect::Ignored);
@@ -518,28 +515,28 @@ mod tests {
             assert_eq!(apply(&mut l, &p, true), PodEffect::Ignored);
             assert_eq!(bound_milli_cpu(&l, "worker-1"), 0, "deleted");
         }
-        assert!(l.is_empty());
+        assert!(l.charges.is_empty());
     }
 
     #[test]
     fn only_recent_pods_of_other_replicas_count_in_the_split() {
-        let mut l = Ledger::new(TTL);
+        let mut l = World::new(Ledger::new(TTL));
         // A re-list's pod steered long ago says nothing of how reviews are split now.
         let old = pod(Some(NOTE), Some("worker-4"), "Running", 600);
         assert_eq!(apply(&mut l, &old, false), PodEffect::Ignored);
-        assert_eq!(l.heard_mix().others, 0.0);
+        assert_eq!(l.charges.heard_mix().others, 0.0);
         let recent = pod(Some(NOTE), None, "Pending", 1);
         assert_eq!(apply(&mut l, &recent, false), PodEffect::Charged);
-        assert_eq!(l.heard_mix().others, 1.0);
+        assert_eq!(l.charges.heard_mix().others, 1.0);
         // Its bind is the same pod: not counted again.
         let bound = pod(Some(NOTE), Some("worker-4"), "Running", 1);
         assert_eq!(apply(&mut l, &bound, false), PodEffect::Bound);
-        assert_eq!(l.heard_mix().others, 1.0);
+        assert_eq!(l.charges.heard_mix().others, 1.0);
     }
 
     #[test]
     fn bound_pods_keep_their_group_until_gone_or_unlisted() {
-        let mut l = Ledger::new(TTL);
+        let mut l = World::new(Ledger::new(TTL));
         let (mut a, now) = pod(None, Some("worker-1"), "Running", 1);
         let mut b = a.clone();
         b.metadata.uid = Some("0f5c4c86-5a71-4d0e-9c25-2f1d0c9b7a11".into());
@@ -571,54 +568,57 @@ mod tests {
     /// next list: its charge goes with it. A charge the watch never reported stays.
     #[test]
     fn a_relist_drops_the_charges_of_steered_pods_it_no_longer_lists() {
-        let mut l = Ledger::new(TTL);
+        let mut l = World::new(Ledger::new(TTL));
         let p = pod(Some(NOTE), None, "Pending", 2);
         assert_eq!(apply(&mut l, &p, false), PodEffect::Charged);
-        l.charge(
+        l.charges.charge(
             "unheard",
             &[("worker-2".to_string(), 1.0)],
             PodLoad::default(),
             &PodRequests::default(),
             Instant::now(),
         );
-        l.remember_decision("unheard", Vec::new());
-        assert_eq!(l.len(), 2);
+        l.charges.remember_decision("unheard", Vec::new());
+        assert_eq!(l.charges.len(), 2);
         // Listed again: kept.
         l.begin_relist();
         assert_eq!(apply(&mut l, &p, false), PodEffect::Unchanged);
         l.end_relist();
-        assert_eq!(l.len(), 2);
+        assert_eq!(l.charges.len(), 2);
         // Not listed: its charge goes; the one never reported stays.
         l.begin_relist();
         l.end_relist();
-        assert_eq!(l.len(), 1);
-        assert!(l.contains("unheard"));
+        assert_eq!(l.charges.len(), 1);
+        assert!(l.charges.contains("unheard"));
         assert_eq!(cpu(&l, "worker-4"), 0.0);
     }
 
     #[test]
     fn pending_pod_from_another_replica_is_charged_where_it_lands() {
-        let mut l = Ledger::new(TTL);
+        let mut l = World::new(Ledger::new(TTL));
         let p = pod(Some(NOTE), None, "Pending", 2);
         assert_eq!(apply(&mut l, &p, false), PodEffect::Charged);
         assert_eq!(cpu(&l, "worker-1"), 0.5);
         assert_eq!(cpu(&l, "worker-4"), 1.5);
-        assert_eq!(l.extra("worker-4").map(|x| x.milli_cpu), Some(1500.0));
+        assert_eq!(
+            l.charges.extra("worker-4").map(|x| x.milli_cpu),
+            Some(1500.0)
+        );
         // The same pod seen again (a status update) changes nothing.
         assert_eq!(apply(&mut l, &p, false), PodEffect::Unchanged);
         assert_eq!(cpu(&l, "worker-1"), 0.5);
-        assert_eq!(l.len(), 1);
+        assert_eq!(l.charges.len(), 1);
     }
 
     #[test]
     fn own_pod_is_not_charged_twice() {
-        let mut l = Ledger::new(TTL);
+        let mut l = World::new(Ledger::new(TTL));
         let landing = vec![("worker-1".to_string(), 1.0)];
         let load = PodLoad {
             cpu_cores: 2.0,
             network_bytes_per_second: 1000.0,
         };
-        l.charge(
+        l.charges.charge(
             "abc123",
             &landing,
             load,
@@ -632,14 +632,14 @@ mod tests {
 
     #[test]
     fn bound_pod_moves_to_its_node() {
-        let mut l = Ledger::new(TTL);
+        let mut l = World::new(Ledger::new(TTL));
         apply(&mut l, &pod(Some(NOTE), None, "Pending", 2), false);
         let bound = pod(Some(NOTE), Some("worker-4"), "Pending", 3);
         assert_eq!(apply(&mut l, &bound, false), PodEffect::Bound);
         assert_eq!(cpu(&l, "worker-1"), 0.0);
         assert_eq!(cpu(&l, "worker-4"), 2.0);
         // Requests now come from the occupancy, once.
-        assert_eq!(l.extra("worker-4").map(|x| x.milli_cpu), Some(0.0));
+        assert_eq!(l.charges.extra("worker-4").map(|x| x.milli_cpu), Some(0.0));
         assert_eq!(bound_milli_cpu(&l, "worker-4"), 2000);
         // Running on the same node: still counted once.
         let running = pod(Some(NOTE), Some("worker-4"), "Running", 5);
@@ -649,13 +649,15 @@ mod tests {
 
     #[test]
     fn bound_pod_first_seen_is_charged_to_its_node() {
-        let mut l = Ledger::new(TTL);
+        let mut l = World::new(Ledger::new(TTL));
         let p = pod(Some(NOTE), Some("worker-7"), "Running", 5);
         assert_eq!(apply(&mut l, &p, false), PodEffect::Bound);
         assert_eq!(cpu(&l, "worker-7"), 2.0);
         assert_eq!(cpu(&l, "worker-1"), 0.0);
         assert_eq!(
-            l.extra("worker-7").map(|x| x.network_bytes_per_second),
+            l.charges
+                .extra("worker-7")
+                .map(|x| x.network_bytes_per_second),
             Some(1000.0)
         );
     }
@@ -663,7 +665,7 @@ mod tests {
     #[test]
     fn deleted_or_finished_pods_are_forgotten() {
         for (phase, deleted) in [("Running", true), ("Succeeded", false), ("Failed", false)] {
-            let mut l = Ledger::new(TTL);
+            let mut l = World::new(Ledger::new(TTL));
             apply(
                 &mut l,
                 &pod(Some(NOTE), Some("worker-1"), "Running", 2),
@@ -675,7 +677,7 @@ mod tests {
                 PodEffect::Forgotten,
                 "{phase}"
             );
-            assert!(l.is_empty());
+            assert!(l.charges.is_empty());
             assert_eq!(cpu(&l, "worker-1"), 0.0);
             // A second delete of an unknown pod is harmless.
             assert_eq!(apply(&mut l, &gone, deleted), PodEffect::Ignored);
@@ -684,17 +686,17 @@ mod tests {
 
     #[test]
     fn pods_older_than_the_ttl_are_not_charged() {
-        let mut l = Ledger::new(TTL);
+        let mut l = World::new(Ledger::new(TTL));
         let pending = pod(Some(NOTE), None, "Pending", 600);
         assert_eq!(apply(&mut l, &pending, false), PodEffect::Ignored);
         let bound = pod(Some(NOTE), Some("worker-1"), "Running", 600);
         assert_eq!(apply(&mut l, &bound, false), PodEffect::Ignored);
-        assert!(l.is_empty());
+        assert!(l.charges.is_empty());
     }
 
     #[test]
     fn creation_time_ahead_of_our_clock_counts_as_now() {
-        let mut l = Ledger::new(TTL);
+        let mut l = World::new(Ledger::new(TTL));
         let (p, now_wall) = pod(Some(NOTE), None, "Pending", 0);
         let behind = now_wall - Duration::from_secs(30);
         assert_eq!(

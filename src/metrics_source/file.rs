@@ -8,7 +8,7 @@ use tracing::{info, warn};
 
 use super::handover::HandoverReader;
 use crate::inflight::ledger::handover::Evidence;
-use crate::inflight::shared::SharedLedger;
+use crate::inflight::shared::SharedWorld;
 use crate::snapshot::{LoadSnapshot, SnapshotError};
 use crate::telemetry::Metrics;
 use crate::view::ViewStore;
@@ -25,7 +25,7 @@ pub fn embedded_example() -> Result<LoadSnapshot, SnapshotError> {
 pub(crate) fn spawn_file_source(
     path: PathBuf,
     store: Arc<ViewStore>,
-    ledger: Arc<SharedLedger>,
+    world: Arc<SharedWorld>,
     metrics: Arc<Metrics>,
     every: Duration,
 ) -> Result<tokio::task::JoinHandle<()>, SnapshotError> {
@@ -37,7 +37,7 @@ pub(crate) fn spawn_file_source(
     let mut handovers = HandoverReader::default();
     let evidence = Evidence::of(&snapshot);
     store.publish_snapshot(snapshot);
-    handovers.read(&ledger, &evidence, &metrics);
+    handovers.read(&world, &evidence, &metrics);
     info!(path = %path.display(), "node load from snapshot file");
     Ok(tokio::spawn(async move {
         let mut last = first;
@@ -56,7 +56,7 @@ pub(crate) fn spawn_file_source(
                     info!(path = %path.display(), nodes = snapshot.nodes.len(), "snapshot file reloaded");
                     let evidence = Evidence::of(&snapshot);
                     store.publish_snapshot(snapshot);
-                    handovers.read(&ledger, &evidence, &metrics);
+                    handovers.read(&world, &evidence, &metrics);
                 }
                 Err(e) => {
                     warn!(path = %path.display(), error = %e, "snapshot file changed but is invalid: keeping the last one")

@@ -6,7 +6,7 @@ use std::time::Instant;
 use tracing::info;
 
 use crate::inflight::ledger::handover::{Evidence, InForce};
-use crate::inflight::shared::SharedLedger;
+use crate::inflight::shared::SharedWorld;
 use crate::telemetry::{Charged, InflightByNode, Metrics, NodeCharges};
 
 /// Hands the ledger's charges over to each new snapshot, saying when the rule in force changes.
@@ -16,8 +16,11 @@ pub(crate) struct HandoverReader {
 }
 
 impl HandoverReader {
-    pub(crate) fn read(&mut self, ledger: &SharedLedger, evidence: &Evidence, metrics: &Metrics) {
-        let report = ledger.write().read_evidence(evidence, Instant::now());
+    pub(crate) fn read(&mut self, world: &SharedWorld, evidence: &Evidence, metrics: &Metrics) {
+        let report = world
+            .write()
+            .charges
+            .read_evidence(evidence, Instant::now());
         let load = |l: crate::inflight::ledger::PodLoad| Charged {
             cpu_cores: l.cpu_cores,
             network_bytes_per_second: l.network_bytes_per_second,

@@ -5,7 +5,7 @@
 //! into the view. The request path never waits on Prometheus: a failed refresh keeps the last
 //! good snapshot, which ages until `max_staleness` makes admission fail open.
 
-use crate::inflight::shared::SharedLedger;
+use crate::inflight::shared::SharedWorld;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -437,7 +437,7 @@ impl Health {
 pub(crate) fn spawn_refresher(
     source: Arc<PrometheusSource>,
     store: Arc<ViewStore>,
-    ledger: Arc<SharedLedger>,
+    world: Arc<SharedWorld>,
     metrics: Arc<Metrics>,
     max_staleness: Duration,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -477,8 +477,8 @@ pub(crate) fn spawn_refresher(
                         let counts = (snapshot.nodes.len(), report.incomplete_nodes.len());
                         if !snapshot.pods.is_empty() {
                             // Which job each measured pod runs for: the pod watch knows.
-                            let ledger = ledger.read();
-                            ledger.cluster.running.label(&mut snapshot);
+                            let world = world.read();
+                            world.cluster.running.label(&mut snapshot);
                         }
                         let evidence = Evidence::of(&snapshot);
                         let store = store.clone();
@@ -489,7 +489,7 @@ pub(crate) fn spawn_refresher(
                         // After the view: a decision never sees a charge gone before the
                         // metrics that show it.
                         if published.is_ok() {
-                            handovers.read(&ledger, &evidence, &metrics);
+                            handovers.read(&world, &evidence, &metrics);
                         }
                         published
                     }

@@ -66,7 +66,7 @@ pub(crate) fn assess_all(
     let DecisionCtx {
         pod,
         view,
-        ledger,
+        world,
         policy,
         inflight,
         ..
@@ -83,7 +83,7 @@ pub(crate) fn assess_all(
         .iter()
         .enumerate()
         .map(|(index, node)| {
-            let load = effective_load(node, ledger);
+            let load = effective_load(node, world);
             let eligibility = (pod.constraints.check(node)).and_then(|()| may_name.refused(index));
             let ranked = match eligibility.ok().map(|()| standing(ctx, index, partition)) {
                 Some(Standing::Cool(heat) | Standing::Hot { pod: heat, .. }) => Some(heat),
@@ -104,8 +104,8 @@ pub(crate) fn assess_all(
                 eligibility,
                 fits: fits_with(
                     node,
-                    ledger.cluster.occupancy.node(&node.name),
-                    ledger.extra(&node.name),
+                    world.cluster.occupancy.node(&node.name),
+                    world.charges.extra(&node.name),
                     &pod.facts,
                 ),
                 hot: is_hot(&load, &node.scale, &policy.hot),

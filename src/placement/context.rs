@@ -5,7 +5,8 @@
 use crate::cluster::occupancy::NodeRequests;
 use crate::config::PlacementConfig;
 use crate::config::scheduler::SchedulerConfig;
-use crate::inflight::ledger::{Ledger, NodeExtra, PodLoad};
+use crate::inflight::ledger::{NodeExtra, PodLoad};
+use crate::inflight::world::World;
 use crate::placement::eligible::constraints::PodConstraints;
 use crate::scheduler::cycle::PodFacts;
 use crate::view::{ClusterView, NodeView};
@@ -15,12 +16,13 @@ use crate::view::{ClusterView, NodeView};
 pub struct DecisionCtx<'a> {
     pub(crate) pod: &'a PodDemand<'a>,
     pub(crate) view: &'a ClusterView,
-    /// This replica's charges and the pod watch's picture. Always one: a replica starts with
-    /// an empty ledger, so no filter that counts other pods can be switched off by its absence.
-    pub(crate) ledger: &'a Ledger,
+    /// This replica's charges and the watches' picture of the cluster. Always one: a replica
+    /// starts with an empty world, so no filter that counts other pods is switched off by its
+    /// absence.
+    pub(crate) world: &'a World,
     pub(crate) policy: &'a PlacementConfig,
     pub(crate) scheduler: &'a SchedulerConfig,
-    /// The ledger's counts read per node of `view`.
+    /// The charges and bound requests read per node of `view`.
     pub(super) inflight: InFlight<'a>,
 }
 
@@ -28,17 +30,17 @@ impl<'a> DecisionCtx<'a> {
     pub fn new(
         pod: &'a PodDemand<'a>,
         view: &'a ClusterView,
-        ledger: &'a Ledger,
+        world: &'a World,
         policy: &'a PlacementConfig,
         scheduler: &'a SchedulerConfig,
     ) -> Self {
         DecisionCtx {
             pod,
             view,
-            ledger,
+            world,
             policy,
             scheduler,
-            inflight: InFlight::new(ledger, view),
+            inflight: InFlight::new(world, view),
         }
     }
 }
@@ -55,37 +57,37 @@ pub struct PodDemand<'a> {
     pub source: LoadSource,
 }
 
-/// The ledger's counts for each node of one view: by position when the ledger is aligned with
-/// the view (see [`Ledger::align`]), else by name. Both give the same numbers.
+/// The charges and bound requests of each node of one view: by position when the world is aligned with
+/// the view (see [`World::align`]), else by name. Both give the same numbers.
 #[derive(Clone, Copy)]
 pub(super) struct InFlight<'a> {
-    ledger: &'a Ledger,
+    world: &'a World,
     pub(crate) aligned: bool,
 }
 
 impl<'a> InFlight<'a> {
-    pub(crate) fn new(ledger: &'a Ledger, view: &ClusterView) -> Self {
+    pub(crate) fn new(world: &'a World, view: &ClusterView) -> Self {
         InFlight {
-            ledger,
-            aligned: ledger.is_aligned(view.id),
+            world,
+            aligned: world.is_aligned(view.id),
         }
     }
 
     pub(crate) fn extra(&self, position: usize, node: &NodeView) -> Option<NodeExtra> {
-        let ledger = self.ledger;
+        let world = self.world;
         if self.aligned {
-            ledger.extra_at(position)
+            world.extra_at(position)
         } else {
-            ledger.extra(&node.name)
+            world.charges.extra(&node.name)
         }
     }
 
     pub(crate) fn bound(&self, position: usize, node: &NodeView) -> Option<&'a NodeRequests> {
-        let ledger = self.ledger;
+        let world = self.world;
         if self.aligned {
-            ledger.bound_at(position)
+            world.bound_at(position)
         } else {
-            ledger.cluster.occupancy.node(&node.name)
+            world.cluster.occupancy.node(&node.name)
         }
     }
 }

@@ -46,7 +46,7 @@ pub fn decide(ctx: &DecisionCtx<'_>, replica: impl Into<Replica>) -> Decision {
 }
 
 /// [`decide`], reading the ranking of this pod's shape from `indexes` (brought up to date
-/// with the nodes the ledger changed since) instead of walking every node, when the ledger is
+/// with the nodes the world changed since) instead of walking every node, when the world is
 /// aligned with the view. Same decision.
 pub fn decide_indexed(
     ctx: &DecisionCtx<'_>,
@@ -56,7 +56,7 @@ pub fn decide_indexed(
     let DecisionCtx {
         pod,
         view,
-        ledger,
+        world,
         policy,
         inflight,
         ..
@@ -68,7 +68,7 @@ pub fn decide_indexed(
     // Which nodes such a pod may take changes with every pod bound or steered, and the level
     // the other replicas' unheard pods reach with every decision of a replica that mirrors
     // them: the per-shape index follows neither; the walk does.
-    if crate::placement::eligible::pod_level::applies(&pod.facts, ledger) || replica.mirrors() {
+    if crate::placement::eligible::pod_level::applies(&pod.facts, world) || replica.mirrors() {
         return decide(ctx, replica);
     }
     let Some(slot) = indexes.slot(view, pod, policy, &replica) else {
@@ -80,7 +80,7 @@ pub fn decide_indexed(
     // The index is held while it catches up and is read, not while the answer is built.
     let picked = {
         let mut index = RankIndexes::lock(&slot);
-        let index = RankIndex::up_to_date(&mut index, ctx, ledger, &replica);
+        let index = RankIndex::up_to_date(&mut index, ctx, world, &replica);
         pick_from(ctx, &replica, &Indexed { index, view }, &eligibility)
     };
     decision(ctx, &replica, &eligibility, picked)
@@ -247,7 +247,7 @@ fn pick(
     // it and not bound yet, whatever their predicted landing said: the fallback tiers hold that
     // many more.
     let taken_ahead = if crate::placement::eligible::pod_level::scores_apply(&pod.facts) {
-        crate::placement::eligible::groups_around::pending_read(&pod.facts, ctx.ledger)
+        crate::placement::eligible::groups_around::pending_read(&pod.facts, ctx.world)
             .min(MAX_TAKEN_AHEAD)
     } else {
         0

@@ -64,7 +64,7 @@ pub(super) struct Eligibility {
 
 impl Eligibility {
     /// Works it out for the pod of `ctx` as `replica` decides it. The scores that count
-    /// other pods read the ledger's groups, or, with `sums`, InterPodAffinity's sums a rank
+    /// other pods read the world's groups, or, with `sums`, InterPodAffinity's sums a rank
     /// index keeps across decisions.
     pub(super) fn of(
         ctx: &DecisionCtx<'_>,
@@ -74,7 +74,7 @@ impl Eligibility {
         let DecisionCtx {
             pod,
             view,
-            ledger,
+            world,
             policy,
             scheduler,
             ..
@@ -89,14 +89,14 @@ impl Eligibility {
         let at = Surroundings {
             facts: &pod.facts,
             view,
-            ledger,
+            world,
         };
         let restriction = restrict(at, &node_eligible, around, affinity_gap(policy, scheduler));
         let (kept, passing, refused) = restriction.map_or((None, None, Vec::new()), |r| {
             (Some(r.kept), Some(r.passing), r.refused)
         });
         let allowed = kept.as_deref().unwrap_or(&node_eligible);
-        let bounded = within_bounds(allowed, &pod.facts, view, ledger, &policy.per_job);
+        let bounded = within_bounds(allowed, &pod.facts, view, world, &policy.per_job);
         let (kept, bounded) = (kept.map(Allowed::new), bounded.map(Allowed::new));
         Eligibility {
             node_eligible,

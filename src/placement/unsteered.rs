@@ -1,5 +1,5 @@
 //! Where the scheduler puts a pod left to itself, without terms of ours: observe mode charges
-//! the ledger there, so that the decisions after it see the cluster the unsteered pods make.
+//! the world there, so that the decisions after it see the cluster the unsteered pods make.
 //!
 //! Among the feasible nodes (filters, and requests with what is bound and in flight) the
 //! resource scores decide; under sampling, the best-scored node inside the run wins (see
@@ -7,7 +7,7 @@
 //! templates observe mode is meant for carry neither.
 
 use crate::config::scheduler::SchedulerConfig;
-use crate::inflight::ledger::Ledger;
+use crate::inflight::world::World;
 use crate::placement::context::{InFlight, PodDemand};
 use crate::placement::decide::nodes_to_score;
 use crate::placement::eligible::constraints::eligible_nodes;
@@ -31,10 +31,10 @@ const MOST_WEIGHED: usize = 256;
 pub(crate) fn unsteered_landing(
     pod: &PodDemand<'_>,
     view: &ClusterView,
-    ledger: &Ledger,
+    world: &World,
     scheduler: &SchedulerConfig,
 ) -> Vec<(String, f64)> {
-    let inflight = InFlight::new(ledger, view);
+    let inflight = InFlight::new(world, view);
     let mut scored: Vec<(i64, usize)> = eligible_nodes(&pod.constraints, view)
         .iter()
         .map(|&i| i as usize)

@@ -359,13 +359,18 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         }
     }
     let (ledger_len, unheard, evicted, watched) = {
-        let ledger = state.admission.decider().ledger().read();
+        let world = state.admission.decider().world().read();
         // Who runs where: the pod watch when there is one.
         let watched = state
             .readiness
             .has_cluster_access()
-            .then(|| ledger.cluster.running.placed());
-        (ledger.len(), ledger.unheard(), ledger.evicted(), watched)
+            .then(|| world.cluster.running.placed());
+        (
+            world.charges.len(),
+            world.charges.unheard(),
+            world.charges.evicted(),
+            watched,
+        )
     };
     let hot_jobs = match state.admission.store().current() {
         Some(view) => {
@@ -468,7 +473,7 @@ mod tests {
 
 #[cfg(test)]
 mod overload_tests {
-    use crate::inflight::shared::SharedLedger;
+    use crate::inflight::shared::SharedWorld;
 
     use axum::body::Body;
     use axum::http::Request;
@@ -477,19 +482,22 @@ mod overload_tests {
     use super::*;
     use crate::config::Config;
     use crate::inflight::ledger::Ledger;
+    use crate::inflight::world::World;
     use crate::view::ViewStore;
 
     fn state(max: usize) -> Arc<AppState> {
         let config = Arc::new(Config::default());
         let store = Arc::new(ViewStore::new(config.placement.clone()));
         store.publish_snapshot(crate::metrics_source::file::embedded_example().expect("example"));
-        let ledger = Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl)));
+        let world = Arc::new(SharedWorld::new(World::new(Ledger::new(
+            config.inflight.ttl,
+        ))));
         let limits = Limits {
             max_concurrent_reviews: max,
             ..Limits::default()
         };
         Arc::new(AppState::new(
-            Admission::new(config, store, ledger),
+            Admission::new(config, store, world),
             Arc::new(Metrics::new()),
             limits,
         ))
@@ -544,7 +552,7 @@ mod overload_tests {
 
 #[cfg(test)]
 mod readiness_tests {
-    use crate::inflight::shared::SharedLedger;
+    use crate::inflight::shared::SharedWorld;
 
     use axum::body::Body;
     use axum::http::Request;
@@ -554,15 +562,18 @@ mod readiness_tests {
     use crate::config::Config;
     use crate::facts::{Inventory, NodeFacts};
     use crate::inflight::ledger::Ledger;
+    use crate::inflight::world::World;
     use crate::view::ViewStore;
 
     fn state(readiness: Arc<Readiness>) -> Arc<AppState> {
         let config = Arc::new(Config::default());
         let store = Arc::new(ViewStore::new(config.placement.clone()));
-        let ledger = Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl)));
+        let world = Arc::new(SharedWorld::new(World::new(Ledger::new(
+            config.inflight.ttl,
+        ))));
         Arc::new(
             AppState::new(
-                Admission::new(config, store, ledger),
+                Admission::new(config, store, world),
                 Arc::new(Metrics::new()),
                 Limits::default(),
             )
@@ -647,7 +658,7 @@ mod readiness_tests {
         state
             .admission
             .decider()
-            .ledger()
+            .world()
             .write()
             .cluster
             .running

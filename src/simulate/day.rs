@@ -18,8 +18,8 @@ use super::pods::{PodsInView, nth_pod, pod_of};
 use super::webhook::{BurstRun, Moment, Replicas, note_in, watch};
 use super::{Burst, Cluster, Method, Timing, place_in_order};
 use crate::config::{Config, HandoverRule};
-use crate::inflight::ledger::Ledger;
 use crate::inflight::ledger::handover::Evidence;
+use crate::inflight::world::World;
 use crate::scheduler::cycle::PodFacts;
 use crate::snapshot::{LoadSnapshot, PodReading};
 
@@ -321,18 +321,18 @@ fn hand_over(
     let started: Vec<usize> = (0..placed.len())
         .filter(|&i| !placed[i].heard_started && placed[i].started <= t)
         .collect();
-    for ledger in replicas.ledgers() {
+    for world in replicas.ledgers() {
         for &i in &started {
             let p = &placed[i];
             let bound = Some((p.node_name.as_str(), Some(zero_wall + p.started)));
-            watch(ledger, &p.object, bound, now);
+            watch(world, &p.object, bound, now);
         }
-        let mut ledger = ledger.write();
-        ledger.read_evidence(&evidence, now.mono);
+        let mut world = world.write();
+        world.charges.read_evidence(&evidence, now.mono);
         if let Some(ttl) = ttl {
             for p in placed.iter().filter(|p| t >= p.steered + ttl) {
                 if let Some(id) = &p.id {
-                    ledger.forget(id);
+                    world.charges.forget(id);
                 }
             }
         }
@@ -354,8 +354,8 @@ fn uncounted(
     for p in placed {
         unshown[p.node] += p.cpu * (1.0 - shown(p));
     }
-    let charged = |ledger: &Ledger, i: usize| {
-        ledger
+    let charged = |world: &World, i: usize| {
+        (world.charges)
             .extra(&cluster.nodes[i].name)
             .map_or(0.0, |x| x.cpu_cores)
     };
@@ -363,9 +363,9 @@ fn uncounted(
     let by_replica: Vec<Vec<f64>> = replicas
         .ledgers()
         .iter()
-        .map(|ledger| {
-            let ledger = ledger.read();
-            (0..unshown.len()).map(|i| charged(&ledger, i)).collect()
+        .map(|world| {
+            let world = world.read();
+            (0..unshown.len()).map(|i| charged(&world, i)).collect()
         })
         .collect();
     let total = |charges: &Vec<f64>| charges.iter().sum::<f64>();

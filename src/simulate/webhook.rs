@@ -13,8 +13,8 @@ use super::pods::{PodsInView, nth_pod, pod_of, uid};
 use super::{Burst, Cluster, Method, Outcome, Timing};
 use crate::admission::Admission;
 use crate::config::Config;
-use crate::inflight::ledger::Ledger;
-use crate::inflight::shared::SharedLedger;
+use crate::inflight::shared::SharedWorld;
+use crate::inflight::world::World;
 use crate::inventory::pods::{apply_pod_event, landing_of};
 use crate::scheduler::cycle::PodFacts;
 use crate::snapshot::LoadSnapshot;
@@ -111,7 +111,7 @@ pub(super) struct Placed {
 /// through every burst of a day as they do in a cluster.
 pub(super) struct Replicas {
     store: Arc<ViewStore>,
-    ledgers: Vec<Arc<SharedLedger>>,
+    ledgers: Vec<Arc<SharedWorld>>,
     admissions: Vec<Admission>,
     names: Vec<String>,
     timing: Timing,
@@ -127,17 +127,17 @@ impl Replicas {
         let config = Arc::new(config);
         let store = Arc::new(ViewStore::new(config.placement.clone()));
         let replicas = timing.replicas.max(1);
-        let ledgers: Vec<Arc<SharedLedger>> = (0..replicas)
-            .map(|_| Arc::new(SharedLedger::new(Ledger::for_config(&config))))
+        let ledgers: Vec<Arc<SharedWorld>> = (0..replicas)
+            .map(|_| Arc::new(SharedWorld::new(World::for_config(&config))))
             .collect();
         let admissions: Vec<Admission> = ledgers
             .iter()
             .enumerate()
-            .map(|(r, ledger)| {
+            .map(|(r, world)| {
                 Admission::with_salt(
                     config.clone(),
                     store.clone(),
-                    ledger.clone(),
+                    world.clone(),
                     seed.wrapping_add(r as u64 + 1)
                         .wrapping_mul(0x9E37_79B9_7F4A_7C15),
                 )
@@ -160,7 +160,7 @@ impl Replicas {
         &self.config
     }
 
-    pub(super) fn ledgers(&self) -> &[Arc<SharedLedger>] {
+    pub(super) fn ledgers(&self) -> &[Arc<SharedWorld>] {
         &self.ledgers
     }
 
@@ -171,8 +171,8 @@ impl Replicas {
 
     /// The namespaces and the pods already running, as each replica's watches list them.
     pub(super) fn list(&self, cluster: &Cluster, at: Moment) {
-        for ledger in &self.ledgers {
-            ledger
+        for world in &self.ledgers {
+            world
                 .write()
                 .cluster
                 .set_namespace_labels(cluster.namespace_labels().clone());
@@ -182,8 +182,8 @@ impl Replicas {
                 continue;
             };
             object["metadata"]["creationTimestamp"] = created(at);
-            for ledger in &self.ledgers {
-                watch(ledger, &object, Some((&cluster.nodes[k].name, None)), at);
+            for world in &self.ledgers {
+                watch(world, &object, Some((&cluster.nodes[k].name, None)), at);
             }
         }
     }
@@ -382,7 +382,7 @@ fn created(at: Moment) -> Value {
 /// (and running since a time, once started); for a bind of a pod this replica decided, where
 /// it landed (the landing-accuracy metric's reading).
 pub(super) fn watch(
-    ledger: &SharedLedger,
+    world: &SharedWorld,
     object: &Value,
     bound: Option<(&str, Option<SystemTime>)>,
     at: Moment,
@@ -403,9 +403,9 @@ pub(super) fn watch(
         None => pod["status"] = json!({"phase": "Pending"}),
     }
     let pod = pod_of(&pod)?;
-    let mut ledger = ledger.write();
-    apply_pod_event(&mut ledger, &pod, false, at.mono, at.wall);
-    bound.and_then(|_| landing_of(&mut ledger, &pod))
+    let mut world = world.write();
+    apply_pod_event(&mut world, &pod, false, at.mono, at.wall);
+    bound.and_then(|_| landing_of(&mut world, &pod))
 }
 
 fn review_of(object: &Value, index: usize) -> Vec<u8> {

@@ -220,9 +220,13 @@ async fn dry_run_is_answered_but_not_recorded() {
     let mut dry = taskmanager_review("uid-dry");
     dry["request"]["dryRun"] = json!(true);
     expect_patched(&client, &dry).await;
-    assert_eq!(running.ledger.read().len(), 0, "dry run entered the ledger");
+    assert_eq!(
+        running.world.read().charges.len(),
+        0,
+        "dry run entered the ledger"
+    );
     expect_patched(&client, &taskmanager_review("uid-real")).await;
-    assert_eq!(running.ledger.read().len(), 1);
+    assert_eq!(running.world.read().charges.len(), 1);
     running.stop().await;
 }
 
@@ -325,7 +329,12 @@ async fn observe_mode_writes_only_the_decision_and_charges_the_unsteered_landing
     // The webhook's choice is named; the charge is where the scheduler puts the pod alone.
     let (would, _) = note.would.clone().expect("the webhook's choice");
     assert!(!note.nodes.is_empty());
-    let charged = running.ledger.read().shares(&note.id).expect("charged");
+    let charged = running
+        .world
+        .read()
+        .charges
+        .shares(&note.id)
+        .expect("charged");
     let charged: Vec<&str> = charged.iter().map(|(n, _)| n.as_str()).collect();
     let landing: Vec<&str> = note.nodes.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(charged, landing);

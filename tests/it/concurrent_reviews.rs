@@ -6,7 +6,8 @@ use std::sync::Arc;
 use placement_webhook::admission::Admission;
 use placement_webhook::config::Config;
 use placement_webhook::inflight::ledger::Ledger;
-use placement_webhook::inflight::shared::SharedLedger;
+use placement_webhook::inflight::shared::SharedWorld;
+use placement_webhook::inflight::world::World;
 use placement_webhook::metrics_source::embedded_example;
 use placement_webhook::view::ViewStore;
 
@@ -28,8 +29,10 @@ fn replica() -> Admission {
     let config = Arc::new(Config::default());
     let store = Arc::new(ViewStore::new(config.placement.clone()));
     store.publish_snapshot(embedded_example().expect("the embedded snapshot parses"));
-    let ledger = Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl)));
-    Admission::with_salt(config, store, ledger, 7)
+    let world = Arc::new(SharedWorld::new(World::new(Ledger::new(
+        config.inflight.ttl,
+    ))));
+    Admission::with_salt(config, store, world, 7)
 }
 
 /// The decision of review `k`, as its audit annotation says (without the snapshot's age,

@@ -121,15 +121,15 @@ async fn the_lowest_named_replica_decides_what_the_others_receive() {
     assert_eq!(sample(&a, PATCHED), 1.0);
     assert_eq!(sample(&b, PATCHED), 0.0);
     assert_eq!(forwarded(&b, "answered"), 1.0);
-    assert_eq!(a.ledger.read().len(), 1);
-    assert_eq!(b.ledger.read().len(), 0);
+    assert_eq!(a.world.read().charges.len(), 1);
+    assert_eq!(b.world.read().charges.len(), 0);
 
     // What a receives, a decides.
     let to_a = client(&a, &certs.ca_pem, HOST);
     send(&to_a, "direct-1").await;
     assert_eq!(sample(&a, PATCHED), 2.0);
     assert_eq!(forwarded(&a, "answered"), 0.0);
-    assert_eq!(a.ledger.read().len(), 2);
+    assert_eq!(a.world.read().charges.len(), 2);
 
     // Malformed input gets the decider's 4xx, passed on, and does not stop the forwarding.
     let reply = to_b
@@ -138,7 +138,7 @@ async fn the_lowest_named_replica_decides_what_the_others_receive() {
     assert!((400..500).contains(&reply.status), "{}", reply.status);
     send(&to_b, "forwarded-2").await;
     assert_eq!(forwarded(&b, "answered"), 3.0);
-    assert_eq!(a.ledger.read().len(), 3);
+    assert_eq!(a.world.read().charges.len(), 3);
     a.stop().await;
     b.stop().await;
 }
@@ -184,7 +184,7 @@ async fn a_decider_that_is_gone_leaves_the_review_here_and_is_retried_later() {
     assert_eq!(forwarded(&b, "resting"), 1.0);
     assert_eq!(forwarded(&b, "failed"), 1.0);
     assert_eq!(sample(&b, PATCHED), 2.0);
-    assert_eq!(b.ledger.read().len(), 2);
+    assert_eq!(b.world.read().charges.len(), 2);
     b.stop().await;
 }
 

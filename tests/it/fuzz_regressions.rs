@@ -11,7 +11,8 @@ use k8s_openapi::api::core::v1::Pod;
 use placement_webhook::admission::{self, Admission};
 use placement_webhook::config::Config;
 use placement_webhook::inflight::ledger::Ledger;
-use placement_webhook::inflight::shared::SharedLedger;
+use placement_webhook::inflight::shared::SharedWorld;
+use placement_webhook::inflight::world::World;
 use placement_webhook::metrics_source::embedded_example;
 use placement_webhook::view::ViewStore;
 use serde::Deserialize;
@@ -39,8 +40,10 @@ fn committed_review_inputs_are_answered_with_patches_that_apply() {
     let mut patched = 0;
     for path in &files {
         let body = std::fs::read(path).expect("a corpus file reads");
-        let ledger = Arc::new(SharedLedger::new(Ledger::new(config.inflight.ttl)));
-        let admission = Admission::new(config.clone(), store.clone(), ledger);
+        let world = Arc::new(SharedWorld::new(World::new(Ledger::new(
+            config.inflight.ttl,
+        ))));
+        let admission = Admission::new(config.clone(), store.clone(), world);
         let Ok(answer) = admission.review_bytes(&body) else {
             continue;
         };

@@ -530,6 +530,7 @@ fn new_taskmanager(app: &str) -> k8s_openapi::api::core::v1::Pod {
 async fn new_taskmanagers_are_estimated_from_their_running_siblings() {
     use placement_webhook::admission;
     use placement_webhook::inflight::ledger::Ledger;
+    use placement_webhook::inflight::world::World;
     use placement_webhook::placement::LoadSource;
     use placement_webhook::view::ViewStore;
     use std::sync::Arc;
@@ -584,14 +585,14 @@ async fn new_taskmanagers_are_estimated_from_their_running_siblings() {
     );
 
     // What the pod watch knows: which pods run, for which job, since when.
-    let mut ledger = Ledger::new(Duration::from_secs(90));
+    let mut world = World::new(Ledger::new(Duration::from_secs(90)));
     for &(name, app, _, _, since, _) in running {
-        ledger
+        world
             .cluster
             .running
             .update(&running_pod(name, app, since), false, false);
     }
-    ledger.cluster.running.label(&mut snapshot);
+    world.cluster.running.label(&mut snapshot);
     assert!(snapshot.pods.iter().all(|p| p.pod != "not-watched"));
 
     let config = Config::default();

@@ -1,5 +1,6 @@
 //! The in-flight ledger: pods steered recently that neither the metrics nor (until they are
-//! bound) the scheduler's cache show yet, and the requests of every bound pod.
+//! bound) the scheduler's cache show yet. Charges only: the requests of every bound pod are the
+//! cluster picture's (`crate::cluster`), which sits beside the ledger in `inflight::world`.
 //!
 //! Metrics lag by a scrape interval plus a rate window, and inside a burst the scheduler binds
 //! pods well after the webhook has answered them. So each steered pod charges its estimated
@@ -18,14 +19,13 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::cluster::ClusterPicture;
 use crate::cluster::changes::ChangeLog;
+use crate::cluster::pod_groups::PodGroups;
 use crate::scheduler::PodRequests;
 use crate::scheduler::pods::PodGroup;
 use pending_groups::PendingGroups;
 use std::sync::Arc;
 
-mod aligned;
 mod decided;
 pub(crate) mod handover;
 mod heard;
@@ -33,12 +33,10 @@ mod node_extra;
 mod pending_groups;
 mod pending_tally;
 
-use aligned::Alignment;
-pub(crate) use aligned::{ChangeMark, GroupMark};
 use handover::HandoverPolicy;
 pub(crate) use heard::HeardMix;
 pub use node_extra::{NodeExtra, PodLoad};
-use pending_tally::PendingTally;
+pub(in crate::inflight) use pending_tally::PendingTally;
 
 /// One node a pod may land on (its number, see `Ledger::node_names`) and the probability.
 /// Packed to 12 bytes (no padding after the number): tens of thousands of entries may be in
@@ -137,16 +135,9 @@ pub struct Ledger {
     /// the node (ledger number) they most likely land on. What the plugins that count pods
     /// read, kept as pods come and go rather than gathered from every entry at each decision.
     pending_tally: PendingTally,
-    /// The watches' picture of the cluster: bound pods' requests and groups, running
-    /// TaskManagers, namespaces. Held here because one lock guards it with the charges and the
-    /// view's node positions are numbered for both at once ([`Alignment`]).
-    pub cluster: ClusterPicture,
     /// A job's pending TaskManagers are tagged with their group even without terms that count
     /// other pods: the job's own bounds (`placement.per_job`) count them.
     tags_jobs: bool,
-    /// Node numbers by position in one view, so a decision's walk over every node looks its
-    /// in-flight load and bound requests up without hashing a name.
-    aligned: Alignment,
     /// Ledger numbers of the nodes whose in-flight load changed.
     changes: ChangeLog,
 }
@@ -184,11 +175,16 @@ impl Ledger {
     /// the job's own bounds are on. Other pods are tagged only once bound, so a review stays
     /// cheap for the many pods without such terms. The one rule for pods decided here and
     /// pods another replica decided.
-    pub(crate) fn tag(&mut self, id: &str, facts: &crate::scheduler::PodFacts<'_>) {
+    pub(in crate::inflight) fn tag(
+        &mut self,
+        id: &str,
+        facts: &crate::scheduler::PodFacts<'_>,
+        bound: &PodGroups,
+    ) {
         let counted = facts.counts_other_pods()
             || (self.tags_jobs && crate::jobs::taskmanager_app(facts.labels()).is_some());
         if counted {
-            self.set_group(id, PodGroup::of_facts(facts));
+            self.set_group(id, PodGroup::of_facts(facts), bound);
         }
     }
 
@@ -227,9 +223,7 @@ impl Ledger {
             pending_groups: PendingGroups::default(),
             last_requests: None,
             pending_tally: PendingTally::default(),
-            cluster: ClusterPicture::default(),
             tags_jobs: false,
-            aligned: Alignment::default(),
             changes: ChangeLog::default(),
         }
     }
@@ -324,15 +318,14 @@ impl Ledger {
         true
     }
 
-    /// The labels and terms of the pending pod `id`, interned with the bound pods' groups.
-    pub(crate) fn set_group(&mut self, id: &str, group: PodGroup) {
+    /// The labels and terms of the pending pod `id`, interned with the `bound` pods' groups.
+    pub(in crate::inflight) fn set_group(&mut self, id: &str, group: PodGroup, bound: &PodGroups) {
         // A burst's pods share one template: its pending pods share one copy (the bound pods'
         // when some are bound), so the plugins match the burst's pods once (see `AlikeMemo`),
         // however the reviews of several bursts interleave.
-        let groups = &self.cluster.groups;
         let group = self
             .pending_groups
-            .share(group, |group| groups.intern(group));
+            .share(group, |group| bound.intern(group));
         let Some(entry) = self.entries.get_mut(id) else {
             return;
         };
@@ -351,18 +344,14 @@ impl Ledger {
 
     /// The pod watch lists every pod again (at start, and when a watch cannot resume, e.g. 410
     /// Gone after a compaction).
-    pub(crate) fn begin_relist(&mut self) {
+    pub(in crate::inflight) fn begin_relist(&mut self) {
         self.relists = self.relists.wrapping_add(1);
-        self.cluster.begin_relist();
     }
 
-    /// A pod list is complete: pods it did not mention are dropped (see
-    /// [`ClusterPicture::end_relist`]), their labels with them, and so are the charges of steered
-    /// pods the watch had reported before and this list did not mention (deleted while the
-    /// watch was away). A charge the watch never reported stays: its pod may be younger than
-    /// the list.
-    pub(crate) fn end_relist(&mut self) {
-        self.cluster.end_relist();
+    /// A pod list is complete: the charges of steered pods the watch had reported before and
+    /// this list did not mention (deleted while the watch was away) end. A charge the watch
+    /// never reported stays: its pod may be younger than the list.
+    pub(in crate::inflight) fn end_relist(&mut self) {
         let gone: Vec<String> = self
             .entries
             .iter()
@@ -465,6 +454,30 @@ impl Ledger {
     }
 
     /// The number of `node`, given it on first sight.
+    pub(in crate::inflight) fn node_number(&mut self, node: &str) -> u32 {
+        self.node_id(node)
+    }
+
+    /// How many nodes have a number.
+    pub(in crate::inflight) fn numbered_nodes(&self) -> usize {
+        self.node_names.len()
+    }
+
+    /// [`Self::extra`] of the node numbered `number`.
+    pub(in crate::inflight) fn extra_by_number(&self, number: u32) -> Option<NodeExtra> {
+        (self.per_node.get(number as usize).copied()).filter(|x| !x.is_negligible())
+    }
+
+    /// Pending pods with a group, by group and node.
+    pub(in crate::inflight) fn pending_tally(&self) -> &PendingTally {
+        &self.pending_tally
+    }
+
+    /// Ledger numbers of the nodes whose in-flight load changed.
+    pub(in crate::inflight) fn changes(&self) -> &ChangeLog {
+        &self.changes
+    }
+
     fn node_id(&mut self, node: &str) -> u32 {
         if let Some(&id) = self.node_ids.get(node) {
             return id;
@@ -581,114 +594,6 @@ mod tests {
         );
         l.expire(now + Duration::from_secs(61));
         assert_eq!(l.unheard(), 0);
-    }
-
-    /// Every pending (group, position, pods).
-    fn pending_groups(l: &Ledger) -> Vec<(&Arc<PodGroup>, usize, u32)> {
-        l.pending_by_group()
-            .flat_map(|(group, placed)| {
-                placed.map(move |(position, count)| (group, position, count))
-            })
-            .collect()
-    }
-
-    #[test]
-    fn pending_pods_of_one_template_are_counted_together_until_bound_or_gone() {
-        let mut l = Ledger::new(Duration::from_secs(60));
-        let now = Instant::now();
-        let group = || PodGroup {
-            namespace: "flink".into(),
-            labels: Arc::new([("app".to_string(), "wordcount".to_string())].into()),
-            terms: None,
-        };
-        for (id, node) in [("p1", "a"), ("p2", "a"), ("p3", "b")] {
-            l.charge(
-                id,
-                &shares(&[(node, 0.7), ("c", 0.3)]),
-                TWO_CPU,
-                &requests(),
-                now,
-            );
-            l.set_group(id, group());
-        }
-        l.align(1, ["a", "b", "c"].into_iter());
-        let mut counts: Vec<(usize, u32)> = pending_groups(&l)
-            .into_iter()
-            .map(|(_, p, n)| (p, n))
-            .collect();
-        counts.sort_unstable();
-        assert_eq!(counts, vec![(0, 2), (1, 1)]);
-        let groups: Vec<*const PodGroup> = pending_groups(&l)
-            .into_iter()
-            .map(|(g, _, _)| Arc::as_ptr(g))
-            .collect();
-        assert!(groups.windows(2).all(|w| w[0] == w[1]), "one shared copy");
-        assert!(l.bind("p1", "c"));
-        l.forget("p3");
-        let counts: Vec<(usize, u32)> = pending_groups(&l)
-            .into_iter()
-            .map(|(_, p, n)| (p, n))
-            .collect();
-        assert_eq!(counts, vec![(0, 1)]);
-        l.forget("p2");
-        assert_eq!(pending_groups(&l).len(), 0);
-    }
-
-    #[test]
-    fn pending_pods_are_those_counted_in_the_view() {
-        let mut l = Ledger::new(Duration::from_secs(60));
-        let now = Instant::now();
-        let group = PodGroup {
-            namespace: "flink".into(),
-            labels: Arc::new([("app".to_string(), "wordcount".to_string())].into()),
-            terms: None,
-        };
-        let counted = |l: &Ledger| pending_groups(l).iter().map(|&(_, _, n)| n as usize).sum();
-        let charge = |l: &mut Ledger, id: &str, node: &str| {
-            l.charge(id, &shares(&[(node, 1.0)]), TWO_CPU, &requests(), now);
-            l.set_group(id, group.clone());
-        };
-        for (id, node) in [("p1", "a"), ("p2", "b"), ("p3", "b"), ("p4", "c")] {
-            charge(&mut l, id, node);
-        }
-        // "b" is not in the view; "z" is numbered after the alignment.
-        l.align(1, ["c", "a"].into_iter());
-        charge(&mut l, "p5", "z");
-        charge(&mut l, "p6", "a");
-        assert_eq!((l.pending_pods(|_| true), counted(&l)), (3, 3));
-        assert_eq!(l.pending_pods(|g| &*g.namespace == "other"), 0);
-        l.forget("p1");
-        assert!(l.bind("p6", "b"));
-        assert_eq!((l.pending_pods(|_| true), counted(&l)), (1, 1));
-    }
-
-    #[test]
-    fn a_jobs_taskmanager_is_tagged_only_while_the_jobs_bounds_are_on() {
-        let taskmanager: k8s_openapi::api::core::v1::Pod =
-            serde_json::from_value(serde_json::json!({
-                "metadata": {"namespace": "flink",
-                             "labels": {"app": "wordcount", "component": "taskmanager"}},
-                "spec": {"containers": [{"name": "flink-main-container"}]},
-            }))
-            .expect("pod");
-        let facts = crate::scheduler::PodFacts::of(&taskmanager);
-        for tags_jobs in [false, true] {
-            let mut l = Ledger::new(Duration::from_secs(60)).tagging_jobs(tags_jobs);
-            l.charge(
-                "p1",
-                &shares(&[("a", 1.0)]),
-                TWO_CPU,
-                &requests(),
-                Instant::now(),
-            );
-            l.tag("p1", &facts);
-            l.align(1, ["a"].into_iter());
-            assert_eq!(
-                pending_groups(&l).len(),
-                usize::from(tags_jobs),
-                "{tags_jobs}"
-            );
-        }
     }
 
     #[test]

@@ -12,18 +12,18 @@ use crate::scheduler::pods::PodGroup;
 /// node (ledger number) they most likely land on; and each count's change, for readers that
 /// keep sums over them.
 #[derive(Debug, Clone, Default)]
-pub(super) struct PendingTally {
-    pub(super) groups: HashMap<usize, GroupTally>,
-    pub(super) changes: ChangeLog<GroupChange>,
+pub(in crate::inflight) struct PendingTally {
+    pub(in crate::inflight) groups: HashMap<usize, GroupTally>,
+    pub(in crate::inflight) changes: ChangeLog<GroupChange>,
 }
 
 /// One group's pending pods: on each node (ledger number), and in all.
 #[derive(Debug, Clone)]
-pub(super) struct GroupTally {
-    pub(super) group: Arc<PodGroup>,
-    pub(super) on_node: HashMap<u32, u32>,
+pub(in crate::inflight) struct GroupTally {
+    pub(in crate::inflight) group: Arc<PodGroup>,
+    pub(in crate::inflight) on_node: HashMap<u32, u32>,
     /// The sum of `on_node`: read once per decision, which should not walk every node.
-    pub(super) pods: u32,
+    pub(in crate::inflight) pods: u32,
 }
 
 impl PendingTally {

@@ -4,7 +4,7 @@
 //! resourceVersion (`?&watch=true&timeoutSeconds=290&allowWatchBookmarks=true&resourceVersion=…`),
 //! and re-watches when a watch response ends; each test answers those requests in order.
 
-use crate::inflight::shared::SharedLedger;
+use crate::inflight::shared::SharedWorld;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime};
 use crate::config::PlacementConfig;
 use crate::inflight::ledger::Ledger;
 use crate::inflight::note::ANNOTATION;
+use crate::inflight::world::World;
 use crate::inventory::client::probe;
 use crate::inventory::nodes::{node_facts, watch_nodes};
 use crate::inventory::pods::watch_pods;
@@ -314,12 +315,16 @@ fn pods_list(age: Duration) -> Value {
     list
 }
 
-fn cpu(ledger: &SharedLedger, node: &str) -> f64 {
-    ledger.read().extra(node).map_or(0.0, |l| l.cpu_cores)
+fn cpu(world: &SharedWorld, node: &str) -> f64 {
+    world
+        .read()
+        .charges
+        .extra(node)
+        .map_or(0.0, |l| l.cpu_cores)
 }
 
-fn bound_milli_cpu(ledger: &SharedLedger, node: &str) -> i64 {
-    ledger
+fn bound_milli_cpu(world: &SharedWorld, node: &str) -> i64 {
+    world
         .read()
         .cluster
         .occupancy
@@ -332,9 +337,11 @@ async fn pod_watch_keeps_the_ledger_in_step_with_other_replicas() {
     timeout(WHOLE_TEST, async {
         let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
         let mut handle = Box::pin(handle);
-        let ledger = Arc::new(SharedLedger::new(Ledger::new(Duration::from_secs(90))));
+        let world = Arc::new(SharedWorld::new(World::new(Ledger::new(
+            Duration::from_secs(90),
+        ))));
         let client = Client::new(service, "default");
-        let l = ledger.clone();
+        let l = world.clone();
         let readiness = Arc::new(crate::readiness::Readiness::new());
         let metrics = Arc::new(crate::telemetry::Metrics::new());
         let (r, m) = (readiness.clone(), metrics.clone());
@@ -354,22 +361,20 @@ async fn pod_watch_keeps_the_ledger_in_step_with_other_replicas() {
 
         // Pending pod → split over its first tier; bound pod → its node; the unannotated and the
         // failed pods leave no trace.
-        eventually("listed pods charged", || ledger.read().len() == 2).await;
+        eventually("listed pods charged", || world.read().charges.len() == 2).await;
         eventually("pod list complete", || readiness.pods_synced()).await;
         // The two running TaskManagers are the siblings new pods of the job are estimated from.
-        assert_eq!(ledger.read().cluster.running.len(), 2);
+        assert_eq!(world.read().cluster.running.len(), 2);
         // As if this replica had decided the pending pod: its bind is counted here, once.
-        ledger
-            .write()
-            .remember_decision("9b3e1f20a7c4", vec![("worker-1".into(), 0.25)]);
-        assert_eq!(cpu(&ledger, "worker-1"), 1.0);
-        assert_eq!(cpu(&ledger, "worker-4"), 1.0 + 2.0);
-        assert_eq!(cpu(&ledger, "worker-5"), 0.0);
+        (world.write().charges).remember_decision("9b3e1f20a7c4", vec![("worker-1".into(), 0.25)]);
+        assert_eq!(cpu(&world, "worker-1"), 1.0);
+        assert_eq!(cpu(&world, "worker-4"), 1.0 + 2.0);
+        assert_eq!(cpu(&world, "worker-5"), 0.0);
         // Requests: every bound, unfinished pod, annotated or not.
-        assert_eq!(bound_milli_cpu(&ledger, "worker-4"), 2000);
-        assert_eq!(bound_milli_cpu(&ledger, "worker-5"), 2000);
+        assert_eq!(bound_milli_cpu(&world, "worker-4"), 2000);
+        assert_eq!(bound_milli_cpu(&world, "worker-5"), 2000);
         assert_eq!(
-            bound_milli_cpu(&ledger, "worker-1"),
+            bound_milli_cpu(&world, "worker-1"),
             0,
             "failed pods hold nothing"
         );
@@ -399,16 +404,16 @@ async fn pod_watch_keeps_the_ledger_in_step_with_other_replicas() {
         ]));
 
         eventually("bind and delete applied", || {
-            cpu(&ledger, "worker-4") == 0.0 && cpu(&ledger, "worker-1") == 2.0
+            cpu(&world, "worker-4") == 0.0 && cpu(&world, "worker-1") == 2.0
         })
         .await;
-        assert_eq!(ledger.read().len(), 1);
+        assert_eq!(world.read().charges.len(), 1);
         assert_eq!(
-            ledger.read().cluster.running.len(),
+            world.read().cluster.running.len(),
             1,
             "the deleted one is gone"
         );
-        assert_eq!(bound_milli_cpu(&ledger, "worker-1"), 2000);
+        assert_eq!(bound_milli_cpu(&world, "worker-1"), 2000);
         let exported = metrics.encode();
         assert!(
             exported.contains("placement_webhook_landings_total{where=\"first_tier\"} 1\n"),
@@ -772,11 +777,11 @@ async fn pod_watch_compares_an_observed_pods_node_with_the_webhooks_choice() {
     timeout(WHOLE_TEST, async {
         let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
         let mut handle = Box::pin(handle);
-        let ledger = Arc::new(SharedLedger::new(Ledger::new(Duration::from_secs(90))));
+        let world = Arc::new(SharedWorld::new(World::new(Ledger::new(Duration::from_secs(90)))));
         let client = Client::new(service, "default");
         let readiness = Arc::new(crate::readiness::Readiness::new());
         let metrics = Arc::new(crate::telemetry::Metrics::new());
-        let (l, r, m) = (ledger.clone(), readiness.clone(), metrics.clone());
+        let (l, r, m) = (world.clone(), readiness.clone(), metrics.clone());
         // The view's heat now: the scheduler's node is hot, the webhook's choice is not.
         let node_heat = |node: &str| match node {
             "worker-4" => Some(NodeHeat {
@@ -806,8 +811,8 @@ async fn pod_watch_compares_an_observed_pods_node_with_the_webhooks_choice() {
             "metadata": {"resourceVersion": "918700"}, "items": [observed.clone()]});
         let (_, _, send) = next_request(&mut handle).await;
         send.send_response(json_response(StatusCode::OK, &list));
-        eventually("the observed pod charged", || cpu(&ledger, "worker-4") == 2.0).await;
-        ledger.write().remember_decision("5d0bserved", Vec::new());
+        eventually("the observed pod charged", || cpu(&world, "worker-4") == 2.0).await;
+        world.write().charges.remember_decision("5d0bserved", Vec::new());
 
         let (_, uri, send) = next_request(&mut handle).await;
         assert!(uri.contains("watch=true"), "{uri}");

@@ -1,7 +1,7 @@
 //! InterPodAffinity's sums per topology domain, kept from one decision to the next for the
 //! kinds of pod a webhook sees again and again (a burst's TaskManagers share one template) and
 //! brought up to date with the pods each group gained and lost since, instead of read again
-//! from every group of the ledger at each review.
+//! from every group of the world at each review.
 //!
 //! The sums are those `pod_level::around_affinity_scores` builds from scratch; the walk
 //! (`decide`) still builds them so, and the index path that reads these is held to it.
@@ -9,7 +9,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::hashing::HashMap;
-use crate::inflight::ledger::{GroupMark, Ledger};
+use crate::inflight::world::{GroupMark, World};
 use crate::scheduler::cycle::PodFacts;
 use crate::scheduler::pod_affinity::{AffinityScore, AffinitySums};
 use crate::scheduler::pods::DEFAULT_HARD_POD_AFFINITY_WEIGHT;
@@ -29,7 +29,7 @@ pub(crate) struct AffinitySumsCache {
 
 #[derive(Debug, Default)]
 struct Kept {
-    /// Where the ledger's group changes were when `sums` was last brought up to date.
+    /// Where the world's group changes were when `sums` was last brought up to date.
     mark: Option<GroupMark>,
     sums: AffinitySums,
 }
@@ -45,11 +45,11 @@ impl AffinitySumsCache {
         &self,
         facts: &PodFacts<'_>,
         view: &ClusterView,
-        ledger: &Ledger,
+        world: &World,
         mirrored: &[(usize, u32)],
         candidates: &[usize],
     ) -> Option<Vec<i64>> {
-        self.read(facts, view, ledger, mirrored, |score| {
+        self.read(facts, view, world, mirrored, |score| {
             score.scores(candidates)
         })
         .flatten()
@@ -57,16 +57,16 @@ impl AffinitySumsCache {
 
     /// What `read` makes of InterPodAffinity's score for this pod (the kept sums brought up
     /// to date), with `mirrored` pods like this one counted for this read only; `None` when
-    /// the ledger is not aligned with `view`.
+    /// the world is not aligned with `view`.
     pub(crate) fn read<R>(
         &self,
         facts: &PodFacts<'_>,
         view: &ClusterView,
-        ledger: &Ledger,
+        world: &World,
         mirrored: &[(usize, u32)],
         read: impl FnOnce(&AffinityScore<'_, '_>) -> R,
     ) -> Option<R> {
-        if !ledger.is_aligned(view.id) {
+        if !world.is_aligned(view.id) {
             return None;
         }
         let kind = PodGroup::of_facts(facts);
@@ -81,13 +81,13 @@ impl AffinitySumsCache {
         let mut kept = lock(&kept);
         let mark = kept.mark.take();
         let sums = std::mem::take(&mut kept.sums);
-        let now = ledger.group_mark();
+        let now = world.group_mark();
         let domains = |key: &str| view_domains(view, key);
-        let mut score = match mark.and_then(|mark| ledger.group_changes_since(mark)) {
+        let mut score = match mark.and_then(|mark| world.group_changes_since(mark)) {
             Some(changes) => {
                 let mut score = AffinityScore::with_sums(
                     facts,
-                    ledger.cluster.namespace_labels(),
+                    world.cluster.namespace_labels(),
                     DEFAULT_HARD_POD_AFFINITY_WEIGHT,
                     &domains,
                     sums,
@@ -100,11 +100,11 @@ impl AffinitySumsCache {
                 }
                 score
             }
-            None => groups_around::around_affinity_score(facts, ledger, &domains),
+            None => groups_around::around_affinity_score(facts, world, &domains),
         };
         groups_around::add_mirrored(&mut score, facts, mirrored, 1);
         let read = read(&score);
-        // Taken out again: the kept sums count only the ledger's pods.
+        // Taken out again: the kept sums count only the world's pods.
         groups_around::add_mirrored(&mut score, facts, mirrored, -1);
         kept.sums = score.into_sums();
         kept.mark = Some(now);

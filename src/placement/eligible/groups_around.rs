@@ -1,8 +1,8 @@
-//! The ledger's pod groups the plugins read for a pod, and InterPodAffinity's score fed them.
+//! The world's pod groups the plugins read for a pod, and InterPodAffinity's score fed them.
 
 use std::sync::Arc;
 
-use crate::inflight::ledger::Ledger;
+use crate::inflight::world::World;
 use crate::scheduler::PodFacts;
 use crate::scheduler::domains::Domains;
 use crate::scheduler::pod_affinity::AffinityScore;
@@ -28,14 +28,14 @@ fn looks_beyond_namespace(facts: &PodFacts<'_>) -> bool {
 }
 
 /// Each group of pods the plugins may read for this pod, with its pods by position in the
-/// view the ledger is aligned with: those of its namespace, and those whose terms reach out to
+/// view the world is aligned with: those of its namespace, and those whose terms reach out to
 /// other pods.
 fn for_each_group_around<'l>(
     facts: &PodFacts<'_>,
-    ledger: &'l Ledger,
+    world: &'l World,
     visit: impl FnMut(&'l Arc<PodGroup>, &mut dyn Iterator<Item = (usize, u32)>),
 ) {
-    for_each_group(ledger, reads_group(facts), visit);
+    for_each_group(world, reads_group(facts), visit);
 }
 
 /// Whether the plugins may read the pods of a group for this pod: those of its namespace, and
@@ -50,28 +50,28 @@ pub(in crate::placement) fn reads_group<'f>(
     }
 }
 
-/// Each group `keep` selects, with its pods by position in the view the ledger is aligned
+/// Each group `keep` selects, with its pods by position in the view the world is aligned
 /// with: bound groups (the pod watch) first, then pending ones (steered, counted where they
 /// most likely land), each group's pods side by side.
 pub(in crate::placement) fn for_each_group<'l>(
-    ledger: &'l Ledger,
+    world: &'l World,
     keep: impl Fn(&PodGroup) -> bool,
     mut visit: impl FnMut(&'l Arc<PodGroup>, &mut dyn Iterator<Item = (usize, u32)>),
 ) {
-    for_each_bound_group(ledger, &keep, &mut visit);
-    for_each_pending_group(ledger, &keep, &mut visit);
+    for_each_bound_group(world, &keep, &mut visit);
+    for_each_pending_group(world, &keep, &mut visit);
 }
 
 /// [`for_each_group`]'s bound groups (the pod watch).
 pub(in crate::placement) fn for_each_bound_group<'l>(
-    ledger: &'l Ledger,
+    world: &'l World,
     keep: &impl Fn(&PodGroup) -> bool,
     visit: &mut impl FnMut(&'l Arc<PodGroup>, &mut dyn Iterator<Item = (usize, u32)>),
 ) {
-    for (group, on_node) in ledger.cluster.groups.groups() {
+    for (group, on_node) in world.cluster.groups.groups() {
         if keep(group) {
             let mut placed = on_node.iter().filter_map(|&(number, count)| {
-                Some((ledger.position_of_occupancy_number(number)?, count))
+                Some((world.position_of_occupancy_number(number)?, count))
             });
             visit(group, &mut placed);
         }
@@ -80,11 +80,11 @@ pub(in crate::placement) fn for_each_bound_group<'l>(
 
 /// [`for_each_group`]'s pending groups (steered, counted where they most likely land).
 pub(in crate::placement) fn for_each_pending_group<'l>(
-    ledger: &'l Ledger,
+    world: &'l World,
     keep: &impl Fn(&PodGroup) -> bool,
     visit: &mut impl FnMut(&'l Arc<PodGroup>, &mut dyn Iterator<Item = (usize, u32)>),
 ) {
-    for (group, mut placed) in ledger.pending_by_group() {
+    for (group, mut placed) in world.pending_by_group() {
         if keep(group) {
             visit(group, &mut placed);
         }
@@ -108,19 +108,19 @@ pub(in crate::placement) fn add_mirrored(
     score.add_pods(alike.kind(), pods);
 }
 
-/// InterPodAffinity's score for this pod fed every group of `ledger` it reads.
+/// InterPodAffinity's score for this pod fed every group of `world` it reads.
 pub(in crate::placement) fn around_affinity_score<'p, 'd>(
     facts: &'d PodFacts<'p>,
-    ledger: &'d Ledger,
+    world: &'d World,
     domains: &'d dyn Fn(&str) -> Domains,
 ) -> AffinityScore<'p, 'd> {
     let mut score = AffinityScore::new(
         facts,
-        ledger.cluster.namespace_labels(),
+        world.cluster.namespace_labels(),
         DEFAULT_HARD_POD_AFFINITY_WEIGHT,
         domains,
     );
-    for_each_group_around(facts, ledger, |group, placed| {
+    for_each_group_around(facts, world, |group, placed| {
         score.add(group.kind(), placed);
     });
     score
@@ -138,6 +138,6 @@ pub(in crate::placement) fn view_domains(view: &ClusterView, key: &str) -> Domai
 
 /// Pods steered and not yet bound in the groups this pod's terms read: each may take, before
 /// the scheduler reaches this pod, a node its scores would favour.
-pub(in crate::placement) fn pending_read(facts: &PodFacts<'_>, ledger: &Ledger) -> usize {
-    ledger.pending_pods(reads_group(facts))
+pub(in crate::placement) fn pending_read(facts: &PodFacts<'_>, world: &World) -> usize {
+    world.pending_pods(reads_group(facts))
 }

@@ -3,7 +3,7 @@
 //! (running or bound) and where its steered, not yet bound pods most likely land.
 
 use crate::config::PerJob;
-use crate::inflight::ledger::Ledger;
+use crate::inflight::world::World;
 use crate::jobs::taskmanager_app as app_of;
 use crate::scheduler::PodFacts;
 use crate::scheduler::pods::PodGroup;
@@ -11,13 +11,13 @@ use crate::view::ClusterView;
 
 use crate::well_known::ZONE;
 
-/// The job's pods on each node, by position in `view` (which `ledger` is aligned with).
-fn pods_per_node(facts: &PodFacts<'_>, app: &str, view: &ClusterView, ledger: &Ledger) -> Vec<u32> {
+/// The job's pods on each node, by position in `view` (which `world` is aligned with).
+fn pods_per_node(facts: &PodFacts<'_>, app: &str, view: &ClusterView, world: &World) -> Vec<u32> {
     let mut per_node = vec![0u32; view.nodes.len()];
     let of_job = |group: &PodGroup| {
         &*group.namespace == facts.namespace && app_of(&group.labels) == Some(app)
     };
-    crate::placement::eligible::groups_around::for_each_group(ledger, of_job, |_, placed| {
+    crate::placement::eligible::groups_around::for_each_group(world, of_job, |_, placed| {
         for (position, count) in placed {
             if let Some(n) = per_node.get_mut(position) {
                 *n = n.saturating_add(count);
@@ -30,19 +30,19 @@ fn pods_per_node(facts: &PodFacts<'_>, app: &str, view: &ClusterView, ledger: &L
 /// Of `allowed` (view positions), the nodes within the job's bounds: none holding
 /// `max_per_node` of the job's pods, none in a zone that would hold more than `max_per_zone`
 /// of them with this pod. A bound that would leave no node is not applied. `None` when no
-/// bound applies (off, not a TaskManager, the ledger not aligned) or none excludes a node.
+/// bound applies (off, not a TaskManager, the world not aligned) or none excludes a node.
 pub(crate) fn within_bounds(
     allowed: &[u32],
     facts: &PodFacts<'_>,
     view: &ClusterView,
-    ledger: &Ledger,
+    world: &World,
     per_job: &PerJob,
 ) -> Option<Vec<u32>> {
-    if per_job.is_off() || !ledger.is_aligned(view.id) {
+    if per_job.is_off() || !world.is_aligned(view.id) {
         return None;
     }
     let app = app_of(facts.labels())?;
-    let per_node = pods_per_node(facts, app, view, ledger);
+    let per_node = pods_per_node(facts, app, view, world);
     let mut kept: Vec<u32> = allowed.to_vec();
     let mut narrow = |keep: &dyn Fn(usize) -> bool| {
         let narrower: Vec<u32> = kept.iter().copied().filter(|&p| keep(p as usize)).collect();

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::inflight::ledger::Ledger;
+use crate::inflight::world::World;
 use crate::scheduler::cycle::PodFacts;
 use crate::scheduler::cycle::{INTER_POD_AFFINITY_WEIGHT, POD_TOPOLOGY_SPREAD_WEIGHT};
 use crate::scheduler::pod_affinity::{AffinityScore, AffinityUnfit};
@@ -31,19 +31,19 @@ use crate::placement::eligible::groups_around::{
 /// Whether the pod's eligibility depends on the pods around it: it has a `DoNotSchedule`
 /// spread constraint or a required pod (anti-)affinity term, or some bound pod's required
 /// anti-affinity selects it.
-pub(crate) fn applies(facts: &PodFacts<'_>, ledger: &Ledger) -> bool {
+pub(crate) fn applies(facts: &PodFacts<'_>, world: &World) -> bool {
     facts
         .spread_constraints
         .iter()
         .any(|c| c.when_unsatisfiable == "DoNotSchedule")
         || !facts.required_affinity().is_empty()
         || !facts.required_anti_affinity().is_empty()
-        || ledger
+        || world
             .cluster
             .groups
             .with_required_anti_affinity()
             .iter()
-            .any(|group| anti_affinity_selects(group, facts, ledger.cluster.namespace_labels()))
+            .any(|group| anti_affinity_selects(group, facts, world.cluster.namespace_labels()))
 }
 
 /// The pod has terms the scheduler scores by the pods around it: a `ScheduleAnyway` spread
@@ -83,17 +83,17 @@ fn anti_affinity_selects(
     })
 }
 
-/// The pods the plugins may read for this pod, at their positions in `view` (which `ledger`
+/// The pods the plugins may read for this pod, at their positions in `view` (which `world`
 /// is aligned with), one entry per group and node counting its pods there: a burst's
 /// thousands of pods of one template are matched against the pod's terms once per node, not
 /// once per pod.
 pub(crate) fn pods_around(
     facts: &PodFacts<'_>,
     view: &ClusterView,
-    ledger: &Ledger,
+    world: &World,
 ) -> Vec<ExistingPod> {
     let mut pods = Vec::new();
-    if !ledger.is_aligned(view.id) {
+    if !world.is_aligned(view.id) {
         return pods;
     }
     let reads = reads_group(facts);
@@ -105,17 +105,17 @@ pub(crate) fn pods_around(
     };
     // Bound first, then pending: the pending pods of a zone spread settle into the domains
     // the scheduler will let them into (see `spread_settle`).
-    for_each_bound_group(ledger, &reads, &mut |group, placed| {
+    for_each_bound_group(world, &reads, &mut |group, placed| {
         pods.extend(placed.map(|at| pod(group, at)));
     });
     let first_pending = pods.len();
-    for_each_pending_group(ledger, &reads, &mut |group, placed| {
+    for_each_pending_group(world, &reads, &mut |group, placed| {
         pods.extend(placed.map(|at| pod(group, at)));
     });
     crate::placement::eligible::spread_settle::settle_pending(
         facts,
         &view.nodes,
-        ledger.cluster.namespace_labels(),
+        world.cluster.namespace_labels(),
         &mut pods,
         first_pending,
     );
@@ -123,35 +123,35 @@ pub(crate) fn pods_around(
 }
 
 /// InterPodAffinity's scores of `candidates` (view positions) for this pod, read group by
-/// group from the ledger without listing the pods (see [`AffinityScore`]), with `mirrored`
+/// group from the world without listing the pods (see [`AffinityScore`]), with `mirrored`
 /// pods like this one counted too (see [`restrict`]).
 pub(crate) fn around_affinity_scores(
     facts: &PodFacts<'_>,
     view: &ClusterView,
-    ledger: &Ledger,
+    world: &World,
     mirrored: &[(usize, u32)],
     candidates: &[usize],
 ) -> Option<Vec<i64>> {
-    read_around(facts, view, ledger, mirrored, |score| {
+    read_around(facts, view, world, mirrored, |score| {
         score.scores(candidates)
     })
     .flatten()
 }
 
-/// What `read` makes of InterPodAffinity's score for this pod over every group of `ledger`
-/// and `mirrored`; `None` when the ledger is not aligned with `view`.
+/// What `read` makes of InterPodAffinity's score for this pod over every group of `world`
+/// and `mirrored`; `None` when the world is not aligned with `view`.
 fn read_around<R>(
     facts: &PodFacts<'_>,
     view: &ClusterView,
-    ledger: &Ledger,
+    world: &World,
     mirrored: &[(usize, u32)],
     read: impl FnOnce(&AffinityScore<'_, '_>) -> R,
 ) -> Option<R> {
-    if !ledger.is_aligned(view.id) {
+    if !world.is_aligned(view.id) {
         return None;
     }
     let domains = |key: &str| view_domains(view, key);
-    let mut score = around_affinity_score(facts, ledger, &domains);
+    let mut score = around_affinity_score(facts, world, &domains);
     add_mirrored(&mut score, facts, mirrored, 1);
     Some(read(&score))
 }
@@ -159,7 +159,7 @@ fn read_around<R>(
 /// How the scores that count other pods read them.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Around<'a> {
-    /// Every group of the ledger, and `mirrored`: pods like this one that other replicas are
+    /// Every group of the world, and `mirrored`: pods like this one that other replicas are
     /// taken to have placed unheard, (position, pods).
     Read { mirrored: &'a [(usize, u32)] },
     /// InterPodAffinity's sums kept from earlier decisions and brought up to date, and
@@ -177,7 +177,7 @@ pub(crate) struct AroundFilters<'a> {
 }
 
 impl<'a> AroundFilters<'a> {
-    /// `namespaces`: every namespace's labels (the ledger's, from the namespace watch).
+    /// `namespaces`: every namespace's labels (the world's, from the namespace watch).
     pub(crate) fn new(
         facts: &PodFacts<'a>,
         view: &'a ClusterView,
@@ -231,13 +231,13 @@ pub(crate) struct Restriction {
     pub(crate) refused: Vec<(u32, Ineligible)>,
 }
 
-/// A pod among the pods the ledger places around it, in a view the ledger is aligned with:
+/// A pod among the pods the world places around it, in a view the world is aligned with:
 /// what the filters and scores that count pods read.
 #[derive(Clone, Copy)]
 pub(crate) struct Surroundings<'a> {
     pub(crate) facts: &'a PodFacts<'a>,
     pub(crate) view: &'a ClusterView,
-    pub(crate) ledger: &'a Ledger,
+    pub(crate) world: &'a World,
 }
 
 /// `eligible` (view positions) less the nodes the filters that count other pods reject, and
@@ -249,25 +249,21 @@ pub(crate) fn restrict(
     around: Around<'_>,
     affinity_gap: i64,
 ) -> Option<Restriction> {
-    let Surroundings {
-        facts,
-        view,
-        ledger,
-    } = at;
-    let filtered = applies(facts, ledger);
+    let Surroundings { facts, view, world } = at;
+    let filtered = applies(facts, world);
     let scored = scores_apply(facts);
     if !filtered && !scored {
         return None;
     }
     // PodTopologySpread reads the pods one by one; InterPodAffinity's score reads the groups.
     let pods = if filtered || spread_scored(facts) {
-        pods_around(facts, view, ledger)
+        pods_around(facts, view, world)
     } else {
         Vec::new()
     };
     let mut refused = Vec::new();
     let passing: Arc<[u32]> = if filtered {
-        let filters = AroundFilters::new(facts, view, &pods, ledger.cluster.namespace_labels());
+        let filters = AroundFilters::new(facts, view, &pods, world.cluster.namespace_labels());
         eligible
             .iter()
             .copied()
@@ -307,31 +303,27 @@ pub(crate) fn best_scored(
     around: Around<'_>,
     affinity_gap: i64,
 ) -> Vec<u32> {
-    let Surroundings {
-        facts,
-        view,
-        ledger,
-    } = at;
+    let Surroundings { facts, view, world } = at;
     let nodes = &view.nodes;
     let margin = (affinity_gap / 2).max(1);
-    let cluster = ClusterPods::new(pods, ledger.cluster.namespace_labels());
+    let cluster = ClusterPods::new(pods, world.cluster.namespace_labels());
     if !has_spread_score(facts, &cluster) {
         // InterPodAffinity alone: kept by its raw scores' range, without the scores.
         let keep = |score: &AffinityScore<'_, '_>| {
             score.keep_best(allowed, INTER_POD_AFFINITY_WEIGHT, margin)
         };
         let kept = match around {
-            Around::Kept { sums, mirrored } => sums.read(facts, view, ledger, mirrored, keep),
-            Around::Read { mirrored } => read_around(facts, view, ledger, mirrored, keep),
+            Around::Kept { sums, mirrored } => sums.read(facts, view, world, mirrored, keep),
+            Around::Read { mirrored } => read_around(facts, view, world, mirrored, keep),
         };
         return kept.flatten().unwrap_or_else(|| allowed.to_vec());
     }
     let candidates: Vec<usize> = allowed.iter().map(|&p| p as usize).collect();
     let spread = spread_scores(facts, nodes, &candidates, &cluster);
     let inter_pod = match around {
-        Around::Kept { sums, mirrored } => sums.scores(facts, view, ledger, mirrored, &candidates),
+        Around::Kept { sums, mirrored } => sums.scores(facts, view, world, mirrored, &candidates),
         Around::Read { mirrored } => {
-            around_affinity_scores(facts, view, ledger, mirrored, &candidates)
+            around_affinity_scores(facts, view, world, mirrored, &candidates)
         }
     };
     let weighted = |scores: &Option<Vec<i64>>, k: usize, weight: i64| {

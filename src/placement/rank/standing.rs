@@ -6,7 +6,8 @@ use std::hash::BuildHasher;
 
 use crate::cluster::occupancy::NodeRequests;
 use crate::config::PlacementConfig;
-use crate::inflight::ledger::{Ledger, NodeExtra};
+use crate::inflight::ledger::NodeExtra;
+use crate::inflight::world::World;
 use crate::placement::context::{DecisionCtx, PodDemand};
 use crate::placement::landing::{Coverage, Positions};
 use crate::placement::replicas::replica::Partition;
@@ -19,8 +20,8 @@ use crate::view::memo::MemoKey;
 use crate::view::{ClusterView, NodeView};
 
 /// A node's load with the in-flight pods counted on it (their expected load).
-pub(crate) fn effective_load(node: &NodeView, ledger: &Ledger) -> Load {
-    load_with(node, ledger.extra(&node.name), 0.0)
+pub(crate) fn effective_load(node: &NodeView, world: &World) -> Load {
+    load_with(node, world.charges.extra(&node.name), 0.0)
 }
 
 /// A node's load with the in-flight pods' expected load plus `z` standard deviations of it:

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crate::config::scheduler::{ListedNodeOrder, SchedulerConfig};
 use crate::config::{PinningRule, PlacementConfig};
 use crate::inflight::ledger::{Ledger, PodLoad};
+use crate::inflight::world::World;
 use crate::placement::DecisionCtx;
 use crate::placement::landing::Window;
 use crate::placement::{Decision, PodConstraints, PodDemand, decide, unsteered_landing};
@@ -56,18 +57,13 @@ fn demand_with_network<'a>(p: &'a Pod, rules: &[PinningRule], bytes: f64) -> Pod
 }
 
 /// A replica's ledger before anything is charged or watched.
-fn no_charges() -> Ledger {
-    Ledger::new(Duration::from_secs(90))
+fn no_charges() -> World {
+    World::new(Ledger::new(Duration::from_secs(90)))
 }
 
-fn run(
-    d: &PodDemand<'_>,
-    view: &ClusterView,
-    ledger: &Ledger,
-    policy: &PlacementConfig,
-) -> Decision {
+fn run(d: &PodDemand<'_>, view: &ClusterView, world: &World, policy: &PlacementConfig) -> Decision {
     decide(
-        &DecisionCtx::new(d, view, ledger, policy, &SchedulerConfig::default()),
+        &DecisionCtx::new(d, view, world, policy, &SchedulerConfig::default()),
         7,
     )
 }
@@ -242,18 +238,18 @@ fn inflight_load_moves_the_next_pod_elsewhere() {
     let view = ClusterView::build(&snapshot, None, &policy);
     let p = pod(json!({}));
     let d = demand(&p, &[]);
-    let mut ledger = Ledger::new(Duration::from_secs(60));
-    let first = run(&d, &view, &ledger, &policy);
+    let mut world = World::new(Ledger::new(Duration::from_secs(60)));
+    let first = run(&d, &view, &world, &policy);
     assert_eq!(all_named(&first), vec!["a"]);
     // 2 cores on a 16-core node is +0.125 CPU: "a" becomes hotter than "b".
-    ledger.charge(
+    world.charges.charge(
         "p1",
         &first.landing,
         d.load,
         &d.facts.requests,
         Instant::now(),
     );
-    let second = run(&d, &view, &ledger, &policy);
+    let second = run(&d, &view, &world, &policy);
     assert_eq!(all_named(&second), vec!["b"]);
 }
 
@@ -310,13 +306,13 @@ fn requests_of_steered_pods_fill_a_node_before_they_are_bound() {
     let view = ClusterView::build(&snapshot, None, &policy);
     let p = pod(json!({}));
     let d = demand(&p, &[]);
-    let mut ledger = Ledger::new(Duration::from_secs(60));
+    let mut world = World::new(Ledger::new(Duration::from_secs(60)));
     let mut landed = Vec::new();
     for k in 0..5 {
-        let decision = run(&d, &view, &ledger, &policy);
+        let decision = run(&d, &view, &world, &policy);
         let (node, p) = decision.landing[0].clone();
         assert_eq!(p, 1.0);
-        ledger.charge(
+        world.charges.charge(
             &format!("p{k}"),
             &decision.landing,
             d.load,
@@ -345,12 +341,12 @@ fn a_node_the_pods_ahead_may_fill_passes_its_odds_to_the_next_tier() {
     let view = ClusterView::build(&snapshot, None, &policy);
     let p = pod(json!({}));
     let d = demand(&p, &[]);
-    let mut ledger = Ledger::new(Duration::from_secs(60));
-    let alone = run(&d, &view, &ledger, &policy);
+    let mut world = World::new(Ledger::new(Duration::from_secs(60)));
+    let alone = run(&d, &view, &world, &policy);
     assert_eq!(alone.landing, vec![("cool".to_string(), 1.0)]);
     let even = [("cool".to_string(), 0.5), ("spare".to_string(), 0.5)];
     for k in 0..4 {
-        ledger.charge(
+        world.charges.charge(
             &format!("p{k}"),
             &even,
             d.load,
@@ -358,7 +354,7 @@ fn a_node_the_pods_ahead_may_fill_passes_its_odds_to_the_next_tier() {
             Instant::now(),
         );
     }
-    let decision = run(&d, &view, &ledger, &policy);
+    let decision = run(&d, &view, &world, &policy);
     assert_eq!(names(&decision), vec![vec!["cool"], vec!["warm"]]);
     let odds: std::collections::BTreeMap<&str, f64> = decision
         .landing
@@ -586,8 +582,8 @@ fn a_replica_known_to_decide_alone_names_the_coolest_near_tie() {
                 alone: true,
                 ..crate::placement::Replica::default()
             };
-            let ledger = no_charges();
-            let ctx = DecisionCtx::new(&d, &view, &ledger, &policy, &scheduler);
+            let world = no_charges();
+            let ctx = DecisionCtx::new(&d, &view, &world, &policy, &scheduler);
             decide(&ctx, alone).landing[0].0.clone()
         })
         .collect();
@@ -792,16 +788,16 @@ proptest! {
         // No tie band: the strict order is checked.
         let policy = PlacementConfig { tie_band: 0.0, ..PlacementConfig::default() };
         let view = ClusterView::build(&snapshot, None, &policy);
-        let mut ledger = Ledger::new(Duration::from_secs(60));
+        let mut world = World::new(Ledger::new(Duration::from_secs(60)));
         for (k, (i, cores)) in charged.iter().enumerate() {
             let target = format!("n{}", i % loads.len());
-            ledger.charge(&k.to_string(), &[(target, 1.0)], PodLoad { cpu_cores: *cores, network_bytes_per_second: 0.0 }, &Default::default(), Instant::now());
+            world.charges.charge(&k.to_string(), &[(target, 1.0)], PodLoad { cpu_cores: *cores, network_bytes_per_second: 0.0 }, &Default::default(), Instant::now());
         }
         let p = pod(json!({"nodeSelector": {"node-pool": "flink"}}));
-        let d = run(&demand(&p, &[]), &view, &ledger, &policy);
+        let d = run(&demand(&p, &[]), &view, &world, &policy);
         let effective = |name: &str| {
             let i: usize = name[1..].parse().expect("index");
-            let extra = ledger.extra(name).map_or(0.0, |e| e.cpu_cores) / 16.0;
+            let extra = world.charges.extra(name).map_or(0.0, |e| e.cpu_cores) / 16.0;
             loads[i].0 + extra
         };
         let chosen = all_named(&d);

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::config::PlacementConfig;
 use crate::config::scheduler::SchedulerConfig;
 use crate::inflight::ledger::{Ledger, PodLoad};
+use crate::inflight::world::World;
 use crate::inventory::pods::apply_pod_event;
 use crate::placement::{
     Decision, Ineligible, PodConstraints, PodDemand, Replica, assess_all, decide, decide_indexed,
@@ -53,10 +54,10 @@ fn view_of(nodes: Vec<NodeLoad>) -> ClusterView {
     ClusterView::build(&snapshot, None, &PlacementConfig::default())
 }
 
-fn aligned_ledger(view: &ClusterView) -> Ledger {
-    let mut ledger = Ledger::new(Duration::from_secs(120));
-    ledger.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
-    ledger
+fn aligned_world(view: &ClusterView) -> World {
+    let mut world = World::new(Ledger::new(Duration::from_secs(120)));
+    world.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
+    world
 }
 
 /// A TaskManager of job `job` with `spec` merged in.
@@ -86,8 +87,8 @@ fn bound(name: &str, labels: Value, node: &str, spec: Value) -> Pod {
     .expect("pod")
 }
 
-fn watch(ledger: &mut Ledger, pod: &Pod) {
-    apply_pod_event(ledger, pod, false, Instant::now(), SystemTime::now());
+fn watch(world: &mut World, pod: &Pod) {
+    apply_pod_event(world, pod, false, Instant::now(), SystemTime::now());
 }
 
 fn demand(p: &Pod) -> PodDemand<'_> {
@@ -102,11 +103,11 @@ fn demand(p: &Pod) -> PodDemand<'_> {
     }
 }
 
-fn run(p: &Pod, view: &ClusterView, ledger: &Ledger) -> Decision {
+fn run(p: &Pod, view: &ClusterView, world: &World) -> Decision {
     let policy = PlacementConfig::default();
     let scheduler = SchedulerConfig::default();
     let d = demand(p);
-    let ctx = DecisionCtx::new(&d, view, ledger, &policy, &scheduler);
+    let ctx = DecisionCtx::new(&d, view, world, &policy, &scheduler);
     let walked = decide(&ctx, 7);
     let indexed = decide_indexed(&ctx, 7, &RankIndexes::default());
     assert_eq!(named(&walked), named(&indexed), "both paths decide alike");
@@ -129,14 +130,14 @@ fn first_tier(decision: &Decision) -> Vec<String> {
         .collect()
 }
 
-fn eligibility(p: &Pod, view: &ClusterView, ledger: &Ledger, node: &str) -> Option<Ineligible> {
+fn eligibility(p: &Pod, view: &ClusterView, world: &World, node: &str) -> Option<Ineligible> {
     let policy = PlacementConfig::default();
-    let decision = run(p, view, ledger);
+    let decision = run(p, view, world);
     assess_all(
         &DecisionCtx::new(
             &demand(p),
             view,
-            ledger,
+            world,
             &policy,
             &SchedulerConfig::default(),
         ),
@@ -160,9 +161,9 @@ fn wordcount_apart() -> Pod {
 }
 
 /// One of `wordcount`'s pods, bound to `node`, as the watch reports it.
-fn watch_wordcount(ledger: &mut Ledger, name: &str, node: &str) {
+fn watch_wordcount(world: &mut World, name: &str, node: &str) {
     watch(
-        ledger,
+        world,
         &bound(name, json!({"app": "wordcount"}), node, json!({})),
     );
 }
@@ -176,14 +177,14 @@ fn zone_spread(job: &str) -> Value {
 #[test]
 fn zone_spread_keeps_the_pod_out_of_the_zone_already_ahead() {
     let view = view();
-    let mut ledger = aligned_ledger(&view);
+    let mut world = aligned_world(&view);
     let tm = taskmanager("wordcount", zone_spread("wordcount"));
     // Without siblings every zone is open: the coolest zone's nodes lead.
-    assert_eq!(named(&run(&tm, &view, &ledger))[0], "a1");
+    assert_eq!(named(&run(&tm, &view, &world))[0], "a1");
     // Two of the job's pods already run in zone a: a third there would make the skew 3.
     for (name, node) in [("w1", "a1"), ("w2", "a2")] {
         watch(
-            &mut ledger,
+            &mut world,
             &bound(
                 name,
                 json!({"app": "wordcount"}),
@@ -192,7 +193,7 @@ fn zone_spread_keeps_the_pod_out_of_the_zone_already_ahead() {
             ),
         );
     }
-    let decision = run(&tm, &view, &ledger);
+    let decision = run(&tm, &view, &world);
     let first = first_tier(&decision);
     assert!(!first.is_empty(), "zones b and c stay open");
     assert!(first.iter().all(|n| !n.starts_with('a')), "first {first:?}");
@@ -209,23 +210,23 @@ fn zone_spread_keeps_the_pod_out_of_the_zone_already_ahead() {
     }
     assert!(last.weight < decision.tiers[0].weight);
     assert_eq!(
-        eligibility(&tm, &view, &ledger, "a1"),
+        eligibility(&tm, &view, &world, "a1"),
         Some(Ineligible::SpreadSkew)
     );
-    assert_eq!(eligibility(&tm, &view, &ledger, "b1"), None);
+    assert_eq!(eligibility(&tm, &view, &world, "b1"), None);
     // Another job's pods do not count against this one.
     let other = taskmanager("other", zone_spread("other"));
-    assert_eq!(named(&run(&other, &view, &ledger))[0], "a1");
+    assert_eq!(named(&run(&other, &view, &world))[0], "a1");
 }
 
 #[test]
 fn pending_siblings_count_where_they_will_land() {
     let view = view();
-    let mut ledger = aligned_ledger(&view);
+    let mut world = aligned_world(&view);
     let tm = taskmanager("wordcount", zone_spread("wordcount"));
     // Two siblings steered and not bound yet, both predicted on zone a's nodes.
     for (id, node) in [("p1", "a1"), ("p2", "a2")] {
-        ledger.charge(
+        world.charges.charge(
             id,
             &[(node.to_string(), 1.0)],
             PodLoad {
@@ -235,27 +236,27 @@ fn pending_siblings_count_where_they_will_land() {
             &Default::default(),
             Instant::now(),
         );
-        ledger.set_group(id, PodGroup::of(&tm));
+        world.set_group(id, PodGroup::of(&tm));
     }
-    let first = first_tier(&run(&tm, &view, &ledger));
+    let first = first_tier(&run(&tm, &view, &world));
     assert!(first.iter().all(|n| !n.starts_with('a')), "first {first:?}");
     // Bound, they count through the watch instead, once.
-    ledger.bind("p1", "a1");
-    ledger.bind("p2", "a2");
-    let chosen = first_tier(&run(&tm, &view, &ledger));
+    world.charges.bind("p1", "a1");
+    world.charges.bind("p2", "a2");
+    let chosen = first_tier(&run(&tm, &view, &world));
     assert!(
         chosen.iter().any(|n| n.starts_with('a')),
-        "bound ledger entries without a watched pod count nowhere: {chosen:?}"
+        "bound world entries without a watched pod count nowhere: {chosen:?}"
     );
 }
 
 #[test]
 fn required_anti_affinity_to_a_noisy_workload_skips_its_nodes() {
     let view = view();
-    let mut ledger = aligned_ledger(&view);
+    let mut world = aligned_world(&view);
     for (name, node) in [("noisy-1", "a1"), ("noisy-2", "b1")] {
         watch(
-            &mut ledger,
+            &mut world,
             &bound(name, json!({"app": "noisy"}), node, json!({})),
         );
     }
@@ -265,26 +266,26 @@ fn required_anti_affinity_to_a_noisy_workload_skips_its_nodes() {
             "topologyKey": "kubernetes.io/hostname",
             "labelSelector": {"matchLabels": {"app": "noisy"}}}]}}}),
     );
-    let chosen = named(&run(&tm, &view, &ledger));
+    let chosen = named(&run(&tm, &view, &world));
     assert_eq!(chosen[0], "a2");
     assert!(!chosen.contains(&"a1".to_string()) && !chosen.contains(&"b1".to_string()));
     assert_eq!(
-        eligibility(&tm, &view, &ledger, "a1"),
+        eligibility(&tm, &view, &world, "a1"),
         Some(Ineligible::PodAntiAffinity)
     );
     // The noisy pod goes away: its node is open again.
     let gone = bound("noisy-1", json!({"app": "noisy"}), "a1", json!({}));
-    apply_pod_event(&mut ledger, &gone, true, Instant::now(), SystemTime::now());
-    assert_eq!(named(&run(&tm, &view, &ledger))[0], "a1");
+    apply_pod_event(&mut world, &gone, true, Instant::now(), SystemTime::now());
+    assert_eq!(named(&run(&tm, &view, &world))[0], "a1");
 }
 
 #[test]
 fn an_existing_pods_required_anti_affinity_keeps_taskmanagers_away() {
     let view = view();
-    let mut ledger = aligned_ledger(&view);
+    let mut world = aligned_world(&view);
     let tm = taskmanager("wordcount", json!({}));
     watch(
-        &mut ledger,
+        &mut world,
         &bound(
             "loner",
             json!({"app": "loner"}),
@@ -294,13 +295,13 @@ fn an_existing_pods_required_anti_affinity_keeps_taskmanagers_away() {
                 "labelSelector": {"matchLabels": {"component": "taskmanager"}}}]}}}),
         ),
     );
-    let chosen = named(&run(&tm, &view, &ledger));
+    let chosen = named(&run(&tm, &view, &world));
     assert!(
         chosen.iter().all(|n| !n.starts_with('a')),
         "the whole zone is closed: {chosen:?}"
     );
     assert_eq!(
-        eligibility(&tm, &view, &ledger, "a2"),
+        eligibility(&tm, &view, &world, "a2"),
         Some(Ineligible::ExistingAntiAffinity)
     );
     // A pod it does not select is not affected.
@@ -309,24 +310,24 @@ fn an_existing_pods_required_anti_affinity_keeps_taskmanagers_away() {
         "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}
     }))
     .expect("pod");
-    assert_eq!(named(&run(&other, &view, &ledger))[0], "a1");
+    assert_eq!(named(&run(&other, &view, &world))[0], "a1");
 }
 
 #[test]
 fn required_pod_affinity_with_no_match_anywhere_is_unresolvable_everywhere() {
     let view = view();
-    let ledger = aligned_ledger(&view);
+    let world = aligned_world(&view);
     let tm = taskmanager(
         "wordcount",
         json!({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
             "topologyKey": ZONE,
             "labelSelector": {"matchLabels": {"app": "cache"}}}]}}}),
     );
-    let decision = run(&tm, &view, &ledger);
+    let decision = run(&tm, &view, &world);
     assert!(named(&decision).is_empty());
     assert!(decision.landing.is_empty());
     assert_eq!(
-        eligibility(&tm, &view, &ledger, "a1"),
+        eligibility(&tm, &view, &world, "a1"),
         Some(Ineligible::PodAffinity)
     );
 }
@@ -340,7 +341,7 @@ fn mirrored_pods_count_in_the_affinity_score() {
         Around, Surroundings, around_affinity_scores, restrict,
     };
     let view = view();
-    let ledger = aligned_ledger(&view);
+    let world = aligned_world(&view);
     let tm = taskmanager(
         "wordcount",
         json!({"affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
@@ -351,12 +352,12 @@ fn mirrored_pods_count_in_the_affinity_score() {
     let d = demand(&tm);
     let all: Vec<usize> = (0..view.nodes.len()).collect();
     assert_eq!(
-        around_affinity_scores(&d.facts, &view, &ledger, &[], &all),
+        around_affinity_scores(&d.facts, &view, &world, &[], &all),
         None,
         "no pod of the job anywhere: the score does not apply"
     );
     let a1 = view.nodes.iter().position(|n| n.name == "a1").expect("a1");
-    let scores = around_affinity_scores(&d.facts, &view, &ledger, &[(a1, 1)], &all)
+    let scores = around_affinity_scores(&d.facts, &view, &world, &[(a1, 1)], &all)
         .expect("the mirrored pod is scored");
     for (k, score) in scores.iter().enumerate() {
         assert_eq!(*score, if k == a1 { 0 } else { 100 }, "node {k}");
@@ -365,7 +366,7 @@ fn mirrored_pods_count_in_the_affinity_score() {
     let at = Surroundings {
         facts: &d.facts,
         view: &view,
-        ledger: &ledger,
+        world: &world,
     };
     let allowed = restrict(
         at,
@@ -404,7 +405,7 @@ fn another_replicas_nodes_count_their_owners_pod_in_the_affinity_score() {
             })
             .collect(),
     );
-    let ledger = aligned_ledger(&view);
+    let world = aligned_world(&view);
     let apart = taskmanager(
         "wordcount",
         json!({"affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
@@ -427,11 +428,11 @@ fn another_replicas_nodes_count_their_owners_pod_in_the_affinity_score() {
         let policy = PlacementConfig::default();
         let scheduler = SchedulerConfig::default();
         let walked = decide(
-            &DecisionCtx::new(&demand(p), &view, &ledger, &policy, &scheduler),
+            &DecisionCtx::new(&demand(p), &view, &world, &policy, &scheduler),
             replica.clone(),
         );
         let indexed = decide_indexed(
-            &DecisionCtx::new(&demand(p), &view, &ledger, &policy, &scheduler),
+            &DecisionCtx::new(&demand(p), &view, &world, &policy, &scheduler),
             replica,
             &indexes,
         );
@@ -462,7 +463,7 @@ fn kept_nodes_match_the_normalised_scores() {
     };
     use crate::scheduler::cycle::INTER_POD_AFFINITY_WEIGHT;
     let view = view();
-    let ledger = aligned_ledger(&view);
+    let world = aligned_world(&view);
     let term = |key: &str, weight: u32| {
         json!({"weight": weight, "podAffinityTerm": {"topologyKey": key,
             "labelSelector": {"matchLabels": {"app": "wordcount"}}}})
@@ -494,7 +495,7 @@ fn kept_nodes_match_the_normalised_scores() {
                     .filter(|&(_, pods)| pods > 0)
                     .collect();
                 let expected: Vec<u32> =
-                    match around_affinity_scores(&d.facts, &view, &ledger, &mirrored, &all) {
+                    match around_affinity_scores(&d.facts, &view, &world, &mirrored, &all) {
                         None => eligible.to_vec(),
                         Some(scores) => {
                             let total = |s: i64| s * INTER_POD_AFFINITY_WEIGHT;
@@ -510,7 +511,7 @@ fn kept_nodes_match_the_normalised_scores() {
                 let at = Surroundings {
                     facts: &d.facts,
                     view: &view,
-                    ledger: &ledger,
+                    world: &world,
                 };
                 let kept = restrict(
                     at,
@@ -549,14 +550,14 @@ fn nodes_a_score_leaves_out_still_count_towards_the_sample() {
         })
         .collect();
     let view = view_of(nodes);
-    let mut ledger = aligned_ledger(&view);
+    let mut world = aligned_world(&view);
     // One of the job's TaskManagers on every node but every tenth.
     for i in (0..400).filter(|i| i % 10 != 0) {
         let name = format!("w{i}");
-        watch_wordcount(&mut ledger, &name, &format!("n{i:03}"));
+        watch_wordcount(&mut world, &name, &format!("n{i:03}"));
     }
     let tm = wordcount_apart();
-    let decision = run(&tm, &view, &ledger);
+    let decision = run(&tm, &view, &world);
     assert_eq!(decision.feasible, 400, "every node is feasible");
     assert!(
         decision.sample_fraction < 0.5,
@@ -602,12 +603,12 @@ fn when_the_nodes_the_scores_favour_are_hot_the_cool_ones_are_named_and_those_av
     })
     .collect();
     let view = view_of(nodes);
-    let mut ledger = aligned_ledger(&view);
+    let mut world = aligned_world(&view);
     for node in ["n0", "n1", "n2", "n3"] {
-        watch_wordcount(&mut ledger, &format!("w-{node}"), node);
+        watch_wordcount(&mut world, &format!("w-{node}"), node);
     }
     let tm = wordcount_apart();
-    let decision = run(&tm, &view, &ledger);
+    let decision = run(&tm, &view, &world);
     assert!(!decision.saturated, "cool nodes exist: {decision:?}");
     assert_eq!(first_tier(&decision), ["n0"], "the coolest, sibling or not");
     let named = named(&decision);
@@ -630,7 +631,7 @@ fn when_the_nodes_the_scores_favour_are_hot_the_cool_ones_are_named_and_those_av
 fn a_jobs_own_spread_keeps_it_off_full_nodes_and_zones() {
     use crate::config::PerJob;
     let view = view();
-    let mut ledger = aligned_ledger(&view);
+    let mut world = aligned_world(&view);
     for (name, app, node) in [
         ("w1", "wordcount", "a1"),
         ("w2", "wordcount", "a1"),
@@ -638,7 +639,7 @@ fn a_jobs_own_spread_keeps_it_off_full_nodes_and_zones() {
         ("o2", "other", "a2"),
     ] {
         watch(
-            &mut ledger,
+            &mut world,
             &bound(
                 name,
                 json!({"app": app, "component": "taskmanager"}),
@@ -655,11 +656,11 @@ fn a_jobs_own_spread_keeps_it_off_full_nodes_and_zones() {
         };
         let scheduler = SchedulerConfig::default();
         let walked = decide(
-            &DecisionCtx::new(&demand(&tm), &view, &ledger, &policy, &scheduler),
+            &DecisionCtx::new(&demand(&tm), &view, &world, &policy, &scheduler),
             7,
         );
         let indexed = decide_indexed(
-            &DecisionCtx::new(&demand(&tm), &view, &ledger, &policy, &scheduler),
+            &DecisionCtx::new(&demand(&tm), &view, &world, &policy, &scheduler),
             7,
             &RankIndexes::default(),
         );
@@ -683,11 +684,11 @@ fn a_jobs_own_spread_keeps_it_off_full_nodes_and_zones() {
     };
     let scheduler = SchedulerConfig::default();
     let decision = decide(
-        &DecisionCtx::new(&demand(&tm), &view, &ledger, &policy, &scheduler),
+        &DecisionCtx::new(&demand(&tm), &view, &world, &policy, &scheduler),
         7,
     );
     let beyond: Vec<String> = assess_all(
-        &DecisionCtx::new(&demand(&tm), &view, &ledger, &policy, &scheduler),
+        &DecisionCtx::new(&demand(&tm), &view, &world, &policy, &scheduler),
         &Replica::from(7),
         &decision,
     )
@@ -720,15 +721,15 @@ fn a_jobs_own_spread_keeps_it_off_full_nodes_and_zones() {
 #[test]
 fn explain_marks_the_nodes_the_scores_leave_out() {
     let view = view();
-    let mut ledger = aligned_ledger(&view);
+    let mut world = aligned_world(&view);
     for (name, node) in [("w1", "a1"), ("w2", "a2"), ("w3", "b1")] {
-        watch_wordcount(&mut ledger, name, node);
+        watch_wordcount(&mut world, name, node);
     }
     let tm = wordcount_apart();
     let policy = PlacementConfig::default();
     let scheduler = SchedulerConfig::default();
     let demand = demand(&tm);
-    let ctx = DecisionCtx::new(&demand, &view, &ledger, &policy, &scheduler);
+    let ctx = DecisionCtx::new(&demand, &view, &world, &policy, &scheduler);
     let decision = decide(&ctx, 7);
     let rows = assess_all(&ctx, &Replica::from(7), &decision);
     let kept_out: Vec<&str> = rows

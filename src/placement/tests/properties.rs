@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use crate::config::scheduler::SchedulerConfig;
 use crate::config::{AvoidHot, HeatWeights, HotThresholds, NodeMatch, PlacementConfig, Tier};
 use crate::inflight::ledger::{Ledger, PodLoad};
+use crate::inflight::world::World;
 use crate::placement::{
     DecisionCtx, PodConstraints, PodDemand, RankIndexes, decide, decide_indexed,
 };
@@ -343,7 +344,7 @@ struct Case {
 fn run(nodes: Vec<GenNode>, policy: PlacementConfig, inflight: &[(usize, f64, f64)]) -> Case {
     let snapshot = snapshot(&nodes);
     let view = ClusterView::build(&snapshot, None, &policy);
-    let mut ledger = Ledger::new(Duration::from_secs(60));
+    let mut world = World::new(Ledger::new(Duration::from_secs(60)));
     let mut extra = vec![PodLoad::default(); nodes.len()];
     for (k, &(i, cpu_cores, bytes)) in inflight.iter().enumerate() {
         let i = i % nodes.len();
@@ -351,7 +352,7 @@ fn run(nodes: Vec<GenNode>, policy: PlacementConfig, inflight: &[(usize, f64, f6
             cpu_cores,
             network_bytes_per_second: bytes,
         };
-        ledger.charge(
+        world.charges.charge(
             &format!("pod-{k}"),
             &[(name(i), 1.0)],
             load,
@@ -373,11 +374,11 @@ fn run(nodes: Vec<GenNode>, policy: PlacementConfig, inflight: &[(usize, f64, f6
     };
     let scheduler = SchedulerConfig::default();
     let decision = decide(
-        &DecisionCtx::new(&demand, &view, &ledger, &policy, &scheduler),
+        &DecisionCtx::new(&demand, &view, &world, &policy, &scheduler),
         7,
     );
     // The server's path: the ledger numbered by view position, the filters memoised.
-    let mut aligned = ledger.clone();
+    let mut aligned = world.clone();
     aligned.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
     assert!(aligned.is_aligned(view.id));
     let again = decide(
@@ -391,7 +392,7 @@ fn run(nodes: Vec<GenNode>, policy: PlacementConfig, inflight: &[(usize, f64, f6
     // The server's index, kept up to date charge by charge: every decision on the way equals
     // the walk's.
     let indexes = RankIndexes::default();
-    let mut growing = Ledger::new(Duration::from_secs(60));
+    let mut growing = World::new(Ledger::new(Duration::from_secs(60)));
     growing.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
     for (k, &(i, cpu_cores, bytes)) in inflight.iter().enumerate() {
         let walked = decide(
@@ -408,7 +409,7 @@ fn run(nodes: Vec<GenNode>, policy: PlacementConfig, inflight: &[(usize, f64, f6
             cpu_cores,
             network_bytes_per_second: bytes,
         };
-        growing.charge(
+        growing.charges.charge(
             &format!("pod-{k}"),
             &[(name(i % nodes.len()), 1.0)],
             load,

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::config::PlacementConfig;
 use crate::config::scheduler::SchedulerConfig;
 use crate::inflight::ledger::{Ledger, PodLoad};
+use crate::inflight::world::World;
 use crate::inventory::pods::apply_pod_event;
 use crate::placement::{
     DecisionCtx, PodConstraints, PodDemand, RankIndexes, decide, decide_indexed,
@@ -205,7 +206,7 @@ fn demand(pod: &Pod, load: PodLoad) -> PodDemand<'_> {
 }
 
 /// The pod watch's event for a pod of the job of `template`: bound to `node`, or gone.
-fn watch_job(ledger: &mut Ledger, template: &Pod, pod: &str, node: Option<&str>) {
+fn watch_job(world: &mut World, template: &Pod, pod: &str, node: Option<&str>) {
     let mut bound = template.clone();
     bound.metadata.name = Some(format!("job-{pod}"));
     bound.metadata.uid = Some(format!("job-uid-{pod}"));
@@ -214,7 +215,7 @@ fn watch_job(ledger: &mut Ledger, template: &Pod, pod: &str, node: Option<&str>)
     }
     bound.status = Some(serde_json::from_value(json!({"phase": "Running"})).expect("a pod status"));
     apply_pod_event(
-        ledger,
+        world,
         &bound,
         node.is_none(),
         Instant::now(),
@@ -241,58 +242,58 @@ proptest! {
         let shapes: Vec<(Pod, PodLoad)> = (0..SHAPES).map(pod).collect();
         let demands: Vec<PodDemand<'_>> = shapes.iter().map(|(p, l)| demand(p, *l)).collect();
         let indexes = RankIndexes::default();
-        let mut ledger = Ledger::new(TTL);
-        ledger.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
+        let mut world = World::new(Ledger::new(TTL));
+        world.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
         let mut steered: Vec<(String, usize)> = Vec::new();
         for (step, op) in ops.iter().enumerate() {
             match op {
                 Op::Steer { shape } => {
                     let d = &demands[*shape];
-                    let decision = decide(&DecisionCtx::new(d, &view, &ledger, &policy, &scheduler), 3);
+                    let decision = decide(&DecisionCtx::new(d, &view, &world, &policy, &scheduler), 3);
                     let id = format!("pod-{step}");
-                    ledger.charge(&id, &decision.landing, d.load, &d.facts.requests, Instant::now());
-                    ledger.set_group(&id, PodGroup::of_facts(&d.facts));
+                    world.charges.charge(&id, &decision.landing, d.load, &d.facts.requests, Instant::now());
+                    world.set_group(&id, PodGroup::of_facts(&d.facts));
                     steered.push((id, *shape));
                 }
                 Op::Bind { k, node } => {
                     if let Some((id, _)) = steered.get(k % steered.len().max(1)) {
-                        let to = ledger
+                        let to = (world.charges)
                             .shares(id)
                             .and_then(|s| s.first().map(|(n, _)| n.clone()))
                             .unwrap_or_else(|| name(node % nodes.len()));
-                        ledger.bind(id, &to);
+                        world.charges.bind(id, &to);
                     }
                 }
                 Op::Forget { k } => {
                     if let Some((id, _)) = steered.get(k % steered.len().max(1)) {
-                        ledger.forget(id);
+                        world.charges.forget(id);
                     }
                 }
                 Op::Watch { pod, node } => {
                     let requests: PodRequests = demands[pod % SHAPES].facts.requests.clone();
                     let on = node.map(|n| name(n % nodes.len()));
-                    ledger.cluster.occupancy.set(&format!("watched-{pod}"), on.as_deref(), &requests);
+                    world.cluster.occupancy.set(&format!("watched-{pod}"), on.as_deref(), &requests);
                 }
                 Op::WatchJob { pod, shape, node } => {
                     let on = node.map(|n| name(n % nodes.len()));
-                    watch_job(&mut ledger, &shapes[*shape].0, &format!("{pod}"), on.as_deref());
+                    watch_job(&mut world, &shapes[*shape].0, &format!("{pod}"), on.as_deref());
                 }
                 Op::WatchJobAlmostEverywhere { shape, gap } => {
                     for n in (0..nodes.len()).filter(|n| n % gap != 0) {
                         let pod = format!("everywhere-{shape}-{n}");
-                        watch_job(&mut ledger, &shapes[*shape].0, &pod, Some(&name(n)));
+                        watch_job(&mut world, &shapes[*shape].0, &pod, Some(&name(n)));
                     }
                 }
-                Op::ExpireAll => ledger.expire(Instant::now() + TTL * 2),
+                Op::ExpireAll => world.charges.expire(Instant::now() + TTL * 2),
                 Op::NewView => {
                     view = ClusterView::build(&snapshot, None, &policy);
-                    ledger.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
+                    world.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
                 }
             }
             for (shape, d) in demands.iter().enumerate() {
-                let walked = decide(&DecisionCtx::new(d, &view, &ledger, &policy, &scheduler), 3);
+                let walked = decide(&DecisionCtx::new(d, &view, &world, &policy, &scheduler), 3);
                 let indexed =
-                    decide_indexed(&DecisionCtx::new(d, &view, &ledger, &policy, &scheduler), 3, &indexes);
+                    decide_indexed(&DecisionCtx::new(d, &view, &world, &policy, &scheduler), 3, &indexes);
                 prop_assert_eq!(
                     &indexed, &walked,
                     "shape {} after step {} ({:?})", shape, step, op
@@ -326,23 +327,20 @@ fn the_index_decides_as_the_walk_does_when_no_tier_covers_every_run() {
     let (template, load) = pod(3);
     let d = demand(&template, load);
     let indexes = RankIndexes::default();
-    let mut ledger = Ledger::new(TTL);
-    ledger.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
+    let mut world = World::new(Ledger::new(TTL));
+    world.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
     for n in 0..200 {
         watch_job(
-            &mut ledger,
+            &mut world,
             &template,
             &format!("stretch-{n}"),
             Some(&name(n)),
         );
     }
     for step in 0..6 {
-        let walked = decide(
-            &DecisionCtx::new(&d, &view, &ledger, &policy, &scheduler),
-            3,
-        );
+        let walked = decide(&DecisionCtx::new(&d, &view, &world, &policy, &scheduler), 3);
         let indexed = decide_indexed(
-            &DecisionCtx::new(&d, &view, &ledger, &policy, &scheduler),
+            &DecisionCtx::new(&d, &view, &world, &policy, &scheduler),
             3,
             &indexes,
         );
@@ -358,14 +356,14 @@ fn the_index_decides_as_the_walk_does_when_no_tier_covers_every_run() {
             named.iter().all(|n| n >= &name(200).as_str()),
             "step {step}: {named:?}"
         );
-        ledger.charge(
+        world.charges.charge(
             &format!("pod-{step}"),
             &walked.landing,
             d.load,
             &d.facts.requests,
             Instant::now(),
         );
-        ledger.set_group(&format!("pod-{step}"), PodGroup::of_facts(&d.facts));
+        world.set_group(&format!("pod-{step}"), PodGroup::of_facts(&d.facts));
     }
     assert!(!indexes.is_empty(), "the shape was not indexed");
 }

@@ -1,11 +1,11 @@
-//! The ranking of every node for one pod shape, kept up to date as the ledger changes.
+//! The ranking of every node for one pod shape, kept up to date as the world changes.
 //!
 //! A decision needs the coolest few hundred feasible nodes, the hottest few, and how many are
 //! feasible. Walking every node for that costs the same at every review; but between two
-//! reviews the ledger changes on the few dozen nodes one charge touches. So each pod shape
+//! reviews the world changes on the few dozen nodes one charge touches. So each pod shape
 //! (filters, requests, load) keeps its nodes in ordered sets, and a review re-assesses only
-//! the nodes the ledger's change logs name since the shape's last review: a decision costs
-//! O(changed nodes x log n) plus what it names, whatever the ledger holds.
+//! the nodes the world's change logs name since the shape's last review: a decision costs
+//! O(changed nodes x log n) plus what it names, whatever the world holds.
 
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
@@ -15,7 +15,7 @@ use crate::hashing::HashMap;
 use crate::view::memo::MemoKey;
 
 use crate::config::{HeatWeights, HotThresholds, PlacementConfig};
-use crate::inflight::ledger::{ChangeMark, Ledger};
+use crate::inflight::world::{ChangeMark, World};
 use crate::placement::context::{DecisionCtx, PodDemand};
 use crate::placement::eligible::affinity_sums::AffinitySumsCache;
 use crate::placement::rank::standing::{Candidate, PodHeat, Standing, standing, tie_breakers};
@@ -117,7 +117,7 @@ struct ShapeKey {
     replica: String,
 }
 
-/// Everything a node's standing depends on besides the node and the ledger.
+/// Everything a node's standing depends on besides the node and the world.
 fn shape_key(pod: &PodDemand<'_>, policy: &PlacementConfig, replica: &Replica) -> Option<ShapeKey> {
     // Taken apart whole: a field added to either must be added to the key.
     let HotThresholds {
@@ -212,7 +212,7 @@ fn name_ranks(view: &ClusterView) -> Arc<[u32]> {
     })
 }
 
-/// One pod shape's nodes, ranked as of the ledger's `mark`.
+/// One pod shape's nodes, ranked as of the world's `mark`.
 #[derive(Debug)]
 pub(crate) struct RankIndex {
     view_id: u64,
@@ -231,17 +231,17 @@ pub(crate) struct RankIndex {
 }
 
 impl RankIndex {
-    /// The index in `slot`, built or brought up to date with `ledger` (aligned with `view`).
+    /// The index in `slot`, built or brought up to date with `world` (aligned with `view`).
     pub(crate) fn up_to_date<'s>(
         slot: &'s mut Option<RankIndex>,
         ctx: &DecisionCtx<'_>,
-        ledger: &Ledger,
+        world: &World,
         replica: &Replica,
     ) -> &'s mut RankIndex {
         let view = ctx.view;
         let current = slot.take().filter(|index| index.view_id == view.id);
         let caught_up = current.and_then(|mut index| {
-            let mut changed = ledger.changed_positions(index.mark)?;
+            let mut changed = world.changed_positions(index.mark)?;
             // Past one change per node, building afresh is cheaper.
             if changed.len() > index.standings.len() {
                 return None;
@@ -251,17 +251,17 @@ impl RankIndex {
             for position in changed {
                 index.reassess(ctx, position);
             }
-            index.mark = ledger.change_mark();
+            index.mark = world.change_mark();
             Some(index)
         });
-        slot.insert(caught_up.unwrap_or_else(|| Self::build(ctx, ledger, replica)))
+        slot.insert(caught_up.unwrap_or_else(|| Self::build(ctx, world, replica)))
     }
 
-    fn build(ctx: &DecisionCtx<'_>, ledger: &Ledger, replica: &Replica) -> RankIndex {
+    fn build(ctx: &DecisionCtx<'_>, world: &World, replica: &Replica) -> RankIndex {
         let DecisionCtx { pod, view, .. } = *ctx;
         let mut index = RankIndex {
             view_id: view.id,
-            mark: ledger.change_mark(),
+            mark: world.change_mark(),
             standings: vec![None; view.nodes.len()],
             cool: BTreeSet::new(),
             hot: BTreeSet::new(),

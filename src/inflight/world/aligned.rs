@@ -1,12 +1,13 @@
-//! The ledger read by position in one cluster view: which node of the view each ledger and
+//! The world read by position in one cluster view: which node of the view each ledger and
 //! occupancy number is, and the changes since a reader's mark, so that per-view indexes follow
-//! the ledger without walking every node.
+//! the charges and the bound pods without walking every node.
 
 use std::sync::Arc;
 
-use super::{Ledger, NodeExtra};
+use super::World;
 use crate::cluster::changes::LogPosition;
 use crate::cluster::occupancy::NodeRequests;
+use crate::inflight::ledger::NodeExtra;
 use crate::scheduler::pods::PodGroup;
 
 #[derive(Debug, Clone, Default)]
@@ -39,7 +40,7 @@ pub(crate) struct ChangeMark {
     occupancy: LogPosition,
 }
 
-impl Ledger {
+impl World {
     /// Pods charged and not yet bound, with their labels, group by group: each group with its
     /// pods counted at the position (in the aligned view) where they most likely land, which is
     /// where the plugins that count pods will find them.
@@ -47,11 +48,15 @@ impl Ledger {
         &self,
     ) -> impl Iterator<Item = (&Arc<PodGroup>, impl Iterator<Item = (usize, u32)> + '_)> {
         let positions = &self.aligned.by_ledger_number;
-        self.pending_tally.groups.values().map(move |tally| {
-            let placed = (tally.on_node.iter())
-                .filter_map(move |(&node, &count)| Some((in_view(positions, node)?, count)));
-            (&tally.group, placed)
-        })
+        self.charges
+            .pending_tally()
+            .groups
+            .values()
+            .map(move |tally| {
+                let placed = (tally.on_node.iter())
+                    .filter_map(move |(&node, &count)| Some((in_view(positions, node)?, count)));
+                (&tally.group, placed)
+            })
     }
 
     /// How many pods [`Self::pending_by_group`] counts in the groups `keep` selects: each
@@ -60,10 +65,10 @@ impl Ledger {
     pub(crate) fn pending_pods(&self, keep: impl Fn(&PodGroup) -> bool) -> usize {
         let aligned = &self.aligned;
         // Ledger numbers given since the alignment (nodes named by other replicas' notes).
-        let later = aligned.by_ledger_number.len()..self.node_names.len();
+        let later = aligned.by_ledger_number.len()..self.charges.numbered_nodes();
         let outside =
             (aligned.outside.iter().copied()).chain(later.filter_map(|n| u32::try_from(n).ok()));
-        (self.pending_tally.groups.values())
+        (self.charges.pending_tally().groups.values())
             .filter(|tally| keep(&tally.group))
             .map(|tally| {
                 let away: u32 = (outside.clone())
@@ -85,7 +90,10 @@ impl Ledger {
             return;
         }
         let numbers: Vec<(u32, u32)> = names
-            .map(|name| (self.node_id(name), self.cluster.occupancy.number(name)))
+            .map(|name| {
+                let number = self.charges.node_number(name);
+                (number, self.cluster.occupancy.number(name))
+            })
             .collect();
         let reverse = |numbers: &mut dyn Iterator<Item = u32>| {
             let mut by_number = Vec::new();
@@ -118,7 +126,7 @@ impl Ledger {
         GroupMark {
             view_id: self.aligned.view_id,
             bound: self.cluster.groups.changes().position(),
-            pending: self.pending_tally.changes.position(),
+            pending: self.charges.pending_tally().changes.position(),
             namespaces: self.cluster.namespace_version(),
         }
     }
@@ -137,7 +145,7 @@ impl Ledger {
             return None;
         }
         let bound = self.cluster.groups.changes().since(mark.bound)?;
-        let pending = self.pending_tally.changes.since(mark.pending)?;
+        let pending = self.charges.pending_tally().changes.since(mark.pending)?;
         let bound = bound.filter_map(move |c| {
             let position = in_view(&self.aligned.by_occupancy_number, c.node)?;
             Some((c.group, position, i64::from(c.delta)))
@@ -153,7 +161,7 @@ impl Ledger {
     pub(crate) fn change_mark(&self) -> ChangeMark {
         ChangeMark {
             view_id: self.aligned.view_id,
-            ledger: self.changes.position(),
+            ledger: self.charges.changes().position(),
             occupancy: self.cluster.occupancy.changes().position(),
         }
     }
@@ -165,8 +173,7 @@ impl Ledger {
         if mark.view_id != self.aligned.view_id || !self.is_aligned(mark.view_id) {
             return None;
         }
-        let mut positions: Vec<usize> = self
-            .changes
+        let mut positions: Vec<usize> = (self.charges.changes())
             .since(mark.ledger)?
             .filter_map(|n| in_view(&self.aligned.by_ledger_number, n))
             .collect();
@@ -188,7 +195,7 @@ impl Ledger {
     /// [`Self::extra`] of the node at `position` in the aligned view.
     pub(crate) fn extra_at(&self, position: usize) -> Option<NodeExtra> {
         let (number, _) = *self.aligned.numbers.get(position)?;
-        Some(self.per_node[number as usize]).filter(|x| !x.is_negligible())
+        self.charges.extra_by_number(number)
     }
 
     /// The occupancy's bound requests of the node at `position` in the aligned view.
