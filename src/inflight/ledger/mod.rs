@@ -518,16 +518,16 @@ fn most_likely(entry: &Entry) -> Option<u32> {
 mod properties;
 
 #[cfg(test)]
-mod tests {
+pub(in crate::inflight) mod tests {
     use super::*;
     use crate::scheduler::Resources;
 
-    const TWO_CPU: PodLoad = PodLoad {
+    pub(in crate::inflight) const TWO_CPU: PodLoad = PodLoad {
         cpu_cores: 2.0,
         network_bytes_per_second: 100.0,
     };
 
-    fn requests() -> PodRequests {
+    pub(in crate::inflight) fn requests() -> PodRequests {
         let requested = Resources::parse(&[("cpu", "2"), ("memory", "4Gi")]).expect("quantities");
         PodRequests {
             non_zero_milli_cpu: requested.milli_cpu,
@@ -536,7 +536,7 @@ mod tests {
         }
     }
 
-    fn shares(n: &[(&str, f64)]) -> Vec<(String, f64)> {
+    pub(in crate::inflight) fn shares(n: &[(&str, f64)]) -> Vec<(String, f64)> {
         n.iter().map(|(s, p)| (s.to_string(), *p)).collect()
     }
 

@@ -4,27 +4,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::World;
-use crate::inflight::ledger::{Ledger, PodLoad};
+use crate::inflight::ledger::Ledger;
+use crate::inflight::ledger::tests::{TWO_CPU, requests, shares};
 use crate::scheduler::pods::PodGroup;
-use crate::scheduler::{PodRequests, Resources};
-
-const TWO_CPU: PodLoad = PodLoad {
-    cpu_cores: 2.0,
-    network_bytes_per_second: 100.0,
-};
-
-fn requests() -> PodRequests {
-    let requested = Resources::parse(&[("cpu", "2"), ("memory", "4Gi")]).expect("quantities");
-    PodRequests {
-        non_zero_milli_cpu: requested.milli_cpu,
-        non_zero_memory: requested.memory,
-        requested,
-    }
-}
-
-fn shares(n: &[(&str, f64)]) -> Vec<(String, f64)> {
-    n.iter().map(|(s, p)| (s.to_string(), *p)).collect()
-}
 
 /// Every pending (group, position, pods).
 fn pending_groups(l: &World) -> Vec<(&Arc<PodGroup>, usize, u32)> {
