@@ -210,6 +210,32 @@ pub async fn create_many(client: &Client, namespace: &str, pods: &[Value], concu
     create_each(client, namespace, pods, concurrency, drop).await;
 }
 
+/// Creates `pod`, sending it again when the request did not reach the apiserver (a connection
+/// a burst of hundreds of creates at once lost: `client error (SendRequest)`, once in a day
+/// test). A resent create that finds the pod made (the first had arrived after all) takes it
+/// as stored. An answer from the apiserver is never resent.
+async fn create_resent(api: &Api<Pod>, pod: &Pod) -> Result<Pod, kube::Error> {
+    const SENDS: u32 = 4;
+    let mut sent = 0;
+    loop {
+        sent += 1;
+        match api.create(&PostParams::default(), pod).await {
+            Err(kube::Error::Service(error)) if sent < SENDS => {
+                eprintln!(
+                    "create {:?} not sent ({error}); sending again",
+                    pod.metadata.name
+                );
+                tokio::time::sleep(Duration::from_millis(500) * sent).await;
+            }
+            Err(kube::Error::Api(status)) if sent > 1 && status.code == 409 => {
+                let name = pod.metadata.name.as_deref().unwrap_or_default();
+                return api.get(name).await;
+            }
+            answer => return answer,
+        }
+    }
+}
+
 /// Creates the pods, `concurrency` at a time, in order; `keep` takes each as created.
 pub async fn create_each<T>(
     client: &Client,
@@ -224,7 +250,7 @@ pub async fn create_each<T>(
         let api = api.clone();
         async move {
             let pod: Pod = serde_json::from_value(pod.clone()).expect("pod");
-            api.create(&PostParams::default(), &pod)
+            create_resent(&api, &pod)
                 .await
                 .map(keep)
                 .map_err(|e| format!("pod {:?}: {e}", pod.metadata.name))
