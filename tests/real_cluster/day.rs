@@ -795,7 +795,7 @@ fn print_rows(rows: &[Row]) {
          at the burst's decisions)"
     );
     println!(
-        "{:<32} {:>5} {:<11} {:>4} {:>9} {:>8} {:>6} {:>9} {:>10} {:>13} {:>9}",
+        "{:<28} {:>5} {:<11} {:>4} {:>9} {:>8} {:>6} {:>9} {:>12} {:>10} {:>13} {:>9}",
         "burst",
         "at",
         "variant",
@@ -804,6 +804,7 @@ fn print_rows(rows: &[Row]) {
         "hottest",
         "bound",
         "onto busy",
+        "steered/named",
         "uncounted",
         "counted twice",
         "unscraped"
