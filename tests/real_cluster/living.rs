@@ -169,15 +169,17 @@ pub async fn wait_settled(cluster: &Cluster, window: Duration, nodes: &[(String,
             return;
         }
         if Instant::now() >= deadline {
-            let wrong: Vec<String> = nodes
-                .iter()
+            let misread: Vec<(&String, f64, Option<f64>)> = (nodes.iter())
                 .filter(|node| !reads_right(node))
-                .map(|(name, busy)| format!("{name} {busy:.3} read {:?}", read.get(name.as_str())))
+                .map(|(name, busy)| (name, *busy, read.get(name.as_str()).copied()))
                 .collect();
-            let high = (nodes.iter())
-                .filter(|(name, busy)| read.get(name.as_str()).is_some_and(|r| r - busy >= 0.03))
+            let high = (misread.iter())
+                .filter(|&&(_, busy, r)| r.is_some_and(|r| r > busy))
                 .count();
-            let otherwise = wrong.len() - high;
+            let otherwise = misread.len() - high;
+            let wrong: Vec<String> = (misread.iter())
+                .map(|(name, busy, r)| format!("{name} {busy:.3} read {r:?}"))
+                .collect();
             if in_snapshots && high <= nodes.len() / 20 && otherwise <= nodes.len() / 50 {
                 println!(
                     "{right} of {} nodes read right after {patience:?} ({high} high); read \

@@ -417,8 +417,7 @@ impl Ledger {
 
     /// The in-flight load and requests counted on `node`.
     pub(crate) fn extra(&self, node: &str) -> Option<NodeExtra> {
-        let id = *self.node_ids.get(node)?;
-        Some(self.per_node[id as usize]).filter(|x| !x.is_negligible())
+        self.extra_by_number(*self.node_ids.get(node)?)
     }
 
     /// Where the pod `id` is expected to land, with probabilities; bound pods have one node.
@@ -453,11 +452,6 @@ impl Ledger {
         }
     }
 
-    /// The number of `node`, given it on first sight.
-    pub(in crate::inflight) fn node_number(&mut self, node: &str) -> u32 {
-        self.node_id(node)
-    }
-
     /// How many nodes have a number.
     pub(in crate::inflight) fn numbered_nodes(&self) -> usize {
         self.node_names.len()
@@ -478,7 +472,8 @@ impl Ledger {
         &self.changes
     }
 
-    fn node_id(&mut self, node: &str) -> u32 {
+    /// The number of `node`, given it on first sight.
+    pub(in crate::inflight) fn node_id(&mut self, node: &str) -> u32 {
         if let Some(&id) = self.node_ids.get(node) {
             return id;
         }

@@ -23,7 +23,7 @@ pub(super) struct Alignment {
 }
 
 /// How far a reader has followed the group changes (pods gained and lost by each group, bound
-/// and pending) of one ledger aligned with one view.
+/// and pending) of one world aligned with one view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct GroupMark {
     view_id: u64,
@@ -32,7 +32,7 @@ pub(crate) struct GroupMark {
     namespaces: u64,
 }
 
-/// How far a reader has followed the changes of one ledger aligned with one view.
+/// How far a reader has followed the changes of one world aligned with one view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct ChangeMark {
     view_id: u64,
@@ -91,7 +91,7 @@ impl World {
         }
         let numbers: Vec<(u32, u32)> = names
             .map(|name| {
-                let number = self.charges.node_number(name);
+                let number = self.charges.node_id(name);
                 (number, self.cluster.occupancy.number(name))
             })
             .collect();
