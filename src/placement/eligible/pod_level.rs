@@ -309,12 +309,14 @@ pub(crate) fn best_scored(
     let cluster = ClusterPods::new(pods, world.cluster.namespace_labels());
     if !has_spread_score(facts, &cluster) {
         // InterPodAffinity alone: kept by its raw scores' range, without the scores.
-        let keep = |score: &AffinityScore<'_, '_>| {
-            score.keep_best(allowed, INTER_POD_AFFINITY_WEIGHT, margin)
-        };
+        let weight = INTER_POD_AFFINITY_WEIGHT;
         let kept = match around {
-            Around::Kept { sums, mirrored } => sums.read(facts, view, world, mirrored, keep),
-            Around::Read { mirrored } => read_around(facts, view, world, mirrored, keep),
+            Around::Kept { sums, mirrored } => {
+                sums.keep_best(at, mirrored, allowed, weight, margin)
+            }
+            Around::Read { mirrored } => read_around(facts, view, world, mirrored, |score| {
+                score.keep_best(allowed, weight, margin)
+            }),
         };
         return kept.flatten().unwrap_or_else(|| allowed.to_vec());
     }

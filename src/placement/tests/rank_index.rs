@@ -25,10 +25,10 @@ use k8s_openapi::api::core::v1::Pod;
 use proptest::prelude::*;
 use serde_json::json;
 
-const TTL: Duration = Duration::from_secs(60);
+pub(super) const TTL: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Clone)]
-struct GenNode {
+pub(super) struct GenNode {
     cpu: f64,
     cores: u32,
     requested: f64,
@@ -37,7 +37,7 @@ struct GenNode {
     cordoned: bool,
 }
 
-fn gen_node() -> impl Strategy<Value = GenNode> {
+pub(super) fn gen_node() -> impl Strategy<Value = GenNode> {
     (
         0.0..1.0f64,
         prop::sample::select(vec![4u32, 8, 16]),
@@ -59,7 +59,7 @@ fn gen_node() -> impl Strategy<Value = GenNode> {
 }
 
 #[derive(Debug, Clone)]
-enum Op {
+pub(super) enum Op {
     /// A pod of shape `shape` is decided and charged where the decision predicts it lands.
     Steer {
         shape: usize,
@@ -97,7 +97,7 @@ enum Op {
     NewView,
 }
 
-fn gen_op() -> impl Strategy<Value = Op> {
+pub(super) fn gen_op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (0usize..SHAPES).prop_map(|shape| Op::Steer { shape }),
         2 => (0usize..64, 0usize..400).prop_map(|(k, node)| Op::Bind { k, node }),
@@ -113,7 +113,7 @@ fn gen_op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn snapshot(nodes: &[GenNode]) -> LoadSnapshot {
+pub(super) fn snapshot(nodes: &[GenNode]) -> LoadSnapshot {
     LoadSnapshot {
         taken_at: None,
         pods: Vec::new(),
@@ -152,12 +152,12 @@ fn snapshot(nodes: &[GenNode]) -> LoadSnapshot {
     }
 }
 
-const SHAPES: usize = 5;
+pub(super) const SHAPES: usize = 5;
 
 /// Five shapes: 2 cores, 4 cores carrying network, 1 core restricted to the flink pool, and two
 /// of a job's TaskManagers the scheduler scores by the pods around them: kept apart by host
 /// (preferred anti-affinity) and drawn to the zones that hold the job (preferred affinity).
-fn pod(shape: usize) -> (Pod, PodLoad) {
+pub(super) fn pod(shape: usize) -> (Pod, PodLoad) {
     let (cpu, selector, network) = match shape {
         0 | 3 | 4 => ("2", None, 0.0),
         1 => ("4", None, 2e8),
@@ -196,7 +196,7 @@ fn pod(shape: usize) -> (Pod, PodLoad) {
     )
 }
 
-fn demand(pod: &Pod, load: PodLoad) -> PodDemand<'_> {
+pub(super) fn demand(pod: &Pod, load: PodLoad) -> PodDemand<'_> {
     PodDemand {
         constraints: PodConstraints::of(pod, &[]),
         facts: PodFacts::of(pod),
@@ -206,7 +206,7 @@ fn demand(pod: &Pod, load: PodLoad) -> PodDemand<'_> {
 }
 
 /// The pod watch's event for a pod of the job of `template`: bound to `node`, or gone.
-fn watch_job(world: &mut World, template: &Pod, pod: &str, node: Option<&str>) {
+pub(super) fn watch_job(world: &mut World, template: &Pod, pod: &str, node: Option<&str>) {
     let mut bound = template.clone();
     bound.metadata.name = Some(format!("job-{pod}"));
     bound.metadata.uid = Some(format!("job-uid-{pod}"));
@@ -223,7 +223,7 @@ fn watch_job(world: &mut World, template: &Pod, pod: &str, node: Option<&str>) {
     );
 }
 
-fn name(i: usize) -> String {
+pub(super) fn name(i: usize) -> String {
     format!("worker-{i:04}")
 }
 

@@ -12,9 +12,11 @@ use k8s_openapi::api::core::v1::PodAffinityTerm;
 use super::pod::PodFacts;
 use super::pods::{Labels, NO_LABELS, term_selects};
 
+mod carried;
 mod filtering;
 mod scoring;
 
+pub(crate) use carried::CarriedRaws;
 pub(crate) use filtering::AffinityFilter;
 pub(crate) use filtering::AffinityUnfit;
 pub(crate) use scoring::AffinitySums;

@@ -221,6 +221,22 @@ impl<'p, 'd> AffinityScore<'p, 'd> {
         let (min, max) = raws
             .iter()
             .fold((i64::MAX, i64::MIN), |(lo, hi), &s| (lo.min(s), hi.max(s)));
+        self.keep_by_raws(candidates, &raws, (min, max), weight, margin)
+    }
+
+    /// What [`AffinityScore::keep_best`] keeps of `candidates`, given their raw scores and
+    /// the lowest and highest of them.
+    pub(super) fn keep_by_raws(
+        &self,
+        candidates: &[u32],
+        raws: &[i64],
+        (min, max): (i64, i64),
+        weight: i64,
+        margin: i64,
+    ) -> Option<Vec<u32>> {
+        if candidates.is_empty() || self.sums.matched <= 0 {
+            return None;
+        }
         let spread = max - min;
         // The best scores MAX_NODE_SCORE when the scores differ, and all score 0 when not.
         let best = if spread > 0 {
@@ -247,15 +263,26 @@ impl<'p, 'd> AffinityScore<'p, 'd> {
         Some(
             candidates
                 .iter()
-                .zip(&raws)
+                .zip(raws)
                 .filter(|&(_, &raw)| raw >= lowest_kept)
                 .map(|(&i, _)| i)
                 .collect(),
         )
     }
 
+    /// How many topology keys the score sums over so far.
+    pub(super) fn key_count(&self) -> usize {
+        self.sums.keys.len()
+    }
+
+    /// The domains of the key in `slot`, and how many there are.
+    pub(super) fn key_domains(&self, slot: usize) -> (&Domains, usize) {
+        let key = &self.sums.keys[slot];
+        (&key.domains, key.sums.len())
+    }
+
     /// Node `i`'s raw score: the weights of the pods around it, per topology key.
-    fn raw(&self, i: usize) -> i64 {
+    pub(super) fn raw(&self, i: usize) -> i64 {
         match self.sums.keys.as_slice() {
             // The usual case, one topology key: no inner loop.
             [key] => key.domains.of_node(i).map_or(0, |d| key.sums[d]),
