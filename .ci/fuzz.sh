@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzing (cargo-fuzz, libFuzzer) in two modes:
 #
-#   bash .ci/fuzz.sh                 the gate: replays every committed corpus and regression
+#   bash .ci/fuzz.sh                 fixed runs (not in .ci/run, whose `cargo test` replays the
+#                                    corpus through the same oracles): replays every committed corpus and regression
 #                                    input, then runs each target from its seeds with a fixed
 #                                    seed and a fixed number of runs. The inputs libFuzzer
 #                                    keeps, and so its later mutations, can differ by a few

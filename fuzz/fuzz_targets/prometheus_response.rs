@@ -1,94 +1,11 @@
-//! Raw Prometheus `/api/v1/query` response bodies → readings → snapshot → a decision.
-//!
-//! Input: one byte choosing the node mapping, then up to six response bodies separated by 0xFF
-//! (never part of UTF-8 JSON): cpu, network, cpu_cores, network_capacity, memory, uname.
-//! Never panics; a snapshot that is built passes the snapshot file format's validation (the
-//! placement code relies on it), names each node once, and can be decided on.
+//! The `prometheus_response` target: every input through the oracle in `fuzz/oracle/prometheus_response.rs`, which the
+//! plain test run replays and mutates too (tests/it/fuzz_regressions.rs).
 
 #![no_main]
 
-use std::collections::BTreeSet;
-use std::time::{Duration, SystemTime};
+#[path = "../oracle/prometheus_response.rs"]
+mod oracle;
 
-use libfuzzer_sys::fuzz_target;
-use placement_webhook::config::PlacementConfig;
-use placement_webhook::config::prometheus::NodeMapping;
-use placement_webhook::config::scheduler::SchedulerConfig;
-use placement_webhook::inflight::ledger::Ledger;
-use placement_webhook::inflight::world::World;
-use placement_webhook::metrics_source::{Readings, build_snapshot, parse_vector};
-use placement_webhook::placement::{DecisionCtx, PodDemand, decide};
-use placement_webhook::view::ClusterView;
-
-fuzz_target!(|data: &[u8]| {
-    let Some((&selector, rest)) = data.split_first() else {
-        return;
-    };
-    let mapping = match selector % 4 {
-        0 => NodeMapping::Label {
-            name: "node".into(),
-        },
-        1 => NodeMapping::Label {
-            name: "instance".into(),
-        },
-        2 => NodeMapping::Uname,
-        _ => NodeMapping::InternalIp,
-    };
-    let ips: placement_webhook::hashing::HashMap<String, String> = [
-        ("10.0.0.1".to_string(), "worker-1".to_string()),
-        ("fd00::2".to_string(), "worker-2".to_string()),
-    ]
-    .into_iter()
-    .collect();
-
-    let mut bodies = rest.split(|&b| b == 0xFF).map(parse_vector);
-    let mut required = || bodies.next().map(Result::ok).unwrap_or_default();
-    // A failed cpu or network query fails the refresh: nothing to build.
-    let (Some(cpu), Some(network)) = (required(), required()) else {
-        return;
-    };
-    let mut optional = || required();
-    let readings = Readings {
-        cpu,
-        network,
-        cpu_cores: optional(),
-        network_capacity: optional(),
-        memory: optional(),
-        uname: optional(),
-        pod_cpu: optional(),
-        pod_network: optional(),
-    };
-    let taken_at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-    let Ok((snapshot, _report)) = build_snapshot(&readings, &mapping, Some(&ips), taken_at) else {
-        return;
-    };
-    if let Err(e) = snapshot.validate() {
-        panic!("a snapshot built from Prometheus fails validation: {e}\n{snapshot:?}");
-    }
-    let names: BTreeSet<&str> = snapshot.nodes.iter().map(|n| n.name.as_str()).collect();
-    assert_eq!(names.len(), snapshot.nodes.len(), "a node appears twice");
-    assert!(
-        !snapshot.nodes.is_empty(),
-        "an empty snapshot is an error, not a snapshot"
-    );
-
-    let policy = PlacementConfig::default();
-    let view = ClusterView::build(&snapshot, None, &policy);
-    let demand = PodDemand::default();
-    let scheduler = SchedulerConfig::default();
-    let decision = decide(
-        &DecisionCtx::new(
-            &demand,
-            &view,
-            &World::new(Ledger::new(Duration::from_secs(90))),
-            &policy,
-            &scheduler,
-        ),
-        0,
-    );
-    for tier in &decision.tiers {
-        for node in &tier.nodes {
-            assert!(node.heat.is_finite(), "non-finite heat for {}", node.name);
-        }
-    }
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    oracle::check(data);
 });
