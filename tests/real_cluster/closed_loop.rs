@@ -37,8 +37,8 @@ mod generated;
 
 use diagnose::{bound_unnamed, print_strays, scheduler_order};
 use generated::{
-    BUSY, HEAVY, LANDINGS, LIGHT, Load, OtherWorkload, Template, generate, labels, running_pod,
-    snapshot, taskmanager, zone_name,
+    BUSY, HEAVY, LANDINGS, LIGHT, Load, OtherWorkload, Template, generate, joined_coolest_first,
+    labels, running_pod, snapshot, taskmanager, zone_name,
 };
 
 /// Creates the burst in `namespace`, 8 at a time, waits for every bind; the node index of each
@@ -112,6 +112,9 @@ struct Scenario {
     /// Pods of another workload created per second while the burst is scheduled: each of
     /// their scheduling cycles moves the scheduler's rotating start too.
     others_per_second: u32,
+    /// The nodes join coolest first ([`joined_coolest_first`]): the scheduler's order follows
+    /// load, and the webhook, which lists them, cannot know it.
+    cool_joined_first: bool,
 }
 
 /// One TaskManager per node first (preferred anti-affinity, weight 100, which ties the
@@ -126,6 +129,7 @@ const APART_ON_TWO_THOUSAND: Scenario = Scenario {
     template: Template::Apart,
     restarted: false,
     others_per_second: 0,
+    cool_joined_first: false,
 };
 
 /// The job's TaskManagers spread evenly over the zones (DoNotSchedule), busy cluster.
@@ -139,6 +143,7 @@ const ZONE_SPREAD_ON_TWO_THOUSAND: Scenario = Scenario {
     template: Template::ZoneSpread,
     restarted: false,
     others_per_second: 0,
+    cool_joined_first: false,
 };
 
 /// One scenario end to end; prints its table.
@@ -153,8 +158,14 @@ async fn run(scenario: Scenario) -> Option<Run> {
         template,
         restarted,
         others_per_second,
+        cool_joined_first,
     } = scenario;
     let nodes = generate(n, seed, load);
+    let nodes = if cool_joined_first {
+        joined_coolest_first(nodes)
+    } else {
+        nodes
+    };
     let snapshot = snapshot(&nodes);
     let mut setup = Setup::nodes(0);
     let mut specs: Vec<(NodeSpec, f64)> = nodes
@@ -399,6 +410,7 @@ async fn forty_nodes_every_node_scored() {
         template: Template::Plain,
         restarted: false,
         others_per_second: 0,
+        cool_joined_first: false,
     };
     let Some(run) = run(scenario).await else {
         return;
@@ -419,6 +431,7 @@ async fn five_hundred_nodes_default_sampling() {
         template: Template::Plain,
         restarted: false,
         others_per_second: 0,
+        cool_joined_first: false,
     };
     let Some(run) = run(scenario).await else {
         return;
@@ -442,6 +455,7 @@ async fn two_thousand_busy_nodes_default_sampling_late_joiners() {
         template: Template::Plain,
         restarted: false,
         others_per_second: 0,
+        cool_joined_first: false,
     };
     let Some(run) = run(scenario).await else {
         return;
@@ -465,6 +479,7 @@ async fn five_thousand_busy_nodes_default_sampling_late_joiners() {
         template: Template::Plain,
         restarted: false,
         others_per_second: 0,
+        cool_joined_first: false,
     };
     let Some(run) = run(scenario).await else {
         return;
@@ -489,6 +504,7 @@ async fn two_thousand_busy_nodes_default_sampling_other_pods_scheduled_meanwhile
         template: Template::Plain,
         restarted: false,
         others_per_second: 10,
+        cool_joined_first: false,
     };
     let Some(run) = run(scenario).await else {
         return;
@@ -512,6 +528,7 @@ async fn two_thousand_busy_nodes_default_sampling_scheduler_restarted() {
         template: Template::Plain,
         restarted: true,
         others_per_second: 0,
+        cool_joined_first: false,
     };
     let Some(run) = run(scenario).await else {
         return;
@@ -550,6 +567,37 @@ async fn two_thousand_busy_nodes_template_zone_spread() {
         return;
     };
     check_named_sampled("2,000 busy nodes, zone spread", &run);
+}
+
+/// The nodes joined coolest first, before the webhook was installed (it lists them and cannot
+/// know their order), no late joiners: the scheduler's order follows load, so one contiguous
+/// sample holds most of the cool nodes or few of them. Not in the gate yet: the webhook misses
+/// it. In two runs 690 and 661 of 1,500 pods went to nodes no term named (the named nodes, the
+/// coolest, sit together at the start of the order, and a sample of a third of the order
+/// from elsewhere holds none), 256 and 250 onto busy nodes, the hottest 1.017 against ideal's
+/// 0.496 (+8.3 TaskManagers); the pods on named nodes ended at 0.444 and 0.537. Run it by name
+/// with `--ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: the webhook does not yet hold this scenario (see docs/design.md, \
+            \"Limits\")"]
+async fn two_thousand_busy_nodes_default_sampling_cool_nodes_joined_first() {
+    let _serial = serial().await;
+    let scenario = Scenario {
+        name: "2,000 busy nodes, cool ones joined first",
+        nodes: 2000,
+        pods: 1500,
+        seed: 2005,
+        load: HEAVY,
+        late: 0,
+        template: Template::Plain,
+        restarted: false,
+        others_per_second: 0,
+        cool_joined_first: true,
+    };
+    let Some(run) = run(scenario).await else {
+        return;
+    };
+    check_named_sampled("2,000 busy nodes, cool ones joined first", &run);
 }
 
 /// Restarts the default scheduler and waits until the new one leads (its Lease acquired anew,
@@ -612,6 +660,11 @@ fn model_of(
 /// webhook (2 replicas) on the model scheduler.
 fn model_rows(scenario: &Scenario) -> (Figures, Figures, Figures) {
     let nodes = generate(scenario.nodes, scenario.seed, scenario.load);
+    let nodes = if scenario.cool_joined_first {
+        joined_coolest_first(nodes)
+    } else {
+        nodes
+    };
     let config = Config::default();
     let (model, burst) = model_of(scenario, snapshot(&nodes), &config);
     let row = |method| {

@@ -52,10 +52,7 @@ pub(super) const HEAVY: Load = Load {
 /// nothing about load.
 pub(super) fn generate(n: usize, seed: u64, load: Load) -> Vec<Node> {
     let mut rng = Rng(seed);
-    let stride = (1..n)
-        .rev()
-        .find(|s| gcd(*s, n) == 1 && *s > n / 3)
-        .unwrap_or(1);
+    let stride = name_stride(n);
     (0..n)
         .map(|i| {
             let cores = [16, 32, 64][(rng.unit() * 3.0) as usize % 3];
@@ -77,6 +74,29 @@ pub(super) fn generate(n: usize, seed: u64, load: Load) -> Vec<Node> {
             }
         })
         .collect()
+}
+
+/// Names are position x stride (mod n), the stride coprime with n: a permutation.
+fn name_stride(n: usize) -> usize {
+    (1..n)
+        .rev()
+        .find(|s| gcd(*s, n) == 1 && *s > n / 3)
+        .unwrap_or(1)
+}
+
+/// The same nodes in the order they join (the tests create nodes in order, many a second)
+/// coolest first, as when a new pool or an autoscaler's batch of idle nodes joined together:
+/// the scheduler's order then follows load. Names and zones are given by the new positions as
+/// [`generate`] gives them, so neither says anything about load.
+pub(super) fn joined_coolest_first(mut nodes: Vec<Node>) -> Vec<Node> {
+    nodes.sort_by(|a, b| a.cpu.total_cmp(&b.cpu));
+    let n = nodes.len();
+    let stride = name_stride(n);
+    for (i, node) in nodes.iter_mut().enumerate() {
+        node.name = format!("worker-{:05}", (i * stride) % n);
+        node.zone = i % 3;
+    }
+    nodes
 }
 
 fn gcd(a: usize, b: usize) -> usize {
