@@ -132,6 +132,20 @@ const APART_ON_TWO_THOUSAND: Scenario = Scenario {
     cool_joined_first: false,
 };
 
+/// Every node joined coolest first, after the scheduler and before the webhook started.
+const COOL_JOINED_FIRST: Scenario = Scenario {
+    name: "2,000 busy nodes, cool ones joined first",
+    nodes: 2000,
+    pods: 1500,
+    seed: 2005,
+    load: HEAVY,
+    late: 0,
+    template: Template::Plain,
+    restarted: false,
+    others_per_second: 0,
+    cool_joined_first: true,
+};
+
 /// The job's TaskManagers spread evenly over the zones (DoNotSchedule), busy cluster.
 const ZONE_SPREAD_ON_TWO_THOUSAND: Scenario = Scenario {
     name: "2,000 busy nodes, zone spread",
@@ -575,26 +589,16 @@ async fn two_thousand_busy_nodes_template_zone_spread() {
 /// it. In two runs 690 and 661 of 1,500 pods went to nodes no term named (the named nodes, the
 /// coolest, sit together at the start of the order, and a sample of a third of the order
 /// from elsewhere holds none), 256 and 250 onto busy nodes, the hottest 1.017 against ideal's
-/// 0.496 (+8.3 TaskManagers); the pods on named nodes ended at 0.444 and 0.537. Run it by name
+/// 0.496 (+8.3 TaskManagers); the pods on named nodes ended at 0.444 and 0.537. The bound
+/// is water-filling inside each sample of the real order (0.785, the model's, which holds the
+/// nodes in join order as the scheduler does): +3.7 TaskManagers above it. Run it by name
 /// with `--ignored --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement: the webhook does not yet hold this scenario (see docs/design.md, \
             \"Limits\")"]
 async fn two_thousand_busy_nodes_default_sampling_cool_nodes_joined_first() {
     let _serial = serial().await;
-    let scenario = Scenario {
-        name: "2,000 busy nodes, cool ones joined first",
-        nodes: 2000,
-        pods: 1500,
-        seed: 2005,
-        load: HEAVY,
-        late: 0,
-        template: Template::Plain,
-        restarted: false,
-        others_per_second: 0,
-        cool_joined_first: true,
-    };
-    let Some(run) = run(scenario).await else {
+    let Some(run) = run(COOL_JOINED_FIRST).await else {
         return;
     };
     check_named_sampled("2,000 busy nodes, cool ones joined first", &run);
@@ -644,7 +648,15 @@ fn model_of(
     let n = scenario.nodes;
     // A restarted scheduler listed every node at its start.
     let late = if scenario.restarted { 0 } else { scenario.late };
-    let late_joiners: Vec<usize> = (n - late..n).collect();
+    // Nodes that joined coolest first joined after the scheduler started, in index order: the
+    // model's scheduler holds them in that order, as the real one does, so the bound inside
+    // each sample is the real one's. The model's webhook then saw them join and knows the order,
+    // which the real webhook, installed after them, does not.
+    let late_joiners: Vec<usize> = if scenario.cool_joined_first {
+        (0..n).collect()
+    } else {
+        (n - late..n).collect()
+    };
     let model = simulate::Cluster::new(snapshot, config).with_late_joiners(&late_joiners);
     let burst = Burst {
         pod: taskmanager("tm", scenario.template),
@@ -696,12 +708,33 @@ fn model_zone_spread_on_two_thousand_busy_nodes_is_within_one_taskmanager() {
     check_model_within_one_taskmanager(&ZONE_SPREAD_ON_TWO_THOUSAND);
 }
 
+/// The nodes joined coolest first ([`COOL_JOINED_FIRST`]), and the model's webhook saw them
+/// join: what knowing the scheduler's order gives under default sampling, against water-filling
+/// inside each sample of the real order. Not in the gate yet: the model's webhook ends at
+/// 1.017 with 284 pods onto busy nodes (the real runs: 1.017, 256 and 250), against 0.785 and
+/// none inside each sample (ideal over every node: 0.496). Knowing the order is not enough:
+/// the named nodes are the coolest, all in the first stretch of the order.
+#[test]
+#[ignore = "a measurement: the webhook does not yet hold this scenario (see docs/design.md, \
+            \"Limits\")"]
+fn model_cool_nodes_joined_first_with_the_order_known_is_within_one_taskmanager() {
+    check_model_within_one_taskmanager(&COOL_JOINED_FIRST);
+}
+
 fn check_model_within_one_taskmanager(scenario: &Scenario) {
     let (ideal, ideal_in_sample, webhook) = model_rows(scenario);
     let bound = ideal.hottest_cpu.max(ideal_in_sample.hottest_cpu);
     eprintln!(
-        "{}: model webhook {:.3}, bound {bound:.3}, one TaskManager {:.3}",
-        scenario.name, webhook.hottest_cpu, webhook.one_pod_on_hottest
+        "{}: model webhook {:.3}, bound {bound:.3} (ideal {:.3}, inside each sample {:.3}), one \
+         TaskManager {:.3}; onto busy nodes: webhook {}, ideal {}, inside each sample {}",
+        scenario.name,
+        webhook.hottest_cpu,
+        ideal.hottest_cpu,
+        ideal_in_sample.hottest_cpu,
+        webhook.one_pod_on_hottest,
+        webhook.onto_busy,
+        ideal.onto_busy,
+        ideal_in_sample.onto_busy
     );
     assert!(
         webhook.hottest_cpu <= bound + webhook.one_pod_on_hottest + 1e-9,
