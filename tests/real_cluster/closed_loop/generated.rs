@@ -109,10 +109,16 @@ pub(super) fn labels(node: &Node) -> Vec<(String, String)> {
         ("topology.kubernetes.io/region".into(), "eu-west".into()),
     ]
     .into_iter()
-    .chain(std::iter::once((
-        "topology.kubernetes.io/zone".to_string(),
-        zone_name(node.zone),
-    )))
+    .chain([
+        (
+            "topology.kubernetes.io/zone".to_string(),
+            zone_name(node.zone),
+        ),
+        (
+            HEAT_BAND.to_string(),
+            ((node.cpu * 10.0) as u32).min(9).to_string(),
+        ),
+    ])
     .collect()
 }
 
@@ -153,7 +159,15 @@ pub(super) enum Template {
     Apart,
     /// Zone topology spread of the job's TaskManagers, maxSkew 1, DoNotSchedule.
     ZoneSpread,
+    /// Graded coverage by a static label: preferred terms `heat-band Lt b` of weight
+    /// `HEAT_BAND_WEIGHT` for each band b of 1-9, so a cooler band scores higher on every node,
+    /// named or not ([`HEAT_BAND`], the node's CPU busy in tenths when the cluster was made).
+    HeatBands,
 }
+
+/// The label of a node's heat band (its CPU busy fraction in tenths, 0-9).
+pub(super) const HEAT_BAND: &str = "heat-band";
+const HEAT_BAND_WEIGHT: i32 = 10;
 
 /// A native-mode TaskManager: a log sidecar and `flink-main-container`, requests equal to
 /// limits, with what `template` adds.
@@ -171,6 +185,18 @@ pub(super) fn taskmanager(name: &str, template: Template) -> Value {
                         "labelSelector": {"matchLabels": job}
                     }
                 }]
+            }});
+        }
+        Template::HeatBands => {
+            let terms: Vec<Value> = (1..=9)
+                .map(|band| {
+                    json!({"weight": HEAT_BAND_WEIGHT, "preference": {"matchExpressions": [
+                        {"key": HEAT_BAND, "operator": "Lt", "values": [band.to_string()]}
+                    ]}})
+                })
+                .collect();
+            pod["spec"]["affinity"] = json!({"nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": terms
             }});
         }
         Template::ZoneSpread => {
