@@ -604,6 +604,24 @@ async fn two_thousand_busy_nodes_default_sampling_cool_nodes_joined_first() {
     check_named_sampled("2,000 busy nodes, cool ones joined first", &run);
 }
 
+/// [`COOL_JOINED_FIRST`] with graded coverage by a static heat-band label
+/// ([`Template::HeatBands`]) on the real scheduler: 0.871 (+1.4 TaskManagers above the bound
+/// of 0.785 inside each sample) with 45 pods onto busy nodes, as the model has it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement of a mechanism not built (see docs/design.md, \"Limits\")"]
+async fn two_thousand_busy_nodes_default_sampling_cool_nodes_joined_first_heat_bands() {
+    let _serial = serial().await;
+    let scenario = Scenario {
+        name: "2,000 busy nodes, cool ones joined first, heat bands",
+        template: Template::HeatBands,
+        ..COOL_JOINED_FIRST
+    };
+    let Some(run) = run(scenario).await else {
+        return;
+    };
+    check_named_sampled("2,000 busy nodes, cool ones joined first, heat bands", &run);
+}
+
 /// Restarts the default scheduler and waits until the new one leads (its Lease acquired anew,
 /// which the webhook's Lease watch reads) and has listed every node.
 async fn restart_default_scheduler(cluster: &mut Cluster) {
