@@ -151,7 +151,7 @@ pub(super) fn snapshot(nodes: &[Node]) -> LoadSnapshot {
 }
 
 /// What the job's pod template adds to its TaskManagers.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum Template {
     Plain,
     /// Preferred anti-affinity to the job's own TaskManagers by hostname, weight 100: one per
@@ -163,6 +163,9 @@ pub(super) enum Template {
     /// `HEAT_BAND_WEIGHT` for each band b of 1-9, so a cooler band scores higher on every node,
     /// named or not ([`HEAT_BAND`], the node's CPU busy in tenths when the cluster was made).
     HeatBands,
+    /// [`Template::HeatBands`]' terms, the model relabelling a node's band at each bind (a
+    /// labeller that follows the binds; the model only).
+    HeatBandsFollowingBinds,
 }
 
 /// The label of a node's heat band (its CPU busy fraction in tenths, 0-9).
@@ -187,7 +190,7 @@ pub(super) fn taskmanager(name: &str, template: Template) -> Value {
                 }]
             }});
         }
-        Template::HeatBands => {
+        Template::HeatBands | Template::HeatBandsFollowingBinds => {
             let terms: Vec<Value> = (1..=9)
                 .map(|band| {
                     json!({"weight": HEAT_BAND_WEIGHT, "preference": {"matchExpressions": [
