@@ -37,7 +37,7 @@ mod generated;
 
 use diagnose::{bound_unnamed, print_strays, scheduler_order};
 use generated::{
-    BUSY, HEAT_BAND, HEAVY, LANDINGS, LIGHT, Load, OtherWorkload, Template, generate,
+    BUSY, BandLabeller, HEAT_BAND, HEAVY, LANDINGS, LIGHT, Load, OtherWorkload, Template, generate,
     joined_coolest_first, labels, running_pod, snapshot, taskmanager, zone_name,
 };
 
@@ -215,7 +215,13 @@ async fn run(scenario: Scenario) -> Option<Run> {
         restart_default_scheduler(&mut cluster).await;
     }
     let others = (others_per_second > 0).then(|| OtherWorkload::start(&cluster, others_per_second));
+    let labeller = (template == Template::HeatBandsFollowingBinds)
+        .then(|| BandLabeller::start(&cluster, FLINK, &nodes));
     let landed = burst_on_real_scheduler(&cluster, FLINK, (count, template), &index).await;
+    if let Some(labeller) = labeller {
+        let writes = labeller.stop().await;
+        eprintln!("{writes} node label writes while the burst was bound");
+    }
     if let Some(others) = others {
         let created = others.stop().await;
         eprintln!("{created} pods of another workload created while the burst was scheduled");
@@ -620,6 +626,27 @@ async fn two_thousand_busy_nodes_default_sampling_cool_nodes_joined_first_heat_b
         return;
     };
     check_named_sampled("2,000 busy nodes, cool ones joined first, heat bands", &run);
+}
+
+/// [`COOL_JOINED_FIRST`] with heat bands that follow the binds ([`BandLabeller`], test-side)
+/// on the real scheduler: 0.825 (+0.31 TaskManagers above the bound inside each sample), 10
+/// pods onto busy nodes (the labeller's lag behind the binds), 802 node label writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement of a mechanism not built (see docs/design.md, \"Limits\")"]
+async fn two_thousand_busy_nodes_default_sampling_cool_nodes_joined_first_bands_following_binds() {
+    let _serial = serial().await;
+    let scenario = Scenario {
+        name: "2,000 busy nodes, cool ones joined first, bands following binds",
+        template: Template::HeatBandsFollowingBinds,
+        ..COOL_JOINED_FIRST
+    };
+    let Some(run) = run(scenario).await else {
+        return;
+    };
+    check_named_sampled(
+        "2,000 busy nodes, cool ones joined first, bands following binds",
+        &run,
+    );
 }
 
 /// Restarts the default scheduler and waits until the new one leads (its Lease acquired anew,
