@@ -565,15 +565,22 @@ async fn two_thousand_busy_nodes_default_sampling_scheduler_restarted() {
     );
 }
 
+/// One scenario on the real scheduler, one control plane at a time, checked by
+/// [`check_named_sampled`].
+async fn run_and_check_named(scenario: Scenario) {
+    let _serial = serial().await;
+    let name = scenario.name;
+    let Some(run) = run(scenario).await else {
+        return;
+    };
+    check_named_sampled(name, &run);
+}
+
 /// [`APART_ON_TWO_THOUSAND`] on the real scheduler (0.524 and 0.515 in two runs against
 /// ideal's 0.562: one TaskManager per node keeps every pod off the nodes ideal stacks).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_busy_nodes_template_apart() {
-    let _serial = serial().await;
-    let Some(run) = run(APART_ON_TWO_THOUSAND).await else {
-        return;
-    };
-    check_named_sampled("2,000 busy nodes, apart", &run);
+    run_and_check_named(APART_ON_TWO_THOUSAND).await;
 }
 
 /// [`ZONE_SPREAD_ON_TWO_THOUSAND`] on the real scheduler (0.395, 0.413 and 0.425 in three runs
@@ -582,11 +589,7 @@ async fn two_thousand_busy_nodes_template_apart() {
 /// hottest node at 0.694).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_busy_nodes_template_zone_spread() {
-    let _serial = serial().await;
-    let Some(run) = run(ZONE_SPREAD_ON_TWO_THOUSAND).await else {
-        return;
-    };
-    check_named_sampled("2,000 busy nodes, zone spread", &run);
+    run_and_check_named(ZONE_SPREAD_ON_TWO_THOUSAND).await;
 }
 
 /// The nodes joined coolest first, before the webhook was installed (it lists them and cannot
@@ -603,11 +606,7 @@ async fn two_thousand_busy_nodes_template_zone_spread() {
 #[ignore = "a measurement: the webhook does not yet hold this scenario (see docs/design.md, \
             \"Limits\")"]
 async fn two_thousand_busy_nodes_default_sampling_cool_nodes_joined_first() {
-    let _serial = serial().await;
-    let Some(run) = run(COOL_JOINED_FIRST).await else {
-        return;
-    };
-    check_named_sampled("2,000 busy nodes, cool ones joined first", &run);
+    run_and_check_named(COOL_JOINED_FIRST).await;
 }
 
 /// [`COOL_JOINED_FIRST`] with graded coverage by a static heat-band label
@@ -616,16 +615,12 @@ async fn two_thousand_busy_nodes_default_sampling_cool_nodes_joined_first() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement of a mechanism not built (see docs/design.md, \"Limits\")"]
 async fn two_thousand_busy_nodes_default_sampling_cool_nodes_joined_first_heat_bands() {
-    let _serial = serial().await;
-    let scenario = Scenario {
+    run_and_check_named(Scenario {
         name: "2,000 busy nodes, cool ones joined first, heat bands",
         template: Template::HeatBands,
         ..COOL_JOINED_FIRST
-    };
-    let Some(run) = run(scenario).await else {
-        return;
-    };
-    check_named_sampled("2,000 busy nodes, cool ones joined first, heat bands", &run);
+    })
+    .await;
 }
 
 /// [`COOL_JOINED_FIRST`] with heat bands that follow the binds ([`BandLabeller`], test-side)
@@ -634,19 +629,12 @@ async fn two_thousand_busy_nodes_default_sampling_cool_nodes_joined_first_heat_b
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement of a mechanism not built (see docs/design.md, \"Limits\")"]
 async fn two_thousand_busy_nodes_default_sampling_cool_nodes_joined_first_bands_following_binds() {
-    let _serial = serial().await;
-    let scenario = Scenario {
+    run_and_check_named(Scenario {
         name: "2,000 busy nodes, cool ones joined first, bands following binds",
         template: Template::HeatBandsFollowingBinds,
         ..COOL_JOINED_FIRST
-    };
-    let Some(run) = run(scenario).await else {
-        return;
-    };
-    check_named_sampled(
-        "2,000 busy nodes, cool ones joined first, bands following binds",
-        &run,
-    );
+    })
+    .await;
 }
 
 /// Restarts the default scheduler and waits until the new one leads (its Lease acquired anew,
