@@ -22,9 +22,7 @@ use crate::scheduler::PodGroup;
 use crate::view::ClusterView;
 use proptest::prelude::*;
 
-use super::rank_index::{
-    Op, SHAPES, TTL, demand, gen_node, gen_op, name, pod, snapshot, watch_job,
-};
+use super::rank_index::{Fixture, Op, SHAPES, TTL, demand, gen_node, gen_op, name, pod, snapshot};
 
 /// The weight and margin of the keep: InterPodAffinity's default weight, half a tier's gap.
 const WEIGHT: i64 = 2;
@@ -55,6 +53,7 @@ proptest! {
         world.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
         let mut steered: Vec<String> = Vec::new();
         let (mut reads, mut carried_reads) = (0, 0);
+        let fixture = Fixture::new(&snapshot, &policy, &shapes, nodes.len());
         for (step, op) in ops.iter().enumerate() {
             match op {
                 Op::Steer { shape } => {
@@ -76,21 +75,10 @@ proptest! {
                     }
                 }
                 Op::Watch { .. } => {}
-                Op::WatchJob { pod, shape, node } => {
-                    let on = node.map(|n| name(n % nodes.len()));
-                    watch_job(&mut world, &shapes[*shape].0, &format!("{pod}"), on.as_deref());
-                }
-                Op::WatchJobAlmostEverywhere { shape, gap } => {
-                    for n in (0..nodes.len()).filter(|n| n % gap != 0) {
-                        let pod = format!("everywhere-{shape}-{n}");
-                        watch_job(&mut world, &shapes[*shape].0, &pod, Some(&name(n)));
-                    }
-                }
-                Op::ExpireAll => world.charges.expire(Instant::now() + TTL * 2),
-                Op::NewView => {
-                    view = ClusterView::build(&snapshot, None, &policy);
-                    world.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
-                }
+                Op::WatchJob { .. }
+                | Op::WatchJobAlmostEverywhere { .. }
+                | Op::ExpireAll
+                | Op::NewView => fixture.apply(op, &mut world, &mut view),
             }
             // Every node now and then, else most of them (the candidates change: carried afresh).
             let candidates: Vec<u32> = (0..view.nodes.len() as u32)

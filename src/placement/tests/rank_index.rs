@@ -227,6 +227,58 @@ pub(super) fn name(i: usize) -> String {
     format!("worker-{i:04}")
 }
 
+/// What the property tests change alike from one generated cluster: the pod watch's pods of
+/// the job, expiry, a new view.
+pub(super) struct Fixture<'a> {
+    snapshot: &'a LoadSnapshot,
+    policy: &'a PlacementConfig,
+    shapes: &'a [(Pod, PodLoad)],
+    nodes: usize,
+}
+
+impl<'a> Fixture<'a> {
+    pub(super) fn new(
+        snapshot: &'a LoadSnapshot,
+        policy: &'a PlacementConfig,
+        shapes: &'a [(Pod, PodLoad)],
+        nodes: usize,
+    ) -> Self {
+        Fixture {
+            snapshot,
+            policy,
+            shapes,
+            nodes,
+        }
+    }
+
+    /// Applies `op` when it is one of the changes made alike; the others are left to the test.
+    pub(super) fn apply(&self, op: &Op, world: &mut World, view: &mut ClusterView) {
+        match op {
+            Op::WatchJob { pod, shape, node } => {
+                let on = node.map(|n| name(n % self.nodes));
+                watch_job(
+                    world,
+                    &self.shapes[*shape].0,
+                    &format!("{pod}"),
+                    on.as_deref(),
+                );
+            }
+            Op::WatchJobAlmostEverywhere { shape, gap } => {
+                for n in (0..self.nodes).filter(|n| n % gap != 0) {
+                    let pod = format!("everywhere-{shape}-{n}");
+                    watch_job(world, &self.shapes[*shape].0, &pod, Some(&name(n)));
+                }
+            }
+            Op::ExpireAll => world.charges.expire(Instant::now() + TTL * 2),
+            Op::NewView => {
+                *view = ClusterView::build(self.snapshot, None, self.policy);
+                world.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
+            }
+            Op::Steer { .. } | Op::Bind { .. } | Op::Forget { .. } | Op::Watch { .. } => {}
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(seeded::config(48))]
 
@@ -245,6 +297,7 @@ proptest! {
         let mut world = World::new(Ledger::new(TTL));
         world.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
         let mut steered: Vec<(String, usize)> = Vec::new();
+        let fixture = Fixture::new(&snapshot, &policy, &shapes, nodes.len());
         for (step, op) in ops.iter().enumerate() {
             match op {
                 Op::Steer { shape } => {
@@ -274,21 +327,10 @@ proptest! {
                     let on = node.map(|n| name(n % nodes.len()));
                     world.cluster.occupancy.set(&format!("watched-{pod}"), on.as_deref(), &requests);
                 }
-                Op::WatchJob { pod, shape, node } => {
-                    let on = node.map(|n| name(n % nodes.len()));
-                    watch_job(&mut world, &shapes[*shape].0, &format!("{pod}"), on.as_deref());
-                }
-                Op::WatchJobAlmostEverywhere { shape, gap } => {
-                    for n in (0..nodes.len()).filter(|n| n % gap != 0) {
-                        let pod = format!("everywhere-{shape}-{n}");
-                        watch_job(&mut world, &shapes[*shape].0, &pod, Some(&name(n)));
-                    }
-                }
-                Op::ExpireAll => world.charges.expire(Instant::now() + TTL * 2),
-                Op::NewView => {
-                    view = ClusterView::build(&snapshot, None, &policy);
-                    world.align(view.id, view.nodes.iter().map(|n| n.name.as_str()));
-                }
+                Op::WatchJob { .. }
+                | Op::WatchJobAlmostEverywhere { .. }
+                | Op::ExpireAll
+                | Op::NewView => fixture.apply(op, &mut world, &mut view),
             }
             for (shape, d) in demands.iter().enumerate() {
                 let walked = decide(&DecisionCtx::new(d, &view, &world, &policy, &scheduler), 3);
