@@ -114,10 +114,7 @@ pub(super) fn labels(node: &Node) -> Vec<(String, String)> {
             "topology.kubernetes.io/zone".to_string(),
             zone_name(node.zone),
         ),
-        (
-            HEAT_BAND.to_string(),
-            ((node.cpu * 10.0) as u32).min(9).to_string(),
-        ),
+        (HEAT_BAND.to_string(), heat_band(node.cpu).to_string()),
     ])
     .collect()
 }
@@ -171,6 +168,11 @@ pub(super) enum Template {
 /// The label of a node's heat band (its CPU busy fraction in tenths, 0-9).
 pub(super) const HEAT_BAND: &str = "heat-band";
 const HEAT_BAND_WEIGHT: i32 = 10;
+
+/// The band of a CPU busy fraction: tenths, 0-9 (a node past full stays in band 9).
+fn heat_band(cpu: f64) -> u32 {
+    ((cpu * 10.0) as u32).min(9)
+}
 
 /// A native-mode TaskManager: a log sidecar and `flink-main-container`, requests equal to
 /// limits, with what `template` adds.
@@ -355,7 +357,7 @@ impl BandLabeller {
                 };
                 let before = on.get(&node).copied().unwrap_or(0);
                 on.insert(node.clone(), before + 1);
-                let band = |pods: usize| ((cpu + pods as f64 * 2.0 / cores) * 10.0).min(9.0) as u32;
+                let band = |pods: usize| heat_band(cpu + pods as f64 * 2.0 / cores);
                 if band(before + 1) == band(before) {
                     continue;
                 }
