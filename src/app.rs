@@ -191,6 +191,7 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
                 membership: membership.clone(),
                 lease: lease.clone(),
                 default_lease: config.default_scheduler_lease.clone(),
+                heat_bands: config.placement.heat_bands.enabled.then(|| config.clone()),
             },
             readiness.clone(),
             metrics.clone(),
@@ -271,6 +272,8 @@ struct Watched {
     lease: Option<(LeaseRef, Arc<SchedulerLease>)>,
     /// The default scheduler's leader Lease: when its node list was taken.
     default_lease: Option<LeaseRef>,
+    /// The config, when heat bands are kept on the nodes.
+    heat_bands: Option<Arc<Config>>,
 }
 
 fn spawn_cluster_watches(
@@ -293,7 +296,23 @@ fn spawn_cluster_watches(
             membership,
             lease,
             default_lease,
+            heat_bands,
         } = watched;
+        let heat_bands = {
+            let keeper = heat_bands.map(|config| crate::bands::keeper::Keeper {
+                client: client.clone(),
+                config,
+                store: store.clone(),
+                world: world.clone(),
+                metrics: metrics.clone(),
+            });
+            let stopped = stopped.clone();
+            async move {
+                if let Some(keeper) = keeper {
+                    keeper.run(wait_for(stopped)).await;
+                }
+            }
+        };
         let lease = {
             let (client, stopped) = (client.clone(), stopped.clone());
             async move {
@@ -333,6 +352,7 @@ fn spawn_cluster_watches(
         };
         tokio::join!(
             replicas,
+            heat_bands,
             lease,
             default_lease,
             crate::inventory::nodes::watch_nodes(

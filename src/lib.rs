@@ -5,6 +5,7 @@
 
 pub mod admission;
 pub mod app;
+pub(crate) mod bands;
 pub mod cli;
 pub(crate) mod cluster;
 pub mod config;

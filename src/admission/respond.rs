@@ -54,10 +54,10 @@ impl Reply<'_> {
         .to_string();
         let changes = Changes {
             preferred: if mode.writes_affinity() {
-                patch::Preferred::Json(patch::preferred_json(
-                    decision,
-                    &self.config.placement.node_match,
-                ))
+                let placement = &self.config.placement;
+                let mut terms = patch::preferred_json(decision, &placement.node_match);
+                terms.extend(patch::band_terms(&placement.heat_bands));
+                patch::Preferred::Json(terms)
             } else {
                 patch::Preferred::default()
             },

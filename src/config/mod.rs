@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub(crate) mod forward;
+pub(crate) mod heat_bands;
 pub(crate) mod inflight;
 pub mod kube_scheduler;
 pub(crate) mod names;
@@ -19,6 +20,7 @@ use prometheus::PrometheusConfig;
 pub mod scheduler;
 
 pub(crate) use forward::ForwardConfig;
+pub use heat_bands::HeatBands;
 pub(crate) use inflight::{
     DEFAULT_MAX_INFLIGHT, DEFAULT_MAX_LANDINGS, EstimateConfig, HandoverRule, InflightConfig,
 };
@@ -240,6 +242,8 @@ pub struct PlacementConfig {
     pub nic_penalty: f64,
     /// A job's own spread over nodes and zones (off by default).
     pub per_job: PerJob,
+    /// Graded coverage of every node by a heat band label (off by default).
+    pub heat_bands: HeatBands,
 }
 
 /// How far one job's TaskManagers may concentrate (off when unset). A job is a namespace and
@@ -289,6 +293,7 @@ impl Default for PlacementConfig {
             saturated: true,
             nic_penalty: 0.05,
             per_job: PerJob::default(),
+            heat_bands: HeatBands::default(),
         }
     }
 }
@@ -513,6 +518,7 @@ impl Config {
         {
             problems.push("placement.per_job.max_per_zone must be in (0, 1]".into());
         }
+        p.heat_bands.problems(&mut problems);
         if !(p.tie_band >= 0.0 && p.tie_band <= 1.0) {
             problems.push("placement.tie_band must be in [0, 1]".into());
         }

@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 
 mod terms;
 
-pub use terms::{TermJson, preferred_json, preferred_terms};
+pub use terms::{TermJson, band_terms, preferred_json, preferred_terms};
 
 const PREFERRED: &str = "preferredDuringSchedulingIgnoredDuringExecution";
 const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";

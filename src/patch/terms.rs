@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{
 };
 use serde::Serialize;
 
-use crate::config::NodeMatch;
+use crate::config::{HeatBands, NodeMatch};
 use crate::placement::{Decision, RankedNode};
 
 /// Preferred terms in the shape the apiserver validates (weights 1..100, one value per
@@ -40,6 +40,28 @@ pub fn preferred_json<'a>(decision: &'a Decision, node_match: &'a NodeMatch) -> 
         .map(|(weight, expressions, fields)| TermJson::new(weight, expressions, fields))
         .collect()
 }
+
+/// The terms that grade every node by its heat band (see `bands`): `key Lt b` for each band b
+/// past the coolest, so a node in band b matches `bands - 1 - b` of them and a node without
+/// the label none. Empty unless the bands are kept.
+pub fn band_terms(config: &HeatBands) -> Vec<TermJson<'_>> {
+    if !config.enabled {
+        return Vec::new();
+    }
+    (1..config.bands.min(BAND_VALUES.len() as u32))
+        .map(|band| {
+            let value = BAND_VALUES[band as usize];
+            let lt = RequirementJson::new(&config.key, "Lt", vec![value]);
+            TermJson::new(config.weight, vec![lt], Vec::new())
+        })
+        .collect()
+}
+
+/// Band numbers as `Lt` values (config: at most 20 bands).
+const BAND_VALUES: [&str; 20] = [
+    "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16",
+    "17", "18", "19",
+];
 
 /// Each term as (weight, matchExpressions, matchFields). By label, a tier is one term
 /// whose `In` lists its nodes (a pod spec about 10 KB smaller at 5,000 nodes than a term

@@ -157,6 +157,12 @@ impl EncodeLabelValue for Placement {
     }
 }
 
+/// What became of a write.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ResultLabels {
+    pub(crate) result: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct PlacementLabels {
     pub(crate) placement: Placement,
@@ -188,6 +194,7 @@ pub struct Metrics {
     pub(crate) scheduler_fallbacks: Counter,
     pub(crate) scheduler_routed_late: Counter,
     pub(crate) forwarded: Family<ForwardLabels, Counter>,
+    heat_band_writes: Family<ResultLabels, Counter>,
     pub(crate) landings: Family<LandingLabels, Counter>,
     pub(crate) landing_heat: Histogram,
     pub(crate) observed_heat: Family<PlacementLabels, Histogram, fn() -> Histogram>,
@@ -313,6 +320,13 @@ impl Metrics {
              decided here)",
             forwarded.clone(),
         );
+        let heat_band_writes = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "heat_band_writes",
+            "Node label writes keeping the heat bands (placement.heat_bands), by result: \
+             written, gone (the node was deleted), refused (no RBAC for it), failed",
+            heat_band_writes.clone(),
+        );
         let landing_heat = Histogram::new(LANDING_HEAT_BUCKETS);
         registry.register(
             "landing_heat",
@@ -384,6 +398,9 @@ impl Metrics {
         for result in ["answered", "failed", "resting"] {
             let _ = forwarded.get_or_create(&ForwardLabels { result });
         }
+        for result in ["written", "gone", "refused", "failed"] {
+            let _ = heat_band_writes.get_or_create(&ResultLabels { result });
+        }
         Metrics {
             registry,
             reviews,
@@ -402,6 +419,7 @@ impl Metrics {
             scheduler_fallbacks,
             scheduler_routed_late,
             forwarded,
+            heat_band_writes,
             landing_heat,
             observed_heat,
             observed_hot_landings,
@@ -411,6 +429,13 @@ impl Metrics {
             handover,
             hot_jobs_lock: Mutex::new(()),
         }
+    }
+
+    /// One heat band write, by what became of it.
+    pub(crate) fn heat_band_writes(&self, result: &'static str) {
+        self.heat_band_writes
+            .get_or_create(&ResultLabels { result })
+            .inc();
     }
 
     /// Replaces the `taskmanagers_on_hot_nodes` series with one pair per job of `jobs`: a job
