@@ -247,7 +247,13 @@ impl Replicas {
         let mut outcome = Outcome::placed(Method::Webhook(timing), Vec::new());
         let mut predicted: Vec<Vec<String>> = vec![Vec::new(); burst.count];
         let mut burst_pods_on = vec![0usize; nodes.len()];
+        let mut bands = BandKeepers::new(self, &nodes);
+        bands.keep(self, &mut nodes);
         for (_, event) in events {
+            if matches!(event, Event::Admit { .. } | Event::Bound { .. }) {
+                // After the event before: a review's charge, or a bind a replica heard.
+                bands.keep(self, &mut nodes);
+            }
             match event {
                 Event::Admit { pod } => {
                     let index = run.first_index + pod;
@@ -346,6 +352,47 @@ impl Replicas {
         Placed {
             outcome,
             pods: patched,
+        }
+    }
+}
+
+/// Each replica's heat band keeper (when the config keeps bands), writing straight into the
+/// model's node labels: the real keeper's writes take milliseconds, far less than the time
+/// between a review and its bind.
+struct BandKeepers {
+    books: Vec<crate::bands::BandBook>,
+    position: crate::hashing::HashMap<String, usize>,
+}
+
+impl BandKeepers {
+    fn new(webhook: &Replicas, nodes: &[crate::scheduler::ModelNode]) -> Self {
+        let keeping = webhook.config.placement.heat_bands.enabled;
+        BandKeepers {
+            books: (0..webhook.ledgers.len())
+                .filter(|_| keeping)
+                .map(|_| crate::bands::BandBook::default())
+                .collect(),
+            position: (nodes.iter().enumerate())
+                .map(|(k, n)| (n.name.clone(), k))
+                .collect(),
+        }
+    }
+
+    fn keep(&mut self, webhook: &Replicas, nodes: &mut [crate::scheduler::ModelNode]) {
+        if self.books.is_empty() {
+            return;
+        }
+        let Some(view) = webhook.store.current() else {
+            return;
+        };
+        let policy = &webhook.config.placement;
+        for (book, world) in self.books.iter_mut().zip(&webhook.ledgers) {
+            for change in book.changes(&view, &world.read(), policy) {
+                if let Some(&k) = self.position.get(&change.node) {
+                    Arc::make_mut(&mut nodes[k].labels)
+                        .insert(policy.heat_bands.key.clone(), change.band.to_string());
+                }
+            }
         }
     }
 }

@@ -115,6 +115,9 @@ struct Scenario {
     /// The nodes join coolest first ([`joined_coolest_first`]): the scheduler's order follows
     /// load, and the webhook, which lists them, cannot know it.
     cool_joined_first: bool,
+    /// Installed by deploy/heat-bands: the webhook keeps a heat band on every node and grades
+    /// every node by it (`placement.heat_bands`).
+    heat_bands: bool,
 }
 
 /// One TaskManager per node first (preferred anti-affinity, weight 100, which ties the
@@ -130,6 +133,7 @@ const APART_ON_TWO_THOUSAND: Scenario = Scenario {
     restarted: false,
     others_per_second: 0,
     cool_joined_first: false,
+    heat_bands: false,
 };
 
 /// Every node joined coolest first, after the scheduler and before the webhook started.
@@ -144,6 +148,7 @@ const COOL_JOINED_FIRST: Scenario = Scenario {
     restarted: false,
     others_per_second: 0,
     cool_joined_first: true,
+    heat_bands: false,
 };
 
 /// The job's TaskManagers spread evenly over the zones (DoNotSchedule), busy cluster.
@@ -158,6 +163,7 @@ const ZONE_SPREAD_ON_TWO_THOUSAND: Scenario = Scenario {
     restarted: false,
     others_per_second: 0,
     cool_joined_first: false,
+    heat_bands: false,
 };
 
 /// One scenario end to end; prints its table.
@@ -173,6 +179,7 @@ async fn run(scenario: Scenario) -> Option<Run> {
         restarted,
         others_per_second,
         cool_joined_first,
+        heat_bands,
     } = scenario;
     let nodes = generate(n, seed, load);
     let nodes = if cool_joined_first {
@@ -193,6 +200,9 @@ async fn run(scenario: Scenario) -> Option<Run> {
     setup.late_nodes = specs.split_off(n - late);
     setup.nodes = specs;
     setup.replicas = 2;
+    if heat_bands {
+        setup.overlay = "deploy/heat-bands";
+    }
     setup.snapshot = Some(serde_json::to_value(&snapshot).expect("snapshot JSON"));
     // Late joiners' pods come with them, once they exist.
     setup.running = nodes[..n - late].iter().map(running_pod).collect();
@@ -203,7 +213,7 @@ async fn run(scenario: Scenario) -> Option<Run> {
         .map(|(i, s)| (s.name.clone(), i))
         .collect();
 
-    let config = Config::default();
+    let config = config_of(&scenario);
     let (model, burst) = model_of(&scenario, snapshot, &config);
 
     if late > 0 {
@@ -217,7 +227,22 @@ async fn run(scenario: Scenario) -> Option<Run> {
     let others = (others_per_second > 0).then(|| OtherWorkload::start(&cluster, others_per_second));
     let labeller = (template == Template::HeatBandsFollowingBinds)
         .then(|| BandLabeller::start(&cluster, FLINK, &nodes));
+    let first_writes = if heat_bands {
+        Some(bands_on_every_node(&cluster, &config, n).await)
+    } else {
+        None
+    };
     let landed = burst_on_real_scheduler(&cluster, FLINK, (count, template), &index).await;
+    if let Some(first) = first_writes {
+        let all = cluster
+            .metric_sum(BAND_WRITES, &[("result", "written")])
+            .await;
+        eprintln!(
+            "heat bands: {first} node label writes to label every node, {} more while the \
+             burst was decided and bound",
+            all - first
+        );
+    }
     if let Some(labeller) = labeller {
         let writes = labeller.stop().await;
         eprintln!("{writes} node label writes while the burst was bound");
@@ -231,6 +256,10 @@ async fn run(scenario: Scenario) -> Option<Run> {
         .await
         .expect("list the burst")
         .items;
+    eprintln!(
+        "{:.0} bytes of node affinity in a steered pod on average",
+        affinity_bytes(&steered)
+    );
     let mut landings = [0usize; 3];
     for (i, place) in ["first_tier", "other_tier", "elsewhere"].iter().enumerate() {
         landings[i] = cluster.metric_sum(LANDINGS, &[("where", place)]).await as usize;
@@ -431,6 +460,7 @@ async fn forty_nodes_every_node_scored() {
         restarted: false,
         others_per_second: 0,
         cool_joined_first: false,
+        heat_bands: false,
     };
     let Some(run) = run(scenario).await else {
         return;
@@ -452,6 +482,7 @@ async fn five_hundred_nodes_default_sampling() {
         restarted: false,
         others_per_second: 0,
         cool_joined_first: false,
+        heat_bands: false,
     };
     let Some(run) = run(scenario).await else {
         return;
@@ -476,6 +507,7 @@ async fn two_thousand_busy_nodes_default_sampling_late_joiners() {
         restarted: false,
         others_per_second: 0,
         cool_joined_first: false,
+        heat_bands: false,
     };
     let Some(run) = run(scenario).await else {
         return;
@@ -500,6 +532,7 @@ async fn five_thousand_busy_nodes_default_sampling_late_joiners() {
         restarted: false,
         others_per_second: 0,
         cool_joined_first: false,
+        heat_bands: false,
     };
     let Some(run) = run(scenario).await else {
         return;
@@ -525,6 +558,7 @@ async fn two_thousand_busy_nodes_default_sampling_other_pods_scheduled_meanwhile
         restarted: false,
         others_per_second: 10,
         cool_joined_first: false,
+        heat_bands: false,
     };
     let Some(run) = run(scenario).await else {
         return;
@@ -549,6 +583,7 @@ async fn two_thousand_busy_nodes_default_sampling_scheduler_restarted() {
         restarted: true,
         others_per_second: 0,
         cool_joined_first: false,
+        heat_bands: false,
     };
     let Some(run) = run(scenario).await else {
         return;
@@ -637,6 +672,72 @@ async fn two_thousand_busy_nodes_default_sampling_cool_nodes_joined_first_bands_
     .await;
 }
 
+/// [`COOL_JOINED_FIRST`] installed with deploy/heat-bands: the webhook keeps the bands itself,
+/// moving a node's band as it charges the node, and its patch carries the band terms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: heat bands are not in the shipped install yet (see docs/design.md, \
+            \"Heat bands\")"]
+async fn two_thousand_busy_nodes_default_sampling_cool_nodes_joined_first_webhook_bands() {
+    run_and_check_named(Scenario {
+        name: "2,000 busy nodes, cool ones joined first, the webhook's heat bands",
+        heat_bands: true,
+        ..COOL_JOINED_FIRST
+    })
+    .await;
+}
+
+/// The heat band writes each replica has made (`placement_webhook_heat_band_writes`).
+const BAND_WRITES: &str = "placement_webhook_heat_band_writes_total";
+
+/// The webhook's config for `scenario`, as the model runs it.
+fn config_of(scenario: &Scenario) -> Config {
+    let mut config = Config::default();
+    config.placement.heat_bands.enabled = scenario.heat_bands;
+    config
+}
+
+/// Waits until each of the `n` nodes carries a heat band, as the webhook labels them once it
+/// has its first view; the node label writes that took.
+async fn bands_on_every_node(cluster: &Cluster, config: &Config, n: usize) -> f64 {
+    let key = &config.placement.heat_bands.key;
+    let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(cluster.admin.clone());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let listed = nodes
+            .list(&ListParams::default())
+            .await
+            .expect("list the nodes");
+        let banded = (listed.items.iter())
+            .filter(|node| {
+                let labels = node.metadata.labels.as_ref();
+                labels.and_then(|l| l.get(key)).is_some()
+            })
+            .count();
+        if banded == n {
+            return cluster
+                .metric_sum(BAND_WRITES, &[("result", "written")])
+                .await;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{banded} of {n} nodes carry a heat band after two minutes"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The mean size of the steered pods' node affinity as JSON: what the webhook adds to a pod
+/// whose template has none.
+fn affinity_bytes(pods: &[k8s_openapi::api::core::v1::Pod]) -> f64 {
+    let sizes: Vec<usize> = pods
+        .iter()
+        .filter_map(|pod| pod.spec.as_ref()?.affinity.as_ref()?.node_affinity.as_ref())
+        .filter_map(|affinity| serde_json::to_vec(affinity).ok())
+        .map(|bytes| bytes.len())
+        .collect();
+    sizes.iter().sum::<usize>() as f64 / sizes.len().max(1) as f64
+}
+
 /// Restarts the default scheduler and waits until the new one leads (its Lease acquired anew,
 /// which the webhook's Lease watch reads) and has listed every node.
 async fn restart_default_scheduler(cluster: &mut Cluster) {
@@ -715,7 +816,7 @@ fn model_rows(scenario: &Scenario) -> (Figures, Figures, Figures) {
     } else {
         nodes
     };
-    let config = Config::default();
+    let config = config_of(scenario);
     let (model, burst) = model_of(scenario, snapshot(&nodes), &config);
     let row = |method| {
         let outcome = simulate::run(&model, &config, &burst, method, scenario.seed);
@@ -785,6 +886,17 @@ fn model_cool_nodes_joined_first_heat_bands_following_binds() {
     });
 }
 
+/// [`COOL_JOINED_FIRST`] in the model with the webhook keeping the heat bands itself: each
+/// replica's keeper relabels a node as its charges move the node across a band.
+#[test]
+fn model_cool_nodes_joined_first_webhook_bands() {
+    check_model_within_one_taskmanager(&Scenario {
+        name: "2,000 busy nodes, cool ones joined first, the webhook's heat bands",
+        heat_bands: true,
+        ..COOL_JOINED_FIRST
+    });
+}
+
 fn check_model_within_one_taskmanager(scenario: &Scenario) {
     let (ideal, ideal_in_sample, webhook) = model_rows(scenario);
     let bound = ideal.hottest_cpu.max(ideal_in_sample.hottest_cpu);
@@ -807,7 +919,20 @@ fn check_model_within_one_taskmanager(scenario: &Scenario) {
         webhook.hottest_cpu,
         webhook.one_pod_on_hottest
     );
-    assert_eq!(webhook.onto_busy, 0);
+    if scenario.heat_bands {
+        // The webhook's keeper moves a node's band when it charges the node, and a pod that
+        // went where no term named only once the watch tells of its bind: meanwhile a few more
+        // may follow it there (4-13 of 1,500-2,000 on four clusters).
+        assert!(
+            webhook.onto_busy <= ideal_in_sample.onto_busy + scenario.pods / 100,
+            "{}: {} pods onto busy nodes, {} inside each sample",
+            scenario.name,
+            webhook.onto_busy,
+            ideal_in_sample.onto_busy
+        );
+    } else {
+        assert_eq!(webhook.onto_busy, 0);
+    }
 }
 
 /// Graded coverage compared on clusters whose cool nodes joined first (three at 2,000 nodes, one
@@ -824,22 +949,24 @@ fn model_cool_nodes_joined_first_bands_compared() {
         (5000, 2000, 5005),
     ];
     for (nodes, pods, seed) in clusters {
-        for template in [
-            Template::Plain,
-            Template::HeatBands,
-            Template::HeatBandsFollowingBinds,
+        for (template, heat_bands) in [
+            (Template::Plain, false),
+            (Template::HeatBands, false),
+            (Template::HeatBandsFollowingBinds, false),
+            (Template::Plain, true),
         ] {
             let scenario = Scenario {
                 nodes,
                 pods,
                 seed,
                 template,
+                heat_bands,
                 ..COOL_JOINED_FIRST
             };
             let (ideal, in_sample, webhook) = model_rows(&scenario);
             let bound = ideal.hottest_cpu.max(in_sample.hottest_cpu);
             eprintln!(
-                "{nodes} nodes, seed {seed}, {template:?}: hottest {:.3}, {:+.2} TaskManagers \
+                "{nodes} nodes, seed {seed}, {template:?}, webhook's bands {heat_bands}: hottest {:.3}, {:+.2} TaskManagers \
                  above the bound {bound:.3} (ideal {:.3}); onto busy nodes {} (bound {})",
                 webhook.hottest_cpu,
                 (webhook.hottest_cpu - bound) / webhook.one_pod_on_hottest,
