@@ -62,7 +62,7 @@ fn view_of(cpus: &[f64], labelled: Option<&str>) -> ClusterView {
             .iter()
             .enumerate()
             .map(|(i, &cpu)| {
-                let mut node = NodeLoad::new(&format!("n{i}"), cpu);
+                let mut node = NodeLoad::new(format!("n{i}"), cpu);
                 node.cpu_capacity_cores = Some(16.0);
                 if let Some(value) = labelled {
                     Arc::make_mut(&mut node.labels).insert(bands().key, value.into());

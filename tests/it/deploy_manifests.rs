@@ -812,3 +812,124 @@ fn helm_chart_copies_match_deploy() {
         "the chart's config value drifted from deploy/base/config.yaml"
     );
 }
+
+/// deploy/heat-bands is deploy/ plus the right to patch Nodes, a ValidatingAdmissionPolicy (bound
+/// to deny) holding the webhook's account to the band label, and the base config with the bands
+/// on: nothing else changes.
+#[test]
+fn heat_bands_overlay_adds_only_the_node_patch_and_the_policy_holding_it() {
+    let (Some(docs), Some(base)) = (build("deploy/heat-bands"), build("deploy")) else {
+        return;
+    };
+    let key = |d: &Value| {
+        format!(
+            "{}/{}/{}",
+            d["kind"].as_str().unwrap_or_default(),
+            d["metadata"]["namespace"].as_str().unwrap_or_default(),
+            d["metadata"]["name"].as_str().unwrap_or_default()
+        )
+    };
+    let added: Vec<String> = docs
+        .iter()
+        .map(key)
+        .filter(|k| !base.iter().any(|b| key(b) == *k))
+        .collect();
+    let configmap = |docs: &[Value]| {
+        let found: Vec<String> = all(docs, "ConfigMap").into_iter().map(key).collect();
+        found
+    };
+    // The config's name carries a hash of its content: the one object renamed.
+    let expected: Vec<String> = [
+        "ClusterRole//placement-webhook-heat-bands",
+        "ClusterRoleBinding//placement-webhook-heat-bands",
+        "ValidatingAdmissionPolicy//placement-webhook-heat-bands",
+        "ValidatingAdmissionPolicyBinding//placement-webhook-heat-bands",
+    ]
+    .into_iter()
+    .map(String::from)
+    .chain(configmap(&docs))
+    .collect();
+    let mut sorted = added.clone();
+    sorted.sort();
+    let mut expected_sorted = expected;
+    expected_sorted.sort();
+    assert_eq!(sorted, expected_sorted);
+    assert_eq!(docs.len(), base.len() + 4);
+
+    let role = named(&docs, "ClusterRole", None, "placement-webhook-heat-bands");
+    assert_eq!(
+        role["rules"],
+        json!([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]}])
+    );
+    let binding = named(
+        &docs,
+        "ClusterRoleBinding",
+        None,
+        "placement-webhook-heat-bands",
+    );
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "placement-webhook", "namespace": NAMESPACE}])
+    );
+    let policy = named(
+        &docs,
+        "ValidatingAdmissionPolicy",
+        None,
+        "placement-webhook-heat-bands",
+    );
+    assert_eq!(policy["spec"]["failurePolicy"], "Fail");
+    let condition = policy["spec"]["matchConditions"][0]["expression"]
+        .as_str()
+        .expect("a match condition");
+    assert!(
+        condition.contains(&format!(
+            "system:serviceaccount:{NAMESPACE}:placement-webhook"
+        )),
+        "{condition}"
+    );
+    let policy_binding = named(
+        &docs,
+        "ValidatingAdmissionPolicyBinding",
+        None,
+        "placement-webhook-heat-bands",
+    );
+    assert_eq!(policy_binding["spec"]["validationActions"], json!(["Deny"]));
+
+    // The config: the base's with the bands on, under the key the policy names.
+    let config_text = |docs: &[Value]| -> String {
+        let webhook = named(docs, "Deployment", Some(NAMESPACE), "placement-webhook");
+        mounted_file(
+            docs,
+            &webhook["spec"]["template"]["spec"],
+            &webhook["spec"]["template"]["spec"]["containers"][0],
+            "/etc/placement-webhook/config.yaml",
+        )
+        .to_string()
+    };
+    let text = config_text(&docs);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("config.yaml");
+    std::fs::write(&file, &text).expect("write config");
+    let loaded = Config::from_file(&file).unwrap_or_else(|e| panic!("{e}"));
+    let bands = &loaded.placement.heat_bands;
+    assert!(bands.enabled);
+    assert!(
+        policy["spec"]["variables"][0]["expression"]
+            .as_str()
+            .is_some_and(|e| e == format!("'{}'", bands.key)),
+        "the policy names the config's key {}",
+        bands.key
+    );
+    let without_bands = |text: &str| {
+        let mut v: Value = serde_saphyr::from_str(text).expect("YAML");
+        if let Some(placement) = v["placement"].as_object_mut() {
+            placement.remove("heat_bands");
+        }
+        v
+    };
+    assert_eq!(
+        without_bands(&text),
+        without_bands(&config_text(&base)),
+        "deploy/heat-bands/config.yaml drifted from deploy/base/config.yaml"
+    );
+}

@@ -10,9 +10,10 @@ use crate::support::kube::objects::taskmanager;
 use crate::support::kube::webhook::{NAMESPACE, SERVICE_ACCOUNT, render};
 use crate::support::kube::{ControlPlane, Options};
 
-const OVERLAYS: [&str; 4] = [
+const OVERLAYS: [&str; 5] = [
     "deploy",
     "deploy/cert-manager",
+    "deploy/heat-bands",
     "deploy/monitoring",
     "deploy/scheduler-profile",
 ];

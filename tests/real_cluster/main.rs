@@ -19,6 +19,7 @@ mod differential;
 mod fixture;
 mod flink;
 mod handover;
+mod heat_bands;
 mod helm;
 mod install;
 mod lifecycle;

@@ -1,0 +1,143 @@
+//! Heat bands as deploy/heat-bands installs them: the webhook labels every node with its band
+//! under the shipped RBAC, its patch carries the band terms, and the ValidatingAdmissionPolicy
+//! holds its node writes to that one label.
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+use crate::fixture::{Cluster, FLINK, Setup, serial};
+use crate::support::kube::client_from_kubeconfig;
+use crate::support::kube::objects::taskmanager;
+
+const KEY: &str = "placement-webhook.io/heat-band";
+const OVERLAY: &str = "deploy/heat-bands";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_labels_every_node_with_its_band_and_may_write_nothing_else() {
+    let _serial = serial().await;
+    let mut setup = Setup::nodes(3);
+    setup.overlay = OVERLAY;
+    setup.replicas = 1;
+    let Some(cluster) = Cluster::start(setup).await else {
+        return;
+    };
+    cluster
+        .wait_metric(
+            "placement_webhook_heat_band_writes_total",
+            &[("result", "written")],
+            3.0,
+        )
+        .await;
+    let admin = Api::<Node>::all(cluster.admin.clone());
+    let nodes = admin.list(&Default::default()).await.expect("nodes").items;
+    for node in &nodes {
+        let band = node.metadata.labels.as_ref().and_then(|l| l.get(KEY));
+        assert!(
+            band.is_some_and(|b| b.parse::<u32>().is_ok_and(|b| b < 10)),
+            "{:?}: band {band:?}",
+            node.metadata.name
+        );
+    }
+
+    // A steered pod grades every node: nine `Lt` terms on the band, after the named tiers.
+    let pod = cluster
+        .create(FLINK, &taskmanager("tm-bands", "job", "1"))
+        .await;
+    let terms = serde_json::to_value(pod.spec.and_then(|s| {
+        s.affinity?
+            .node_affinity?
+            .preferred_during_scheduling_ignored_during_execution
+    }))
+    .expect("terms");
+    let band_terms: Vec<_> = terms
+        .as_array()
+        .expect("preferred terms")
+        .iter()
+        .filter(|t| t["preference"]["matchExpressions"][0]["key"] == KEY)
+        .collect();
+    assert_eq!(band_terms.len(), 9, "{terms:#}");
+    for (b, term) in band_terms.iter().enumerate() {
+        let requirement = &term["preference"]["matchExpressions"][0];
+        assert_eq!(requirement["operator"], "Lt");
+        assert_eq!(requirement["values"], json!([(b + 1).to_string()]));
+    }
+
+    // The webhook's own account: the band, and nothing else on a node.
+    let webhook = Api::<Node>::all(client_from_kubeconfig(&cluster.webhook_kubeconfig).await);
+    let name = nodes[0].metadata.name.clone().expect("a name");
+    let merge = |patch: serde_json::Value| {
+        let (webhook, name) = (webhook.clone(), name.clone());
+        async move {
+            webhook
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+        }
+    };
+    merge(json!({"metadata": {"labels": {KEY: "7"}}}))
+        .await
+        .expect("the webhook may set a band");
+    for (what, patch) in [
+        (
+            "another label",
+            json!({"metadata": {"labels": {"node-pool": "mine"}}}),
+        ),
+        (
+            "a label removed",
+            json!({"metadata": {"labels": {"kubernetes.io/hostname": null}}}),
+        ),
+        (
+            "a band that is not a number",
+            json!({"metadata": {"labels": {KEY: "cool"}}}),
+        ),
+        (
+            "an annotation",
+            json!({"metadata": {"annotations": {"note": "x"}}}),
+        ),
+        ("a cordon", json!({"spec": {"unschedulable": true}})),
+    ] {
+        match merge(patch).await {
+            Err(kube::Error::Api(status)) => {
+                assert!(
+                    status.code == 403 || status.code == 422,
+                    "{what}: {} {}",
+                    status.code,
+                    status.message
+                );
+                assert!(
+                    status.message.contains("placement webhook")
+                        || status.message.contains("heat band"),
+                    "{what}: refused by something else: {}",
+                    status.message
+                );
+            }
+            other => panic!("{what}: not refused: {other:?}"),
+        }
+    }
+    let left = admin
+        .get(&nodes[0].metadata.name.clone().expect("a name"))
+        .await
+        .expect("node");
+    assert_eq!(left.spec.and_then(|s| s.unschedulable), None);
+    // Anyone else is not held by the policy.
+    admin
+        .patch(
+            &nodes[0].metadata.name.clone().expect("a name"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"team": "data"}}})),
+        )
+        .await
+        .expect("the admin relabels a node");
+    assert_eq!(
+        cluster
+            .metric_sum(
+                "placement_webhook_heat_band_writes_total",
+                &[("result", "refused")]
+            )
+            .await,
+        0.0,
+        "the webhook's own writes were refused:\n{}",
+        cluster.logs()
+    );
+}
