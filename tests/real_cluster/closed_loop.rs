@@ -692,6 +692,71 @@ async fn two_thousand_busy_nodes_default_sampling_cool_nodes_joined_first_webhoo
     check_banded(name, &run, pods);
 }
 
+/// The suite's other sampled scenarios installed with deploy/heat-bands, one run each, then a
+/// table: TaskManagers above the bound with every pod counted, pods bound where no term named,
+/// pods onto busy nodes against the bound's. Each is then checked by [`check_banded`].
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: about 12 minutes on the real scheduler"]
+async fn sampled_scenarios_with_webhook_bands() {
+    let _serial = serial().await;
+    let base = Scenario {
+        heat_bands: true,
+        late: 60,
+        cool_joined_first: false,
+        ..COOL_JOINED_FIRST
+    };
+    let scenarios = [
+        Scenario {
+            name: "2,000 busy nodes, 60 late, bands",
+            seed: 2000,
+            ..base
+        },
+        Scenario {
+            name: "2,000 busy nodes, scheduler restarted, bands",
+            seed: 2003,
+            restarted: true,
+            ..base
+        },
+        Scenario {
+            name: "2,000 busy nodes, other pods meanwhile, bands",
+            seed: 2004,
+            others_per_second: 10,
+            ..base
+        },
+        Scenario {
+            name: "5,000 busy nodes, 150 late, bands",
+            nodes: 5000,
+            pods: 2000,
+            seed: 5000,
+            late: 150,
+            ..base
+        },
+    ];
+    let mut rows = Vec::new();
+    for scenario in scenarios {
+        let (name, pods) = (scenario.name, scenario.pods);
+        let Some(run) = run(scenario).await else {
+            return;
+        };
+        rows.push((name, pods, run));
+    }
+    for (name, _, run) in &rows {
+        eprintln!(
+            "{name}: hottest {:.3}, {:+.2} TaskManagers above the bound {:.3}, {} unnamed, \
+             {} onto busy nodes (bound {})",
+            run.real_webhook.hottest_cpu,
+            taskmanagers_above_bound(run, &run.real_webhook),
+            bound(run).hottest_cpu,
+            run.unnamed,
+            run.real_webhook.onto_busy,
+            bound(run).onto_busy
+        );
+    }
+    for (name, pods, run) in &rows {
+        check_banded(name, run, *pods);
+    }
+}
+
 /// With heat bands: the hottest node at most one TaskManager above the bound, every pod
 /// counted, strays included; at most one pod in a hundred more than the bound onto busy nodes
 /// (a pod that went where no term named moves its node's band only once the watch tells of
