@@ -298,6 +298,8 @@ fn spawn_cluster_watches(
             default_lease,
             heat_bands,
         } = watched;
+        // The bands are the keeper's own: the view leaves them out.
+        let left_out = (heat_bands.as_ref()).map(|config| config.placement.heat_bands.key.clone());
         let heat_bands = {
             let keeper = heat_bands.map(|config| crate::bands::keeper::Keeper {
                 client: client.clone(),
@@ -355,10 +357,11 @@ fn spawn_cluster_watches(
             heat_bands,
             lease,
             default_lease,
-            crate::inventory::nodes::watch_nodes(
+            crate::inventory::nodes::watch_nodes_leaving_out(
                 client.clone(),
                 store,
                 readiness.clone(),
+                left_out,
                 wait_for(stopped.clone()),
             ),
             crate::inventory::namespaces::watch_namespaces(

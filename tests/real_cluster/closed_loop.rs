@@ -29,7 +29,7 @@ use placement_webhook::simulate::{self, Burst, Figures, Method, Outcome, Timing,
 use placement_webhook::snapshot::LoadSnapshot;
 use serde_json::Value;
 
-use crate::fixture::{Cluster, FLINK, Setup, serial};
+use crate::fixture::{Cluster, FLINK, Setup, decision, serial};
 use crate::support::kube::objects::{self, NodeSpec};
 
 mod diagnose;
@@ -260,6 +260,13 @@ async fn run(scenario: Scenario) -> Option<Run> {
         "{:.0} bytes of node affinity in a steered pod on average",
         affinity_bytes(&steered)
     );
+    let unpatched = steered.iter().filter(|p| decision(p).is_none()).count();
+    if unpatched > 0 {
+        eprintln!(
+            "{unpatched} pods admitted without a decision; the replicas' logs end:\n{}",
+            cluster.logs()
+        );
+    }
     let mut landings = [0usize; 3];
     for (i, place) in ["first_tier", "other_tier", "elsewhere"].iter().enumerate() {
         landings[i] = cluster.metric_sum(LANDINGS, &[("where", place)]).await as usize;
