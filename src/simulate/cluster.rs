@@ -30,9 +30,6 @@ pub struct Cluster {
     /// The scheduler holds the nodes it listed at its start in name order, whatever the
     /// webhook takes their order to be (see [`Cluster::with_listed_in_name_order`]).
     listed_in_name_order: bool,
-    /// A node label holding the node's CPU band (busy fraction in tenths, 0-9) that follows
-    /// the webhook's burst: relabelled at each bind (see [`Cluster::with_heat_band_following_binds`]).
-    pub(crate) heat_band_following_binds: Option<String>,
     /// Pods already running, with the index of their node; their requests are in `nodes`.
     pods: Vec<(Pod, usize)>,
     namespace_labels: BTreeMap<String, Labels>,
@@ -76,7 +73,6 @@ impl Cluster {
             nic,
             late: Vec::new(),
             listed_in_name_order: false,
-            heat_band_following_binds: None,
             pods: Vec::new(),
             namespace_labels: BTreeMap::new(),
         }
@@ -98,22 +94,12 @@ impl Cluster {
         self
     }
 
-    /// The same cluster where label `key` holds each node's CPU band (busy fraction in tenths)
-    /// and, in the webhook's bursts, is rewritten at each bind with the node's CPU after the
-    /// burst's pods on it: a labeller that follows the binds, for graded coverage by bands that
-    /// move. The nodes' labels must hold `key` already (the bands before the burst).
-    pub fn with_heat_band_following_binds(mut self, key: &str) -> Self {
-        self.heat_band_following_binds = Some(key.to_string());
-        self
-    }
-
     /// The same cluster later in a day: its nodes read as `snapshot` has them (the same
     /// nodes), and `pods` bound since besides those running at the start.
     pub(crate) fn later(&self, snapshot: LoadSnapshot, pods: Vec<Pod>, config: &Config) -> Cluster {
         let mut later = Cluster::new(snapshot, config);
         later.late = self.late.clone();
         later.listed_in_name_order = self.listed_in_name_order;
-        later.heat_band_following_binds = self.heat_band_following_binds.clone();
         later.namespace_labels = self.namespace_labels.clone();
         let running = self.pods.iter().map(|(pod, _)| pod.clone());
         later.with_pods(running.chain(pods).collect())

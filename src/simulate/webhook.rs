@@ -246,7 +246,6 @@ impl Replicas {
         let mut landed: Vec<Option<usize>> = vec![None; burst.count];
         let mut outcome = Outcome::placed(Method::Webhook(timing), Vec::new());
         let mut predicted: Vec<Vec<String>> = vec![Vec::new(); burst.count];
-        let mut burst_pods_on = vec![0usize; nodes.len()];
         let mut bands = BandKeepers::new(self, &nodes);
         bands.keep(self, &mut nodes);
         for (_, event) in events {
@@ -315,13 +314,6 @@ impl Replicas {
                         nodes[k].add_pod(&facts.requests);
                         view.bind(&object, k);
                         landed[pod] = Some(k);
-                        burst_pods_on[k] += 1;
-                        if let Some(key) = &cluster.heat_band_following_binds {
-                            let cpu = cluster.cpu_after(k, burst_pods_on[k], burst);
-                            let band = ((cpu * 10.0).max(0.0) as u32).min(9);
-                            std::sync::Arc::make_mut(&mut nodes[k].labels)
-                                .insert(key.clone(), band.to_string());
-                        }
                     }
                 }
                 Event::Created { replica, pod } => {

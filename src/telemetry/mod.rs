@@ -76,12 +76,6 @@ pub(crate) struct ModeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ForwardLabels {
-    /// `answered`, `failed` (decided here) or `resting` (decided here after a recent failure).
-    pub(crate) result: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct HotJobLabels {
     pub(crate) namespace: String,
     /// As `hotspots` names it: the `app` label, or `owner:<uid>`.
@@ -157,7 +151,8 @@ impl EncodeLabelValue for Placement {
     }
 }
 
-/// What became of a write.
+/// What became of an attempt: a review sent on (`answered`, `failed`: decided here, or
+/// `resting`: decided here after a recent failure) or a heat band write.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ResultLabels {
     pub(crate) result: &'static str,
@@ -193,7 +188,7 @@ pub struct Metrics {
     pub(crate) empty_decisions: Counter,
     pub(crate) scheduler_fallbacks: Counter,
     pub(crate) scheduler_routed_late: Counter,
-    pub(crate) forwarded: Family<ForwardLabels, Counter>,
+    pub(crate) forwarded: Family<ResultLabels, Counter>,
     heat_band_writes: Family<ResultLabels, Counter>,
     pub(crate) landings: Family<LandingLabels, Counter>,
     pub(crate) landing_heat: Histogram,
@@ -313,7 +308,7 @@ impl Metrics {
              standby scheduler to take the Lease",
             scheduler_routed_late.clone(),
         );
-        let forwarded = Family::<ForwardLabels, Counter>::default();
+        let forwarded = Family::<ResultLabels, Counter>::default();
         registry.register(
             "forwarded_reviews",
             "Reviews this replica sent on to the deciding replica, by result (failed and resting: \
@@ -396,7 +391,7 @@ impl Metrics {
             let _ = landings.get_or_create(&LandingLabels { r#where: place });
         }
         for result in ["answered", "failed", "resting"] {
-            let _ = forwarded.get_or_create(&ForwardLabels { result });
+            let _ = forwarded.get_or_create(&ResultLabels { result });
         }
         for result in ["written", "gone", "refused", "failed"] {
             let _ = heat_band_writes.get_or_create(&ResultLabels { result });
@@ -465,11 +460,9 @@ impl Metrics {
         self.reviews.get_or_create(&OutcomeLabels { outcome }).inc();
     }
 
-    /// Counts one review sent on to the deciding replica, by `result` (see [`ForwardLabels`]).
+    /// Counts one review sent on to the deciding replica, by `result` (`answered`, `failed` or `resting`).
     pub(crate) fn count_forward(&self, result: &'static str) {
-        self.forwarded
-            .get_or_create(&ForwardLabels { result })
-            .inc();
+        self.forwarded.get_or_create(&ResultLabels { result }).inc();
     }
 
     /// Counts one steered pod seen bound; `heat` is the heat its node had at decision time,

@@ -45,6 +45,9 @@ pub struct Setup {
     pub apiserver_args: Vec<String>,
     /// What is installed: deploy/ or one of its overlays.
     pub overlay: &'static str,
+    /// Objects of the overlay deleted once it is installed, before the webhook starts, as a
+    /// cluster that refused them would have it: (namespace, `kind/name`).
+    pub removed: Vec<(&'static str, &'static str)>,
     /// The snapshot file's body instead of one made from `nodes`' CPU.
     pub snapshot: Option<serde_json::Value>,
     /// Pods of other workloads, bound (`spec.nodeName`), created in namespace `running` before
@@ -78,6 +81,7 @@ impl Setup {
             extra_config: String::new(),
             apiserver_args: Vec::new(),
             overlay: "deploy",
+            removed: Vec::new(),
             snapshot: None,
             running: Vec::new(),
             late_nodes: Vec::new(),
@@ -169,6 +173,9 @@ impl Cluster {
             ),
         };
         webhook::install(&plane, setup.overlay, &url, &certs.ca_bundle);
+        for (namespace, object) in &setup.removed {
+            plane.kubectl(&["delete", "--namespace", namespace, object]);
+        }
         let webhook_kubeconfig = plane.service_account_kubeconfig(NAMESPACE, SERVICE_ACCOUNT);
         let snapshot = plane.dir.path().join("snapshot.json");
         let mut cluster = Cluster {

@@ -107,16 +107,8 @@ pub(super) fn labels(node: &Node) -> Vec<(String, String)> {
     vec![
         ("node-pool".into(), "flink".into()),
         ("topology.kubernetes.io/region".into(), "eu-west".into()),
+        ("topology.kubernetes.io/zone".into(), zone_name(node.zone)),
     ]
-    .into_iter()
-    .chain([
-        (
-            "topology.kubernetes.io/zone".to_string(),
-            zone_name(node.zone),
-        ),
-        (HEAT_BAND.to_string(), heat_band(node.cpu).to_string()),
-    ])
-    .collect()
 }
 
 pub(super) fn zone_name(zone: usize) -> String {
@@ -156,22 +148,6 @@ pub(super) enum Template {
     Apart,
     /// Zone topology spread of the job's TaskManagers, maxSkew 1, DoNotSchedule.
     ZoneSpread,
-    /// Graded coverage by a static label: preferred terms `heat-band Lt b` of weight
-    /// `HEAT_BAND_WEIGHT` for each band b of 1-9, so a cooler band scores higher on every node,
-    /// named or not ([`HEAT_BAND`], the node's CPU busy in tenths when the cluster was made).
-    HeatBands,
-    /// [`Template::HeatBands`]' terms, the model relabelling a node's band at each bind (a
-    /// labeller that follows the binds; the model only).
-    HeatBandsFollowingBinds,
-}
-
-/// The label of a node's heat band (its CPU busy fraction in tenths, 0-9).
-pub(super) const HEAT_BAND: &str = "heat-band";
-const HEAT_BAND_WEIGHT: i32 = 10;
-
-/// The band of a CPU busy fraction: tenths, 0-9 (a node past full stays in band 9).
-fn heat_band(cpu: f64) -> u32 {
-    ((cpu * 10.0) as u32).min(9)
 }
 
 /// A native-mode TaskManager: a log sidecar and `flink-main-container`, requests equal to
@@ -190,18 +166,6 @@ pub(super) fn taskmanager(name: &str, template: Template) -> Value {
                         "labelSelector": {"matchLabels": job}
                     }
                 }]
-            }});
-        }
-        Template::HeatBands | Template::HeatBandsFollowingBinds => {
-            let terms: Vec<Value> = (1..=9)
-                .map(|band| {
-                    json!({"weight": HEAT_BAND_WEIGHT, "preference": {"matchExpressions": [
-                        {"key": HEAT_BAND, "operator": "Lt", "values": [band.to_string()]}
-                    ]}})
-                })
-                .collect();
-            pod["spec"]["affinity"] = json!({"nodeAffinity": {
-                "preferredDuringSchedulingIgnoredDuringExecution": terms
             }});
         }
         Template::ZoneSpread => {
@@ -304,82 +268,5 @@ impl OtherWorkload {
     pub(super) async fn stop(self) -> usize {
         let _ = self.stop.send(());
         self.task.await.expect("the other workload's task")
-    }
-}
-
-/// A labeller that follows the binds, as the model's
-/// `simulate::Cluster::with_heat_band_following_binds` does: it watches the burst's pods and,
-/// when one binds, rewrites its node's [`HEAT_BAND`] with the node's CPU after the burst's pods
-/// on it (2 cores each, as the model charges them). Test-side, to measure the mechanism on the
-/// real scheduler before the webhook has it.
-pub(super) struct BandLabeller {
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<usize>,
-}
-
-impl BandLabeller {
-    pub(super) fn start(cluster: &Cluster, namespace: &str, nodes: &[Node]) -> BandLabeller {
-        use futures::StreamExt;
-        use kube::runtime::watcher;
-
-        let (stop, mut stopped) = tokio::sync::oneshot::channel();
-        let pods = Api::<Pod>::namespaced(cluster.admin.clone(), namespace);
-        let node_api = Api::<k8s_openapi::api::core::v1::Node>::all(cluster.admin.clone());
-        let load: BTreeMap<String, (f64, f64)> = nodes
-            .iter()
-            .map(|n| (n.name.clone(), (n.cpu, f64::from(n.cores))))
-            .collect();
-        let task = tokio::spawn(async move {
-            let mut events = watcher(pods, watcher::Config::default()).boxed();
-            let mut seen = std::collections::BTreeSet::new();
-            let mut on: BTreeMap<String, usize> = BTreeMap::new();
-            let mut writes = 0;
-            loop {
-                let event = tokio::select! {
-                    _ = &mut stopped => return writes,
-                    event = events.next() => event,
-                };
-                let Some(Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod))) = event
-                else {
-                    continue;
-                };
-                let (Some(name), Some(node)) = (
-                    pod.metadata.name.clone(),
-                    pod.spec.as_ref().and_then(|s| s.node_name.clone()),
-                ) else {
-                    continue;
-                };
-                if !seen.insert(name) {
-                    continue;
-                }
-                let Some(&(cpu, cores)) = load.get(&node) else {
-                    continue;
-                };
-                let before = on.get(&node).copied().unwrap_or(0);
-                on.insert(node.clone(), before + 1);
-                let band = |pods: usize| heat_band(cpu + pods as f64 * 2.0 / cores);
-                if band(before + 1) == band(before) {
-                    continue;
-                }
-                let patch =
-                    json!({"metadata": {"labels": {HEAT_BAND: band(before + 1).to_string()}}});
-                node_api
-                    .patch(
-                        &node,
-                        &kube::api::PatchParams::default(),
-                        &kube::api::Patch::Merge(&patch),
-                    )
-                    .await
-                    .expect("relabel a node's heat band");
-                writes += 1;
-            }
-        });
-        BandLabeller { stop, task }
-    }
-
-    /// Stops; how many node writes it made.
-    pub(super) async fn stop(self) -> usize {
-        let _ = self.stop.send(());
-        self.task.await.expect("the band labeller's task")
     }
 }
