@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
+use std::time::{Duration, Instant};
 
 use crate::fixture::{Cluster, FLINK, Setup, serial};
 use crate::support::kube::client_from_kubeconfig;
@@ -75,6 +76,7 @@ async fn the_webhook_labels_every_node_with_its_band_and_may_write_nothing_else(
                 .await
         }
     };
+    policy_in_force(&webhook, &name).await;
     merge(json!({"metadata": {"labels": {KEY: "7"}}}))
         .await
         .expect("the webhook may set a band");
@@ -140,4 +142,27 @@ async fn the_webhook_labels_every_node_with_its_band_and_may_write_nothing_else(
         "the webhook's own writes were refused:\n{}",
         cluster.logs()
     );
+}
+
+/// Waits until the apiserver enforces the overlay's ValidatingAdmissionPolicy: it does once its
+/// informers hold the policy and its binding, a moment after they are created, and a write in
+/// between passes unchecked. Probes with a dry run of a write the policy refuses, for at most a
+/// minute.
+async fn policy_in_force(webhook: &Api<Node>, node: &str) {
+    let probe = json!({"metadata": {"labels": {"node-pool": "probe"}}});
+    let dry_run = PatchParams {
+        dry_run: true,
+        ..PatchParams::default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match webhook.patch(node, &dry_run, &Patch::Merge(&probe)).await {
+            Err(kube::Error::Api(status)) if status.code == 403 || status.code == 422 => return,
+            other => assert!(
+                Instant::now() < deadline,
+                "the policy refuses nothing a minute after the install: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
