@@ -659,15 +659,22 @@ async fn two_thousand_busy_nodes_default_sampling_cool_nodes_joined_first_webhoo
 /// scenario's seed plus the run's index; run 0 is the gate's): `CLOSED_LOOP_RUNS` runs at
 /// 2,000 nodes (10 unless set), a third as many at 5,000 (at least one). A row per run as it
 /// ends, the table once all have, then each checked by [`check_banded`]. About 2 minutes a run
-/// at 2,000 nodes, 4 at 5,000.
+/// at 2,000 nodes, 4 at 5,000. `CLOSED_LOOP_FIRST_RUN` (0 unless set) skips the runs before it,
+/// so a measurement can be taken in parts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement: about 2.5 hours at ten runs"]
 async fn banded_scenarios_run_repeatedly() {
     let _serial = serial().await;
-    let runs: u64 = std::env::var("CLOSED_LOOP_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10);
+    let number = |name: &str, unset: u64| -> u64 {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(unset)
+    };
+    let (runs, first) = (
+        number("CLOSED_LOOP_RUNS", 10),
+        number("CLOSED_LOOP_FIRST_RUN", 0),
+    );
     let mut rows = Vec::new();
     for scenario in BANDED {
         let count = if scenario.nodes >= 5000 {
@@ -675,7 +682,7 @@ async fn banded_scenarios_run_repeatedly() {
         } else {
             runs
         };
-        for k in 0..count {
+        for k in first..first + count {
             let scenario = Scenario {
                 seed: scenario.seed + k,
                 ..scenario
