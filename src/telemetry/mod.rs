@@ -460,7 +460,8 @@ impl Metrics {
         self.reviews.get_or_create(&OutcomeLabels { outcome }).inc();
     }
 
-    /// Counts one review sent on to the deciding replica, by `result` (`answered`, `failed` or `resting`).
+    /// Counts one review sent on to the deciding replica, by `result` (`answered`, `failed` or
+    /// `resting`).
     pub(crate) fn count_forward(&self, result: &'static str) {
         self.forwarded.get_or_create(&ResultLabels { result }).inc();
     }
