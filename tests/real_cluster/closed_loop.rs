@@ -33,7 +33,9 @@ use crate::fixture::{Cluster, FLINK, Setup, decision, serial};
 use crate::support::kube::objects::{self, NodeSpec};
 
 mod diagnose;
+mod do_nothing;
 mod generated;
+mod repeated;
 
 use diagnose::{bound_unnamed, print_strays, scheduler_order};
 use generated::{
@@ -41,17 +43,24 @@ use generated::{
     labels, running_pod, snapshot, taskmanager, zone_name,
 };
 
-/// Creates the burst in `namespace`, 8 at a time, waits for every bind; the node index of each
+/// Creates `pods` in `namespace`, 8 at a time, waits for every bind; the node index of each
 /// pod in creation order, and the time from the first create to the last bind seen (the binds
 /// are polled every 200 ms).
 async fn burst_on_real_scheduler(
     cluster: &Cluster,
     namespace: &str,
-    (count, template): (usize, Template),
+    pods: &[Value],
     index: &BTreeMap<String, usize>,
 ) -> (Vec<Option<usize>>, Duration) {
-    let names: Vec<String> = (0..count).map(|i| format!("tm-{i:05}")).collect();
-    let pods: Vec<Value> = names.iter().map(|n| taskmanager(n, template)).collect();
+    let names: Vec<String> = pods
+        .iter()
+        .map(|pod| {
+            pod["metadata"]["name"]
+                .as_str()
+                .expect("pod name")
+                .to_string()
+        })
+        .collect();
     let start = Instant::now();
     for chunk in pods.chunks(8) {
         objects::create_pods(&cluster.admin, namespace, chunk).await;
@@ -63,6 +72,13 @@ async fn burst_on_real_scheduler(
         .map(|n| bound.get(n).and_then(|node| index.get(node)).copied())
         .collect();
     (landed, took)
+}
+
+/// The burst's `count` TaskManagers of `template`, named in creation order.
+fn burst_pods(count: usize, template: Template) -> Vec<Value> {
+    (0..count)
+        .map(|i| taskmanager(&format!("tm-{i:05}"), template))
+        .collect()
 }
 
 fn outcome(method: Method, landed: Vec<Option<usize>>, landings: [usize; 3]) -> Outcome {
@@ -98,6 +114,47 @@ struct Run {
     real_none: Figures,
     ideal: Figures,
     ideal_in_sample: Figures,
+    cost: Cost,
+}
+
+/// What the webhook cost the cluster in a run.
+struct Cost {
+    /// Mean bytes of node affinity in a steered pod.
+    affinity_bytes: f64,
+    /// Node label writes: to band every node at the start, and while the burst was decided
+    /// and bound.
+    band_writes: Option<(f64, f64)>,
+    took: Took,
+}
+
+/// The time from a burst's first create to its last bind.
+struct Took {
+    webhook: Duration,
+    none: Duration,
+    /// Through the do-nothing webhook (see [`do_nothing`]), when the run measured it.
+    do_nothing: Option<Duration>,
+}
+
+impl std::fmt::Display for Took {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secs = |d: Duration| d.as_secs_f64();
+        write!(
+            f,
+            "{:.1} s with the webhook, {:.1} s without ({:.2}x)",
+            secs(self.webhook),
+            secs(self.none),
+            secs(self.webhook) / secs(self.none).max(1e-3)
+        )?;
+        if let Some(nothing) = self.do_nothing {
+            write!(
+                f,
+                ", {:.1} s through the do-nothing webhook ({:.2}x)",
+                secs(nothing),
+                secs(self.webhook) / secs(nothing).max(1e-3)
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// A generated cluster and burst.
@@ -126,6 +183,8 @@ struct Scenario {
     /// The webhook may read the scheduler's Lease (deploy/scheduler-lease); without it, it
     /// cannot tell when the scheduler restarted and relisted its nodes.
     lease_readable: bool,
+    /// The burst once more through the do-nothing webhook, timed ([`do_nothing`]).
+    do_nothing: bool,
 }
 
 /// One TaskManager per node first (preferred anti-affinity, weight 100, which ties the
@@ -172,6 +231,7 @@ async fn run(scenario: Scenario) -> Option<Run> {
         cool_joined_first,
         heat_bands,
         lease_readable,
+        do_nothing,
     } = scenario;
     let nodes = generate(n, seed, load);
     let nodes = if cool_joined_first {
@@ -231,18 +291,22 @@ async fn run(scenario: Scenario) -> Option<Run> {
     } else {
         None
     };
-    let (landed, steered_took) =
-        burst_on_real_scheduler(&cluster, FLINK, (count, template), &index).await;
-    if let Some(first) = first_writes {
-        let all = cluster
-            .metric_sum(BAND_WRITES, &[("result", "written")])
-            .await;
-        eprintln!(
-            "heat bands: {first} node label writes to label every node, {} more while the \
-             burst was decided and bound",
-            all - first
-        );
-    }
+    let pods = burst_pods(count, template);
+    let (landed, steered_took) = burst_on_real_scheduler(&cluster, FLINK, &pods, &index).await;
+    let band_writes = match first_writes {
+        Some(first) => {
+            let all = cluster
+                .metric_sum(BAND_WRITES, &[("result", "written")])
+                .await;
+            eprintln!(
+                "heat bands: {first} node label writes to label every node, {} more while the \
+                 burst was decided and bound",
+                all - first
+            );
+            Some((first, all - first))
+        }
+        None => None,
+    };
     if let Some(others) = others {
         let created = others.stop().await;
         eprintln!("{created} pods of another workload created while the burst was scheduled");
@@ -252,10 +316,8 @@ async fn run(scenario: Scenario) -> Option<Run> {
         .await
         .expect("list the burst")
         .items;
-    eprintln!(
-        "{:.0} bytes of node affinity in a steered pod on average",
-        affinity_bytes(&steered)
-    );
+    let affinity_bytes = affinity_bytes(&steered);
+    eprintln!("{affinity_bytes:.0} bytes of node affinity in a steered pod on average");
     let unpatched = steered.iter().filter(|p| decision(p).is_none()).count();
     if unpatched > 0 {
         eprintln!(
@@ -297,14 +359,18 @@ async fn run(scenario: Scenario) -> Option<Run> {
         .await
         .expect("delete the burst");
     objects::create_namespace(&cluster.admin, "plain", false).await;
-    let (landed, plain_took) =
-        burst_on_real_scheduler(&cluster, "plain", (count, template), &index).await;
-    eprintln!(
-        "first create to last bind: {:.1} s with the webhook, {:.1} s without ({:.2}x)",
-        steered_took.as_secs_f64(),
-        plain_took.as_secs_f64(),
-        steered_took.as_secs_f64() / plain_took.as_secs_f64().max(1e-3)
-    );
+    let (landed, plain_took) = burst_on_real_scheduler(&cluster, "plain", &pods, &index).await;
+    let do_nothing_took = if do_nothing {
+        Some(do_nothing::burst(&cluster, &pods, &index).await)
+    } else {
+        None
+    };
+    let took = Took {
+        webhook: steered_took,
+        none: plain_took,
+        do_nothing: do_nothing_took,
+    };
+    eprintln!("first create to last bind: {took}");
     let real_none = figures(
         &model,
         &burst,
@@ -352,6 +418,11 @@ async fn run(scenario: Scenario) -> Option<Run> {
         real_none,
         ideal,
         ideal_in_sample,
+        cost: Cost {
+            affinity_bytes,
+            band_writes,
+            took,
+        },
     };
     eprintln!(
         "above the bound: {:+.2} TaskManagers (every pod), {:+.2} (the pods on named nodes)\n",
@@ -470,6 +541,7 @@ const FORTY_NODES: Scenario = Scenario {
     cool_joined_first: false,
     heat_bands: false,
     lease_readable: true,
+    do_nothing: false,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -512,6 +584,7 @@ const LATE_JOINERS: Scenario = Scenario {
     cool_joined_first: false,
     heat_bands: true,
     lease_readable: true,
+    do_nothing: true,
 };
 
 /// As [`LATE_JOINERS`] at 5,000 nodes, 150 of them late.
@@ -557,16 +630,6 @@ const COOL_JOINED_FIRST_BANDED: Scenario = Scenario {
     heat_bands: true,
     ..COOL_JOINED_FIRST
 };
-
-/// The scenarios of issue 59's target, each installed with deploy/heat-bands.
-const BANDED: [Scenario; 6] = [
-    LATE_JOINERS,
-    SCHEDULER_RESTARTED,
-    COOL_JOINED_FIRST_BANDED,
-    NO_READABLE_LEASE,
-    OTHER_PODS_MEANWHILE,
-    FIVE_THOUSAND_LATE_JOINERS,
-];
 
 /// One scenario on the real scheduler, one control plane at a time, checked by
 /// [`check_banded`].
@@ -653,73 +716,6 @@ async fn two_thousand_busy_nodes_default_sampling_cool_nodes_joined_first() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_busy_nodes_default_sampling_cool_nodes_joined_first_webhook_bands() {
     run_and_check_banded(COOL_JOINED_FIRST_BANDED).await;
-}
-
-/// Each of [`BANDED`] run again and again on the real scheduler, a new cluster each time (the
-/// scenario's seed plus the run's index; run 0 is the gate's): `CLOSED_LOOP_RUNS` runs at
-/// 2,000 nodes (10 unless set), a third as many at 5,000 (at least one). A row per run as it
-/// ends, the table once all have, then each checked by [`check_banded`]. About 2 minutes a run
-/// at 2,000 nodes, 4 at 5,000. `CLOSED_LOOP_FIRST_RUN` (0 unless set) skips the runs before it,
-/// so a measurement can be taken in parts.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement: about 2.5 hours at ten runs"]
-async fn banded_scenarios_run_repeatedly() {
-    let _serial = serial().await;
-    let number = |name: &str, unset: u64| -> u64 {
-        std::env::var(name)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(unset)
-    };
-    let (runs, first) = (
-        number("CLOSED_LOOP_RUNS", 10),
-        number("CLOSED_LOOP_FIRST_RUN", 0),
-    );
-    let mut rows = Vec::new();
-    for scenario in BANDED {
-        let count = if scenario.nodes >= 5000 {
-            runs.div_ceil(3)
-        } else {
-            runs
-        };
-        for k in first..first + count {
-            let scenario = Scenario {
-                seed: scenario.seed + k,
-                ..scenario
-            };
-            let (name, pods, seed) = (scenario.name, scenario.pods, scenario.seed);
-            let Some(run) = run(scenario).await else {
-                return;
-            };
-            let line = repeated_row(name, seed, &run);
-            eprintln!("run: {line}");
-            rows.push((name, pods, line, run));
-        }
-    }
-    eprintln!(
-        "\nscenario | seed | TaskManagers above the bound (every pod) | on the first named node \
-         | bound where no term named | onto busy nodes (bound)"
-    );
-    for (_, _, line, _) in &rows {
-        eprintln!("{line}");
-    }
-    for (name, pods, _, run) in &rows {
-        check_banded(name, run, *pods);
-    }
-}
-
-/// One row of [`banded_scenarios_run_repeatedly`]'s table.
-fn repeated_row(name: &str, seed: u64, run: &Run) -> String {
-    let pods = run.real_webhook.pods.max(1);
-    let first = run.real_webhook.landings.map_or(0, |[first, _, _]| first);
-    format!(
-        "{name} | {seed} | {:+.2} | {:.1} % | {} | {} ({})",
-        taskmanagers_above_bound(run, &run.real_webhook),
-        100.0 * first as f64 / pods as f64,
-        run.unnamed,
-        run.real_webhook.onto_busy,
-        bound(run).onto_busy
-    )
 }
 
 /// With heat bands: the hottest node at most one TaskManager above the bound, every pod

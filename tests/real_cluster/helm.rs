@@ -51,7 +51,7 @@ const YAML_FILES: [&str; 2] = ["config.yaml", "scheduler-config.yaml"];
 const CHECKSUMS: [&str; 2] = ["checksum/config", "checksum/scheduler-config"];
 
 /// The chart's switches and the kustomizations that render the same objects.
-const CASES: [(&str, &[&str], &[&str]); 4] = [
+const CASES: [(&str, &[&str], &[&str]); 5] = [
     ("defaults", &[], &["deploy"]),
     (
         "schedulerProfile",
@@ -67,6 +67,11 @@ const CASES: [(&str, &[&str], &[&str]); 4] = [
         "certManager",
         &["tls.certManager.enabled=true"],
         &["deploy/cert-manager"],
+    ),
+    (
+        "heatBands",
+        &["heatBands.enabled=true"],
+        &["deploy/heat-bands"],
     ),
 ];
 
@@ -341,7 +346,8 @@ fn helm_lint_passes() {
         vec![],
         vec![
             "--set",
-            "schedulerProfile.enabled=true,monitoring.enabled=true,tls.certManager.enabled=true",
+            "schedulerProfile.enabled=true,monitoring.enabled=true,tls.certManager.enabled=true,\
+         heatBands.enabled=true",
         ],
         vec!["--set", "tls.caBundle=Y2E="],
     ] {
@@ -462,7 +468,8 @@ fn helm_values_reach_the_objects() {
         "--namespace",
         "steering",
         "--set",
-        "schedulerProfile.enabled=true,monitoring.enabled=true,tls.certManager.enabled=true",
+        "schedulerProfile.enabled=true,monitoring.enabled=true,tls.certManager.enabled=true,\
+         heatBands.enabled=true",
     ]);
     let docs = parse(&text, "steering");
     for doc in &docs {
@@ -514,6 +521,15 @@ fn helm_values_reach_the_objects() {
             .expect("YAML");
     assert_eq!(config["service"], service);
     assert_eq!(config["scheduler_name"], "placement-scheduler");
+    assert_eq!(config["placement"]["heat_bands"]["enabled"], true);
+    let policy = docs
+        .iter()
+        .find(|d| d["kind"] == "ValidatingAdmissionPolicy")
+        .expect("the heat bands' policy");
+    assert_eq!(
+        policy["spec"]["matchConditions"][0]["expression"],
+        "request.userInfo.username == 'system:serviceaccount:steering:steering-placement-webhook'"
+    );
     let excluded = &hook["webhooks"][0]["namespaceSelector"]["matchExpressions"][1];
     assert_eq!(excluded["operator"], "NotIn");
     assert_eq!(
@@ -591,7 +607,8 @@ async fn helm_renderings_are_accepted_by_the_apiserver() {
         "steering",
         &chart,
         "--set",
-        "schedulerProfile.enabled=true,monitoring.enabled=true,tls.certManager.enabled=true",
+        "schedulerProfile.enabled=true,monitoring.enabled=true,tls.certManager.enabled=true,\
+         heatBands.enabled=true",
     ]);
     let installed = |selector: &str| -> BTreeSet<String> {
         let kinds = "serviceaccounts,configmaps,services,deployments.apps,\
@@ -600,6 +617,8 @@ async fn helm_renderings_are_accepted_by_the_apiserver() {
                      clusterroles.rbac.authorization.k8s.io,\
                      clusterrolebindings.rbac.authorization.k8s.io,\
                      mutatingwebhookconfigurations.admissionregistration.k8s.io,\
+                     validatingadmissionpolicies.admissionregistration.k8s.io,\
+                     validatingadmissionpolicybindings.admissionregistration.k8s.io,\
                      certificates.cert-manager.io,issuers.cert-manager.io,\
                      servicemonitors.monitoring.coreos.com,prometheusrules.monitoring.coreos.com";
         plane

@@ -134,6 +134,32 @@ pub fn register_copy(
     );
 }
 
+/// A second registration of the installed webhook itself (the shipped one copied as `name`,
+/// its address kept) for every pod of the namespaces labelled `label`, with no
+/// `matchConditions`: a pod that opts out is sent all the same, and the webhook answers it
+/// unchanged. What a webhook that does nothing costs a pod's creation.
+pub fn register_unconditional_copy(plane: &ControlPlane, name: &str, label: (&str, &str)) {
+    let shipped = plane.kubectl(&[
+        "get",
+        "mutatingwebhookconfiguration",
+        CONFIGURATION,
+        "-o",
+        "json",
+    ]);
+    let mut copy: Value = serde_json::from_str(&shipped).expect("registration JSON");
+    copy["metadata"] = json!({"name": name});
+    for hook in copy["webhooks"].as_array_mut().expect("webhooks") {
+        hook["namespaceSelector"] = json!({"matchLabels": {label.0: label.1}});
+        if let Some(hook) = hook.as_object_mut() {
+            hook.remove("matchConditions");
+        }
+    }
+    plane.kubectl_with_input(
+        &["apply", "--server-side", "--field-manager=test", "-f", "-"],
+        Some(&copy.to_string()),
+    );
+}
+
 /// The config shipped in `overlay` (its config.yaml, or the base's) with the listen address
 /// changed and the Prometheus section replaced by a snapshot file (`metrics_file`). `extra` is
 /// YAML: a top-level `key: value` line whose key the shipped config sets replaces that key's

@@ -62,7 +62,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/*
 The webhook's config.yaml: config, plus what the chart knows better than a fixed file: with
-schedulerProfile.enabled the mode, scheduler name and the scheduler's config file; and the
+schedulerProfile.enabled the mode, scheduler name and the scheduler's config file; with
+heatBands.enabled the bands turned on; and the
 webhook's own Service when it is not the default name `placement-webhook`.
 */}}
 {{- define "placement-webhook.config" -}}
@@ -76,7 +77,21 @@ webhook's own Service when it is not the default name `placement-webhook`.
 {{- $_ := set $config "scheduler_name" .Values.schedulerProfile.schedulerName }}
 {{- $_ := set $config "scheduler_config_file" (printf "%s/scheduler-config.yaml" (include "placement-webhook.schedulerConfigDir" .)) }}
 {{- end }}
+{{- if .Values.heatBands.enabled }}
+{{- $placement := default (dict) (get $config "placement") }}
+{{- $bands := default (dict) (get $placement "heat_bands") }}
+{{- $_ := set $bands "enabled" true }}
+{{- $_ := set $placement "heat_bands" $bands }}
+{{- $_ := set $config "placement" $placement }}
+{{- end }}
 {{- toYaml $config }}
+{{- end }}
+
+{{/* The node label the heat bands are kept in: config.placement.heat_bands.key, or its default. */}}
+{{- define "placement-webhook.heatBandKey" -}}
+{{- $placement := default (dict) .Values.config.placement }}
+{{- $bands := default (dict) (get $placement "heat_bands") }}
+{{- default "placement-webhook.io/heat-band" (get $bands "key") }}
 {{- end }}
 
 {{/* The second scheduler's KubeSchedulerConfiguration, read by it and by the webhook. */}}
