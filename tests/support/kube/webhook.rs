@@ -115,23 +115,10 @@ pub fn register_copy(
     ca_bundle: &str,
     label: (&str, &str),
 ) {
-    let shipped = plane.kubectl(&[
-        "get",
-        "mutatingwebhookconfiguration",
-        CONFIGURATION,
-        "-o",
-        "json",
-    ]);
-    let mut copy: Value = serde_json::from_str(&shipped).expect("registration JSON");
-    copy["metadata"] = json!({"name": name});
-    for hook in copy["webhooks"].as_array_mut().expect("webhooks") {
+    apply_copy(plane, name, |hook| {
         hook["clientConfig"] = json!({"url": url, "caBundle": ca_bundle});
         hook["namespaceSelector"] = json!({"matchLabels": {label.0: label.1}});
-    }
-    plane.kubectl_with_input(
-        &["apply", "--server-side", "--field-manager=test", "-f", "-"],
-        Some(&copy.to_string()),
-    );
+    });
 }
 
 /// A second registration of the installed webhook itself (the shipped one copied as `name`,
@@ -139,6 +126,16 @@ pub fn register_copy(
 /// `matchConditions`: a pod that opts out is sent all the same, and the webhook answers it
 /// unchanged. What a webhook that does nothing costs a pod's creation.
 pub fn register_unconditional_copy(plane: &ControlPlane, name: &str, label: (&str, &str)) {
+    apply_copy(plane, name, |hook| {
+        hook["namespaceSelector"] = json!({"matchLabels": {label.0: label.1}});
+        if let Some(hook) = hook.as_object_mut() {
+            hook.remove("matchConditions");
+        }
+    });
+}
+
+/// Applies the shipped registration copied as `name`, each of its webhooks changed by `edit`.
+fn apply_copy(plane: &ControlPlane, name: &str, edit: impl Fn(&mut Value)) {
     let shipped = plane.kubectl(&[
         "get",
         "mutatingwebhookconfiguration",
@@ -149,10 +146,7 @@ pub fn register_unconditional_copy(plane: &ControlPlane, name: &str, label: (&st
     let mut copy: Value = serde_json::from_str(&shipped).expect("registration JSON");
     copy["metadata"] = json!({"name": name});
     for hook in copy["webhooks"].as_array_mut().expect("webhooks") {
-        hook["namespaceSelector"] = json!({"matchLabels": {label.0: label.1}});
-        if let Some(hook) = hook.as_object_mut() {
-            hook.remove("matchConditions");
-        }
+        edit(hook);
     }
     plane.kubectl_with_input(
         &["apply", "--server-side", "--field-manager=test", "-f", "-"],
