@@ -5,10 +5,12 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use super::ports::free_port;
 
 /// The `prometheus` binary, or `None` outside CI when it is not installed.
 /// Under `CI=true` a missing Prometheus fails the test instead of skipping it.
@@ -259,11 +261,4 @@ impl Drop for Prometheus {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
 }

@@ -12,7 +12,7 @@ pub mod objects;
 pub mod process;
 pub mod webhook;
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,7 @@ use rcgen::{
     BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 
+pub use super::ports::free_port;
 use process::Process;
 
 /// The release the binaries are built from (tests/kube/go.mod).
@@ -576,13 +577,6 @@ impl Pki {
             service_account_public: sa_key.public_key_pem(),
         }
     }
-}
-
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
 }
 
 /// `config` (a KubeSchedulerConfiguration) connecting with `kubeconfig`: added to its own
