@@ -585,7 +585,7 @@ const LATE_JOINERS: Scenario = Scenario {
     cool_joined_first: false,
     heat_bands: true,
     lease_readable: true,
-    do_nothing: true,
+    do_nothing: false,
 };
 
 /// As [`LATE_JOINERS`] at 5,000 nodes, 150 of them late.
@@ -645,7 +645,13 @@ async fn run_and_check_banded(scenario: Scenario) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_busy_nodes_default_sampling_late_joiners() {
-    run_and_check_banded(LATE_JOINERS).await;
+    // The one gate run that also times the do-nothing webhook (`repeated` times it in the
+    // first run of each scenario): each such burst adds half a minute.
+    run_and_check_banded(Scenario {
+        do_nothing: true,
+        ..LATE_JOINERS
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
