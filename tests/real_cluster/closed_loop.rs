@@ -15,7 +15,8 @@
 //! spread), installed with deploy/heat-bands, the target is the same with every pod counted,
 //! strays included ([`check_banded`]); the 500-node row without bands is allowed
 //! [`sampling_allowance`]. Each run also times the burst from its first create to its last
-//! bind, with the webhook, without it and through the do-nothing webhook ([`do_nothing`]).
+//! bind, with the webhook and without it, and where the scenario asks, through the do-nothing
+//! webhook ([`do_nothing`]).
 //! `repeated` runs the target's scenarios again on new seeds. The figures, and the pods behind
 //! the hottest node, are printed; run with `--nocapture`.
 
