@@ -9,6 +9,8 @@
 
 #[path = "../tests/support/exporter.rs"]
 mod exporter;
+#[path = "../tests/support/ports.rs"]
+mod ports;
 #[path = "../tests/support/prometheus.rs"]
 mod prometheus;
 #[path = "../tests/support/webhook.rs"]
