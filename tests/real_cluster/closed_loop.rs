@@ -76,6 +76,18 @@ async fn burst_on_real_scheduler(
     (landed, took)
 }
 
+/// Deletes every pod of `namespace` at once (grace 0), so the next burst finds the nodes as
+/// this one did.
+async fn delete_burst(cluster: &Cluster, namespace: &str) {
+    Api::<k8s_openapi::api::core::v1::Pod>::namespaced(cluster.admin.clone(), namespace)
+        .delete_collection(
+            &DeleteParams::default().grace_period(0),
+            &ListParams::default(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("delete the burst in {namespace}: {e}"));
+}
+
 /// The burst's `count` TaskManagers of `template`, named in creation order.
 fn burst_pods(count: usize, template: Template) -> Vec<Value> {
     (0..count)
@@ -289,7 +301,7 @@ async fn run(scenario: Scenario) -> Option<Run> {
     }
     let others = (others_per_second > 0).then(|| OtherWorkload::start(&cluster, others_per_second));
     let first_writes = if heat_bands {
-        Some(bands_on_every_node(&cluster, &config, n, cluster.replicas.len()).await)
+        Some(bands_on_every_node(&cluster, &config, n).await)
     } else {
         None
     };
@@ -353,13 +365,7 @@ async fn run(scenario: Scenario) -> Option<Run> {
     let order = scheduler_order(&cluster).await;
 
     // The same burst with no webhook: the steered pods gone first.
-    Api::<k8s_openapi::api::core::v1::Pod>::namespaced(cluster.admin.clone(), FLINK)
-        .delete_collection(
-            &DeleteParams::default().grace_period(0),
-            &ListParams::default(),
-        )
-        .await
-        .expect("delete the burst");
+    delete_burst(&cluster, FLINK).await;
     objects::create_namespace(&cluster.admin, "plain", false).await;
     let (landed, plain_took) = burst_on_real_scheduler(&cluster, "plain", &pods, &index).await;
     let do_nothing_took = if do_nothing {
@@ -704,8 +710,9 @@ async fn two_thousand_busy_nodes_template_zone_spread() {
 
 /// The nodes joined coolest first, before the webhook was installed (it lists them and cannot
 /// know their order), no late joiners: the scheduler's order follows load, so one contiguous
-/// sample holds most of the cool nodes or few of them. Installed without heat bands (`deploy/`),
-/// the tiers alone miss it; [`COOL_JOINED_FIRST_BANDED`], in the gate, holds it. In two runs 690 and 661 of 1,500 pods went to nodes no term named (the named nodes, the
+/// sample holds most of the cool nodes or few of them. Installed without heat bands
+/// (`deploy/`), the tiers alone miss it; [`COOL_JOINED_FIRST_BANDED`], in the gate, holds it.
+/// In two runs 690 and 661 of 1,500 pods went to nodes no term named (the named nodes, the
 /// coolest, sit together at the start of the order, and a sample of a third of the order
 /// from elsewhere holds none), 256 and 250 onto busy nodes, the hottest 1.017 against ideal's
 /// 0.496 (+8.3 TaskManagers); the pods on named nodes ended at 0.444 and 0.537. The bound
@@ -767,11 +774,12 @@ fn config_of(scenario: &Scenario) -> Config {
 }
 
 /// Waits until each of the `n` nodes carries a heat band, as the webhook labels them once it
-/// has its first view, and each of the `replicas` has written them all (a replica writes every
+/// has its first view, and each of its replicas has written them all (a replica writes every
 /// node once when it starts: a burst's writes counted from when the first replica had banded
 /// every node held the second's 5,000 in one run), ten seconds at most once every node carries
 /// one; the node label writes that took.
-async fn bands_on_every_node(cluster: &Cluster, config: &Config, n: usize, replicas: usize) -> f64 {
+async fn bands_on_every_node(cluster: &Cluster, config: &Config, n: usize) -> f64 {
+    let replicas = cluster.replicas.len();
     let key = &config.placement.heat_bands.key;
     let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(cluster.admin.clone());
     let deadline = Instant::now() + Duration::from_secs(120);

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::PostParams;
 use serde_json::Value;
 
-use super::burst_on_real_scheduler;
+use super::{burst_on_real_scheduler, delete_burst};
 use crate::fixture::Cluster;
 use crate::support::kube::objects;
 use crate::support::kube::webhook::register_unconditional_copy;
@@ -29,13 +29,7 @@ pub(super) async fn burst(
     pods: &[Value],
     index: &BTreeMap<String, usize>,
 ) -> Duration {
-    Api::<Pod>::namespaced(cluster.admin.clone(), "plain")
-        .delete_collection(
-            &DeleteParams::default().grace_period(0),
-            &ListParams::default(),
-        )
-        .await
-        .expect("delete the plain burst");
+    delete_burst(cluster, "plain").await;
     let labels = serde_json::json!({LABEL.0: LABEL.1});
     objects::create_namespace_labelled(&cluster.admin, NAMESPACE, labels).await;
     register_unconditional_copy(&cluster.plane, "placement-webhook-do-nothing", LABEL);
