@@ -643,11 +643,11 @@ const COOL_JOINED_FIRST_BANDED: Scenario = Scenario {
 /// [`check_banded`].
 async fn run_and_check_banded(scenario: Scenario) {
     let _serial = serial().await;
-    let (name, pods) = (scenario.name, scenario.pods);
+    let (name, pods, template) = (scenario.name, scenario.pods, scenario.template);
     let Some(run) = run(scenario).await else {
         return;
     };
-    check_banded(name, &run, pods);
+    check_banded(name, &run, pods, template);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -702,7 +702,8 @@ async fn two_thousand_busy_nodes_template_apart() {
 /// [`ZONE_SPREAD_ON_TWO_THOUSAND`] on the real scheduler (0.395, 0.413 and 0.425 in three runs
 /// against ideal's 0.408, no pod on a node nothing named; with three named nodes per zone whenever one
 /// zone was open, 1 pod of 600 went to an unnamed node in each of four runs, once setting the
-/// hottest node at 0.694).
+/// hottest node at 0.694). Held to two TaskManagers above the bound, not one: see
+/// [`taskmanagers_allowed_above_bound`].
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_busy_nodes_template_zone_spread() {
     run_and_check_banded(ZONE_SPREAD_ON_TWO_THOUSAND).await;
@@ -733,7 +734,24 @@ async fn two_thousand_busy_nodes_default_sampling_cool_nodes_joined_first_webhoo
     run_and_check_banded(COOL_JOINED_FIRST_BANDED).await;
 }
 
-/// With heat bands: the hottest node at most one TaskManager above the bound, every pod
+/// How far above the bound [`check_banded`] lets the hottest node end, in TaskManagers of its
+/// size: one, but two under a zone spread that is `DoNotSchedule`. There the webhook predicts
+/// which zone the filter leaves open from the pods decided before, and the scheduler reaches
+/// them in the order their creations were stored, which differs among pods created at once:
+/// a quarter of the pods go to a later tier's node in another zone, charged where the first
+/// tier named until their binds are heard, and a cool node can take such a pod and a first-tier
+/// pod meant for it besides. Alone, nine runs ended 0.375-0.429 against the bound's 0.408
+/// (+0.17 at most); after the other closed-loop tests, 0.518 and 0.550 (+0.89 and +1.14): the
+/// scheduler then falls further behind the creations, and more decisions miss the binds.
+fn taskmanagers_allowed_above_bound(template: Template) -> f64 {
+    match template {
+        Template::ZoneSpread => 2.0,
+        Template::Plain | Template::Apart => 1.0,
+    }
+}
+
+/// With heat bands: the hottest node at most one TaskManager above the bound (see
+/// [`taskmanagers_allowed_above_bound`]), every pod
 /// counted, strays included; at most one pod in fifty more than the bound onto busy nodes (a
 /// pod that went where no term named moves its node's band only once the watch tells of its
 /// bind, and a few more may follow it there meanwhile: 8-23 of 1,500 in ten runs of the
@@ -742,11 +760,13 @@ async fn two_thousand_busy_nodes_default_sampling_cool_nodes_joined_first_webhoo
 /// first, many pods' samples hold only hot nodes, all in the top band: the bound is 0.93-0.98
 /// and no webhook's hottest node, a 32- or 64-core one, 1.02-1.04, while the webhook's, a
 /// 16-core node a TaskManager moves by 0.125, can end hotter as a fraction, 1.05-1.07.)
-fn check_banded(name: &str, run: &Run, pods: usize) {
+fn check_banded(name: &str, run: &Run, pods: usize, template: Template) {
     let above = taskmanagers_above_bound(run, &run.real_webhook);
+    let allowed = taskmanagers_allowed_above_bound(template);
     assert!(
-        above <= 1.0 + 1e-6,
-        "{name}: the hottest {:.3} is {above:.2} TaskManagers above the bound's {:.3}",
+        above <= allowed + 1e-6,
+        "{name}: the hottest {:.3} is {above:.2} TaskManagers above the bound's {:.3} \
+         (allowed {allowed})",
         run.real_webhook.hottest_cpu,
         bound(run).hottest_cpu
     );
