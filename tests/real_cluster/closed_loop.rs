@@ -737,12 +737,12 @@ async fn two_thousand_busy_nodes_default_sampling_cool_nodes_joined_first_webhoo
 /// How far above the bound [`check_banded`] lets the hottest node end, in TaskManagers of its
 /// size: one, but two under a zone spread that is `DoNotSchedule`. There the webhook predicts
 /// which zone the filter leaves open from the pods decided before, and the scheduler reaches
-/// them in the order their creations were stored, which differs among pods created at once:
-/// a quarter of the pods go to a later tier's node in another zone, charged where the first
-/// tier named until their binds are heard, and a cool node can take such a pod and a first-tier
-/// pod meant for it besides. Alone, nine runs ended 0.375-0.429 against the bound's 0.408
-/// (+0.17 at most); after the other closed-loop tests, 0.518 and 0.550 (+0.89 and +1.14): the
-/// scheduler then falls further behind the creations, and more decisions miss the binds.
+/// them in the order their creations were stored, which among pods created at once need not be
+/// the order of the decisions: a quarter of the pods go to a later tier's node in another zone,
+/// charged where the first tier named until their binds are heard, and a cool node can take
+/// such a pod and a first-tier pod meant for it besides. Alone, eight runs ended 0.375-0.429
+/// against the bound's 0.408 (+0.17 at most); after the other closed-loop tests, 0.518 and
+/// 0.550 (+0.89 and +1.14). See docs/design.md, "Limits".
 fn taskmanagers_allowed_above_bound(template: Template) -> f64 {
     match template {
         Template::ZoneSpread => 2.0,
