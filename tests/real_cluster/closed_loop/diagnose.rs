@@ -66,13 +66,16 @@ pub(super) fn bound_unnamed(pods: &[Pod]) -> std::collections::BTreeSet<String> 
 
 /// Every steered pod bound to a node outside its first tier, and every pod on the hottest node,
 /// with its decision note, what its terms named and how many first-tier nodes still had room:
-/// what to read when the hottest node is above the bound.
+/// what to read when the hottest node is above the bound. Returns the hottest node's story in
+/// one line (its load before, and each pod it took with how its terms named it), for a failed
+/// check's message: a long log is cut before the lines above reach it.
 pub(super) fn print_strays(
     pods: &[Pod],
     nodes: &[Node],
     index: &BTreeMap<String, usize>,
     (hottest, order): (Option<&str>, &BTreeMap<String, usize>),
-) {
+) -> String {
+    let mut on_hottest: Vec<String> = Vec::new();
     // Cores requested on each node as the scheduler saw it, taking the pods to be bound in
     // creation order (their names' order): which named nodes still had room for a pod.
     let mut requested: BTreeMap<&str, f64> = nodes
@@ -118,6 +121,12 @@ pub(super) fn print_strays(
         if let Some(used) = requested.get_mut(node) {
             *used += TASKMANAGER_CORES;
         }
+        if Some(node) == hottest {
+            on_hottest.push(format!(
+                "{} {how:?}",
+                pod.metadata.name.as_deref().unwrap_or("?")
+            ));
+        }
         if how == Landed::FirstTier && Some(node) != hottest {
             continue;
         }
@@ -138,6 +147,14 @@ pub(super) fn print_strays(
             decision(pod).unwrap_or("none")
         );
     }
+    let before = hottest
+        .and_then(|name| index.get(name))
+        .map_or(f64::NAN, |&i| nodes[i].cpu);
+    format!(
+        "{} (cpu before {before:.2}) took {}",
+        hottest.unwrap_or("?"),
+        on_hottest.join(", ")
+    )
 }
 
 /// Each node's place in the scheduler's order, when it ran before every node joined: zones
