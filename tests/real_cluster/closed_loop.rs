@@ -649,11 +649,10 @@ const COOL_JOINED_FIRST_BANDED: Scenario = Scenario {
 /// [`check_banded`].
 async fn run_and_check_banded(scenario: Scenario) {
     let _serial = serial().await;
-    let (name, pods, template) = (scenario.name, scenario.pods, scenario.template);
     let Some(run) = run(scenario).await else {
         return;
     };
-    check_banded(name, &run, pods, template);
+    check_banded(&scenario, &run);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -757,9 +756,8 @@ fn taskmanagers_allowed_above_bound(template: Template) -> f64 {
     }
 }
 
-/// With heat bands: the hottest node at most one TaskManager above the bound (see
-/// [`taskmanagers_allowed_above_bound`]), every pod
-/// counted, strays included; at most one pod in fifty more than the bound onto busy nodes (a
+/// `scenario` with heat bands: the hottest node at most one TaskManager above the bound (see
+/// [`taskmanagers_allowed_above_bound`]), every pod counted, strays included; at most one pod in fifty more than the bound onto busy nodes (a
 /// pod that went where no term named moves its node's band only once the watch tells of its
 /// bind, and a few more may follow it there meanwhile: 8-23 of 1,500 in ten runs of the
 /// cluster whose cool nodes joined first, where the bound has none); nearer the bound than no
@@ -767,7 +765,13 @@ fn taskmanagers_allowed_above_bound(template: Template) -> f64 {
 /// first, many pods' samples hold only hot nodes, all in the top band: the bound is 0.93-0.98
 /// and no webhook's hottest node, a 32- or 64-core one, 1.02-1.04, while the webhook's, a
 /// 16-core node a TaskManager moves by 0.125, can end hotter as a fraction, 1.05-1.07.)
-fn check_banded(name: &str, run: &Run, pods: usize, template: Template) {
+fn check_banded(scenario: &Scenario, run: &Run) {
+    let Scenario {
+        name,
+        pods,
+        template,
+        ..
+    } = *scenario;
     let above = taskmanagers_above_bound(run, &run.real_webhook);
     let allowed = taskmanagers_allowed_above_bound(template);
     assert!(

@@ -91,14 +91,12 @@ async fn banded_scenarios_run_repeatedly() {
                     do_nothing: k == first,
                     ..*scenario
                 };
-                let (name, pods, seed) = (scenario.name, scenario.pods, scenario.seed);
-                let template = scenario.template;
                 let Some(run) = run(scenario).await else {
                     return;
                 };
-                let line = row(name, seed, &run);
+                let line = row(scenario.name, scenario.seed, &run);
                 eprintln!("run: {line}");
-                rows.push((name, pods, template, line, run));
+                rows.push((scenario, line, run));
             }
         }
     }
@@ -107,11 +105,11 @@ async fn banded_scenarios_run_repeatedly() {
          | bound where no term named | onto busy nodes (bound) | band writes in the burst \
          | node affinity bytes per pod | first create to last bind: webhook / none / do-nothing"
     );
-    for (_, _, _, line, _) in &rows {
+    for (_, line, _) in &rows {
         eprintln!("{line}");
     }
-    for (name, pods, template, _, run) in &rows {
-        check_banded(name, run, *pods, *template);
+    for (scenario, _, run) in &rows {
+        check_banded(scenario, run);
     }
 }
 
