@@ -1,4 +1,4 @@
 //! The scheduler model against upstream's own test vectors, beside the code they check.
 
-mod spread_affinity;
+mod plugins;
 mod upstream_vectors;
