@@ -2,7 +2,7 @@
 
 use std::cell::OnceCell;
 use std::collections::BTreeSet;
-use std::ops::Bound::{Excluded, Unbounded};
+use std::ops::Bound::{Excluded, Included, Unbounded};
 
 use super::{ByHeat, ByOrder, RankIndex};
 use crate::placement::landing::{Coverage, Positions};
@@ -100,6 +100,24 @@ impl Restricted<'_> {
         }
     }
 
+    /// The cool nodes read through from the best on: every node before it in the set is one
+    /// the scores leave out, so a second walk past them (`best` walked them once) is skipped.
+    fn cool_from_best(&self) -> Box<dyn Iterator<Item = Candidate> + '_> {
+        if self.few.is_some() {
+            return self.cool();
+        }
+        match self.best() {
+            Some(best) => Box::new(
+                self.index
+                    .cool
+                    .range((Included(ByOrder(best)), Unbounded))
+                    .map(|c| c.0)
+                    .filter(|c| self.keeps(c.index)),
+            ),
+            None => Box::new(std::iter::empty()),
+        }
+    }
+
     /// [`cover_in_order`] over the cool nodes read through: those read by an earlier scan
     /// first, then the set from the last of them on, each remembered as it is read.
     fn cover_cool(
@@ -118,9 +136,14 @@ impl Restricted<'_> {
             return added;
         }
         let (index, allowed) = (self.index, self.allowed);
-        let rest = match self.cool_read.last() {
-            Some(&last) => index.cool.range((Excluded(last), Unbounded)),
-            None => index.cool.range::<ByOrder, _>(..),
+        let rest = match (self.cool_read.last(), self.best()) {
+            (Some(&last), _) => index.cool.range((Excluded(last), Unbounded)),
+            // Nothing read yet: from the best on, as `cool_from_best` reads.
+            (None, Some(best)) => index.cool.range((Included(ByOrder(best)), Unbounded)),
+            (None, None) => {
+                self.cool_all_read = true;
+                return added;
+            }
         };
         let read = &mut self.cool_read;
         let kept = rest
@@ -160,7 +183,7 @@ impl Ranking for Restricted<'_> {
     }
 
     fn named(&mut self, used: usize, is_tied: &dyn Fn(&Candidate) -> bool) -> Vec<Candidate> {
-        let mut in_order = self.cool();
+        let mut in_order = self.cool_from_best();
         // The near-ties are a prefix of the order (the best's NIC side, up to a heat).
         let mut named = Vec::with_capacity(used);
         let mut first_untied = None;
