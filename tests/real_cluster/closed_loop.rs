@@ -39,7 +39,7 @@ mod do_nothing;
 mod generated;
 mod repeated;
 
-use diagnose::{bound_unnamed, print_strays, scheduler_order};
+use diagnose::{bound_unnamed, print_strays_and_hottest, scheduler_order};
 use generated::{
     BUSY, HEAVY, LANDINGS, LIGHT, Load, OtherWorkload, Template, generate, joined_coolest_first,
     labels, running_pod, snapshot, taskmanager, zone_name,
@@ -130,7 +130,7 @@ struct Run {
     ideal_in_sample: Figures,
     cost: Cost,
     /// The webhook's hottest node: its load before and the pods it took, with how their terms
-    /// named it (see [`print_strays`]).
+    /// named it (see [`print_strays_and_hottest`]).
     hottest_story: String,
 }
 
@@ -442,7 +442,7 @@ async fn run(scenario: Scenario) -> Option<Run> {
         taskmanagers_above_bound(&run, &run.real_webhook_named),
     );
     // After the table, so that a log cut short in the middle keeps the figures.
-    run.hottest_story = print_strays(
+    run.hottest_story = print_strays_and_hottest(
         &steered,
         &nodes,
         &index,

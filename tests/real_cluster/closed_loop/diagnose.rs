@@ -69,7 +69,7 @@ pub(super) fn bound_unnamed(pods: &[Pod]) -> std::collections::BTreeSet<String> 
 /// what to read when the hottest node is above the bound. Returns the hottest node's story in
 /// one line (its load before, and each pod it took with how its terms named it), for a failed
 /// check's message: a long log is cut before the lines above reach it.
-pub(super) fn print_strays(
+pub(super) fn print_strays_and_hottest(
     pods: &[Pod],
     nodes: &[Node],
     index: &BTreeMap<String, usize>,
