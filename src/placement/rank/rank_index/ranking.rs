@@ -1,7 +1,7 @@
 //! Reading a rank index: its nodes in decision order, over every node or those a score keeps.
 
 use std::cell::OnceCell;
-use std::collections::BTreeSet;
+use std::collections::btree_set;
 use std::ops::Bound::{Excluded, Included, Unbounded};
 
 use super::{ByHeat, ByOrder, RankIndex};
@@ -83,37 +83,42 @@ pub(crate) struct Restricted<'a> {
     cool_all_read: bool,
 }
 
-impl Restricted<'_> {
+impl<'a> Restricted<'a> {
     fn keeps(&self, position: usize) -> bool {
         keeps(self.allowed, position)
     }
 
-    fn in_order<'s>(&'s self, set: &'s BTreeSet<ByOrder>) -> impl Iterator<Item = Candidate> + 's {
-        set.iter().map(|c| c.0).filter(|c| self.keeps(c.index))
+    /// The nodes of `set` (a set or a range of one, in its order) read through.
+    fn in_order<'s>(
+        &'s self,
+        set: impl Iterator<Item = &'s ByOrder> + 's,
+    ) -> impl Iterator<Item = Candidate> + 's {
+        set.map(|c| c.0).filter(|c| self.keeps(c.index))
     }
 
     /// The cool nodes read through, in decision order.
     fn cool(&self) -> Box<dyn Iterator<Item = Candidate> + '_> {
         match &self.few {
             Some(few) => Box::new(few.cool.iter().copied()),
-            None => Box::new(self.in_order(&self.index.cool)),
+            None => Box::new(self.in_order(self.index.cool.iter())),
         }
     }
 
-    /// The cool nodes read through from the best on: every node before it in the set is one
-    /// the scores leave out, so a second walk past them (`best` walked them once) is skipped.
+    /// The cool set from the best node read through on (none: no cool node is read through).
+    /// Every node before it is one the scores leave out, so a scan that starts here skips a
+    /// second walk past them (`best` walked them once).
+    fn cool_set_from_best(&self) -> Option<btree_set::Range<'a, ByOrder>> {
+        let best = self.best()?;
+        Some(self.index.cool.range((Included(ByOrder(best)), Unbounded)))
+    }
+
+    /// The cool nodes read through, in decision order, read from the best on.
     fn cool_from_best(&self) -> Box<dyn Iterator<Item = Candidate> + '_> {
         if self.few.is_some() {
             return self.cool();
         }
-        match self.best() {
-            Some(best) => Box::new(
-                self.index
-                    .cool
-                    .range((Included(ByOrder(best)), Unbounded))
-                    .map(|c| c.0)
-                    .filter(|c| self.keeps(c.index)),
-            ),
+        match self.cool_set_from_best() {
+            Some(set) => Box::new(self.in_order(set)),
             None => Box::new(std::iter::empty()),
         }
     }
@@ -136,14 +141,15 @@ impl Restricted<'_> {
             return added;
         }
         let (index, allowed) = (self.index, self.allowed);
-        let rest = match (self.cool_read.last(), self.best()) {
-            (Some(&last), _) => index.cool.range((Excluded(last), Unbounded)),
-            // Nothing read yet: from the best on, as `cool_from_best` reads.
-            (None, Some(best)) => index.cool.range((Included(ByOrder(best)), Unbounded)),
-            (None, None) => {
-                self.cool_all_read = true;
-                return added;
-            }
+        let rest = match self.cool_read.last() {
+            Some(&last) => index.cool.range((Excluded(last), Unbounded)),
+            None => match self.cool_set_from_best() {
+                Some(set) => set,
+                None => {
+                    self.cool_all_read = true;
+                    return added;
+                }
+            },
         };
         let read = &mut self.cool_read;
         let kept = rest
@@ -160,7 +166,7 @@ impl Restricted<'_> {
     fn hot_in_order(&self) -> Box<dyn Iterator<Item = Candidate> + '_> {
         match &self.few {
             Some(few) => Box::new(few.hot_order.iter().copied()),
-            None => Box::new(self.in_order(&self.index.hot_order)),
+            None => Box::new(self.in_order(self.index.hot_order.iter())),
         }
     }
 }
