@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use placement_webhook::config::Config;
+use placement_webhook::config::{Config, Mode};
 
 // A review allocates and frees many short-lived objects (the pod, the terms, the patch) on
 // every worker thread; glibc's malloc spent about a third of the server's time on them.
@@ -174,30 +174,60 @@ struct CommonArgs {
     /// YAML config file; flags override it.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Static node-load snapshot (JSON, see docs/snapshot-format.md).
-    #[arg(long)]
+    /// Static node-load snapshot (JSON, see docs/snapshot-format.md); replaces the config's
+    /// `prometheus` source.
+    #[arg(long, conflicts_with = "prometheus_url")]
     metrics_file: Option<PathBuf>,
-    /// Prometheus base URL for live node load.
+    /// Prometheus base URL for live node load; replaces the config's `metrics_file`, keeps the
+    /// rest of its `prometheus` section.
     #[arg(long)]
     prometheus_url: Option<String>,
+    /// What to write into a targeted pod: affinity, schedulerName, both or observe.
+    #[arg(long, value_parser = parse_mode)]
+    mode: Option<Mode>,
+}
+
+fn parse_mode(text: &str) -> Result<Mode, String> {
+    [
+        Mode::Affinity,
+        Mode::SchedulerName,
+        Mode::Both,
+        Mode::Observe,
+    ]
+    .into_iter()
+    .find(|mode| mode.as_str() == text)
+    .ok_or_else(|| format!("{text:?} is not one of affinity, schedulerName, both, observe"))
 }
 
 impl CommonArgs {
     fn load(&self) -> anyhow::Result<Config> {
-        let mut config = match &self.config {
-            Some(path) => Config::from_file(path)?,
-            None => Config::default(),
-        };
+        let overrides = |config: &mut Config| self.apply(config);
+        Ok(match &self.config {
+            Some(path) => Config::from_file_overridden(path, overrides)?,
+            None => {
+                let mut config = Config::default();
+                overrides(&mut config);
+                config
+            }
+        })
+    }
+
+    /// The flags over the config: a load source given on the command line is the only one.
+    fn apply(&self, config: &mut Config) {
         if let Some(path) = &self.metrics_file {
             config.metrics_file = Some(path.clone());
+            config.prometheus = None;
         }
         if let Some(url) = &self.prometheus_url {
             // The flag sets the URL; the rest of a configured prometheus section stays.
             let mut prometheus = config.prometheus.take().unwrap_or_default();
             prometheus.url = url.clone();
             config.prometheus = Some(prometheus);
+            config.metrics_file = None;
         }
-        Ok(config)
+        if let Some(mode) = self.mode {
+            config.mode = mode;
+        }
     }
 }
 

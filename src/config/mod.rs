@@ -156,7 +156,7 @@ impl Mode {
     pub(crate) fn observes_only(self) -> bool {
         self == Mode::Observe
     }
-    pub(crate) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Mode::Affinity => "affinity",
             Mode::SchedulerName => "schedulerName",
@@ -442,6 +442,16 @@ pub enum ConfigError {
 
 impl Config {
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        Self::from_file_overridden(path, |_| {})
+    }
+
+    /// As [`Config::from_file`], with `overrides` (the command line's flags) applied to what the
+    /// file says before anything is derived from it: a `--mode` picks the scheduler profile
+    /// read from `scheduler_config_file` as the file's own `mode` would.
+    pub fn from_file_overridden(
+        path: &Path,
+        overrides: impl FnOnce(&mut Config),
+    ) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
             path: path.display().to_string(),
             error,
@@ -451,6 +461,7 @@ impl Config {
                 path: path.display().to_string(),
                 error: Box::new(error),
             })?;
+        overrides(&mut config);
         if let Some(file) = &config.scheduler_config_file {
             let profile = if config.mode.writes_scheduler_name() {
                 config.scheduler_name.as_str()

@@ -20,40 +20,18 @@ const TLS_SECRET: &str = "placement-webhook-tls";
 /// The second scheduler of deploy/scheduler-profile: its name, ServiceAccount and lease.
 const SCHEDULER: &str = "placement-scheduler";
 
-/// kubectl from $KUBECTL, PATH, or where the validation script installs it.
-fn kubectl() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("KUBECTL").map(PathBuf::from)
-        && path.is_file()
-    {
-        return Some(path);
+/// kubectl from $KUBECTL, else the pinned one `tests/kube/build.sh` builds (missing, the test
+/// fails with that command).
+fn kubectl() -> PathBuf {
+    match std::env::var_os("KUBECTL").map(PathBuf::from) {
+        Some(path) if path.is_file() => path,
+        _ => support::kube::tool("kubectl"),
     }
-    if let Some(paths) = std::env::var_os("PATH") {
-        for dir in std::env::split_paths(&paths) {
-            let candidate = dir.join("kubectl");
-            if candidate.is_file() {
-                return Some(candidate);
-            }
-        }
-    }
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    let installed = cache.join("placement-webhook/bin/kubectl");
-    installed.is_file().then_some(installed)
 }
 
-/// The objects `kubectl kustomize <dir>` builds, or `None` (after a note) when kubectl is
-/// missing outside CI.
-fn build(dir: &str) -> Option<Vec<Value>> {
-    let Some(kubectl) = kubectl() else {
-        let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-        assert!(
-            !ci,
-            "kubectl not found (CI=true): run .ci/validate-manifests.sh, which installs it"
-        );
-        eprintln!("NOTE: kubectl not found; the manifest checks of {dir} did not run");
-        return None;
-    };
+/// The objects `kubectl kustomize <dir>` builds.
+fn build(dir: &str) -> Vec<Value> {
+    let kubectl = kubectl();
     let output = Command::new(&kubectl)
         .arg("kustomize")
         .arg(repo_path(dir))
@@ -71,7 +49,7 @@ fn build(dir: &str) -> Option<Vec<Value>> {
         .filter(|v| !v.is_null())
         .collect();
     assert!(!docs.is_empty(), "{dir} builds to nothing");
-    Some(docs)
+    docs
 }
 
 fn all<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
@@ -462,7 +440,7 @@ fn check_base(docs: &[Value]) {
 
 #[test]
 fn base_install_is_safe() {
-    let Some(docs) = build("deploy") else { return };
+    let docs = build("deploy");
     check_base(&docs);
     // A static install carries no CA injection annotation (and no caBundle until the user adds it).
     let hook = one(&docs, "MutatingWebhookConfiguration");
@@ -475,9 +453,7 @@ fn base_install_is_safe() {
 
 #[test]
 fn cert_manager_overlay_injects_the_ca_of_the_serving_certificate() {
-    let Some(docs) = build("deploy/cert-manager") else {
-        return;
-    };
+    let docs = build("deploy/cert-manager");
     check_base(&docs);
     let hook = one(&docs, "MutatingWebhookConfiguration");
     let from = hook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
@@ -531,9 +507,7 @@ fn cert_manager_overlay_injects_the_ca_of_the_serving_certificate() {
 
 #[test]
 fn monitoring_overlay_scrapes_the_webhook_service() {
-    let (Some(monitoring), Some(base)) = (build("deploy/monitoring"), build("deploy")) else {
-        return;
-    };
+    let (monitoring, base) = (build("deploy/monitoring"), build("deploy"));
     let monitor = one(&monitoring, "ServiceMonitor");
     assert_eq!(monitor["apiVersion"], "monitoring.coreos.com/v1");
     assert_eq!(monitor["metadata"]["namespace"], NAMESPACE);
@@ -610,9 +584,7 @@ fn binds_scheduler_account(binding: &Value) -> bool {
 
 #[test]
 fn scheduler_profile_overlay_runs_the_scheduler_the_webhook_models() {
-    let (Some(docs), Some(base)) = (build("deploy/scheduler-profile"), build("deploy")) else {
-        return;
-    };
+    let (docs, base) = (build("deploy/scheduler-profile"), build("deploy"));
     check_webhook_registration(&docs);
 
     // The stock kube-scheduler, probed on its HTTPS port, within the namespace's `restricted`
@@ -818,9 +790,7 @@ fn helm_chart_copies_match_deploy() {
 /// on: nothing else changes.
 #[test]
 fn heat_bands_overlay_adds_only_the_node_patch_and_the_policy_holding_it() {
-    let (Some(docs), Some(base)) = (build("deploy/heat-bands"), build("deploy")) else {
-        return;
-    };
+    let (docs, base) = (build("deploy/heat-bands"), build("deploy"));
     let key = |d: &Value| {
         format!(
             "{}/{}/{}",

@@ -2,8 +2,8 @@
 //! PrometheusRule that ships them, the Grafana dashboard (its queries checked with promtool),
 //! and that both only name metrics the webhook really exports.
 //!
-//! Needs `promtool` (Debian package `prometheus`). Without it the tests fail under CI=true and
-//! say SKIPPED elsewhere, as the tests that need a Prometheus do.
+//! Needs `promtool`, built by `tests/prometheus/build.sh` from the pinned Prometheus module; without
+//! it the tests fail with that command.
 
 use crate::support;
 
@@ -21,22 +21,10 @@ const WEBHOOK: &str = "deploy/base/webhook.yaml";
 const DASHBOARD: &str = "deploy/monitoring/dashboard.json";
 const METRIC_PREFIX: &str = "placement_webhook_";
 
-/// The `promtool` binary, or `None` outside CI when it is not installed.
-fn promtool() -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("promtool"))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        let in_ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-        assert!(
-            !in_ci,
-            "promtool is not installed: CI must install the Debian package `prometheus`"
-        );
-        eprintln!("SKIPPED: promtool is not installed (apt-get install prometheus)");
-    }
-    found
+/// The pinned `promtool`, built by `tests/prometheus/build.sh`; missing, it fails the test with
+/// that command.
+fn promtool() -> PathBuf {
+    support::prometheus::tool("promtool")
 }
 
 /// Runs promtool and returns its output; panics with that output when it fails.
@@ -77,7 +65,7 @@ fn alert_rules(rules: &Value) -> Vec<&Value> {
 
 #[test]
 fn promtool_checks_the_rules() {
-    let Some(promtool) = promtool() else { return };
+    let promtool = promtool();
     let out = run_promtool(
         &promtool,
         &["check", "rules", &repo_path(RULES).display().to_string()],
@@ -92,7 +80,7 @@ fn promtool_checks_the_rules() {
 
 #[test]
 fn promtool_unit_tests_of_the_alerts_pass() {
-    let Some(promtool) = promtool() else { return };
+    let promtool = promtool();
     // rule_files in the test file are relative to it.
     let out = run_promtool(
         &promtool,
@@ -322,7 +310,7 @@ fn exposed_series(exposition: &str) -> Vec<(String, Vec<String>)> {
 
 #[test]
 fn dashboard_queries_are_valid_promql() {
-    let Some(promtool) = promtool() else { return };
+    let promtool = promtool();
     let dashboard = dashboard();
     let exprs = dashboard_exprs(&dashboard);
     assert!(exprs.len() >= 10, "{} queries", exprs.len());

@@ -124,9 +124,7 @@ fn assert_matches_fleet(snapshot: &LoadSnapshot, fleet: &[FakeNode], mapping: &s
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readings_match_the_exporter_under_each_node_mapping() {
-    let Some(binary) = prometheus::binary() else {
-        return;
-    };
+    let binary = prometheus::binary();
     let fleet = fleet(NODES);
     let exporter = Exporter::start(fleet.clone()).await;
     let prom = Prometheus::start(binary, &[exporter.addr]).await;
@@ -157,9 +155,7 @@ async fn readings_match_the_exporter_under_each_node_mapping() {
 /// increase over the whole window (CPU almost fully busy, network almost nothing).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_younger_than_the_rate_window_read_their_real_load() {
-    let Some(binary) = prometheus::binary() else {
-        return;
-    };
+    let binary = prometheus::binary();
     let fleet = fleet(NODES);
     let exporter = Exporter::start(fleet.clone()).await;
     let prom = Prometheus::start(binary, &[exporter.addr]).await;
@@ -195,9 +191,7 @@ async fn nodes_younger_than_the_rate_window_read_their_real_load() {
 /// rates read lower by as much: docs/configuration.md says so).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_scrape_leaves_every_node_in_the_refresh() {
-    let Some(binary) = prometheus::binary() else {
-        return;
-    };
+    let binary = prometheus::binary();
     let fleet = fleet(NODES);
     let exporter = Exporter::start(fleet.clone()).await;
     let prom = Prometheus::start(binary, &[exporter.addr]).await;
@@ -305,9 +299,7 @@ async fn wait_for_nodes(running: &placement_webhook::app::Running, count: usize)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decisions_prefer_the_cool_nodes_and_the_cli_reads_prometheus() {
-    let Some(binary) = prometheus::binary() else {
-        return;
-    };
+    let binary = prometheus::binary();
     let exporter = Exporter::start(fleet(NODES)).await;
     let prom = Prometheus::start(binary, &[exporter.addr]).await;
     let running = webhook::start(webhook_config(&prom.url(), Duration::from_secs(120))).await;
@@ -391,9 +383,7 @@ async fn probe(client: &webhook::Client, uid: &str) -> (Option<Vec<String>>, Str
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_keep_the_last_snapshot_then_fail_open_and_recover() {
-    let Some(binary) = prometheus::binary() else {
-        return;
-    };
+    let binary = prometheus::binary();
     let fleet = fleet(6);
     let exporter = Exporter::start(fleet.clone()).await;
     let mut prom = Prometheus::start(binary, &[exporter.addr]).await;
@@ -536,9 +526,7 @@ async fn new_taskmanagers_are_estimated_from_their_running_siblings() {
     use std::sync::Arc;
     use support::exporter::FakePod;
 
-    let Some(binary) = prometheus::binary() else {
-        return;
-    };
+    let binary = prometheus::binary();
     let hour = 3600;
     // (pod, job, cores used, network bytes/s, running for seconds, NaN samples)
     let running: &[(&str, &str, f64, f64, u64, bool)] = &[
@@ -648,9 +636,7 @@ fn fleet_with_one_busy_nic(link_speed: bool) -> Vec<FakeNode> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_nic_is_not_first_for_a_taskmanager_without_a_network_estimate() {
-    let Some(binary) = prometheus::binary() else {
-        return;
-    };
+    let binary = prometheus::binary();
     for link_speed in [false, true] {
         let exporter = Exporter::start(fleet_with_one_busy_nic(link_speed)).await;
         let prom = Prometheus::start(binary.clone(), &[exporter.addr]).await;

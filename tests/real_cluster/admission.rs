@@ -23,9 +23,7 @@ const LANDINGS: &str = "placement_webhook_landings_total";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_taskmanager_is_patched_validated_and_bound_where_the_decision_said() {
     let _serial = serial().await;
-    let Some(cluster) = Cluster::start(Setup::nodes(8)).await else {
-        return;
-    };
+    let cluster = Cluster::start(Setup::nodes(8)).await;
     let mut names = Vec::new();
     let mut notes = Vec::new();
     for i in 0..4 {
@@ -87,9 +85,7 @@ async fn a_taskmanager_is_patched_validated_and_bound_where_the_decision_said() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_it_must_not_steer_are_created_unchanged_and_uncharged() {
     let _serial = serial().await;
-    let Some(cluster) = Cluster::start(Setup::nodes(4)).await else {
-        return;
-    };
+    let cluster = Cluster::start(Setup::nodes(4)).await;
     create_namespace(&cluster.admin, "plain", false).await;
     let unlabelled = cluster
         .create("plain", &taskmanager("tm-unlabelled-ns", "job", "1"))
@@ -131,9 +127,7 @@ async fn pods_it_must_not_steer_are_created_unchanged_and_uncharged() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_side_dry_run_is_patched_and_not_charged() {
     let _serial = serial().await;
-    let Some(cluster) = Cluster::start(Setup::nodes(4)).await else {
-        return;
-    };
+    let cluster = Cluster::start(Setup::nodes(4)).await;
     let pod = objects::create_pod_with(
         &cluster.admin,
         FLINK,
@@ -181,9 +175,7 @@ async fn a_server_side_dry_run_is_patched_and_not_charged() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reinvocation_adds_no_second_copy_and_no_second_charge() {
     let _serial = serial().await;
-    let Some(cluster) = Cluster::start(Setup::nodes(4)).await else {
-        return;
-    };
+    let cluster = Cluster::start(Setup::nodes(4)).await;
     let port = free_port();
     let _mutator = crate::support::kube::process::Process::spawn(
         "mutator",
@@ -284,9 +276,7 @@ async fn create_when_registered(cluster: &Cluster, namespace: &str, name: &str, 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_down_slow_or_untrusted_never_blocks_a_pod() {
     let _serial = serial().await;
-    let Some(mut cluster) = Cluster::start(Setup::nodes(4)).await else {
-        return;
-    };
+    let mut cluster = Cluster::start(Setup::nodes(4)).await;
     let timeout = Duration::from_secs(2);
 
     // Down: nothing listens.
@@ -393,9 +383,7 @@ async fn each_mode_writes_what_it_says_through_the_apiserver() {
         let mut setup = Setup::nodes(4);
         setup.scheduler = None;
         setup.extra_config = format!("mode: {mode}\nscheduler_name: placement-aware\n");
-        let Some(cluster) = Cluster::start(setup).await else {
-            return;
-        };
+        let cluster = Cluster::start(setup).await;
         let pod = wait_steered(&cluster, &format!("tm-{}", mode.to_lowercase())).await;
         let note = decision(&pod).expect("a decision note");
         assert!(note.contains(&format!("mode={mode}")), "{note}");

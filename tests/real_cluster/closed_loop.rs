@@ -234,7 +234,7 @@ const ZONE_SPREAD_ON_TWO_THOUSAND: Scenario = Scenario {
 };
 
 /// One scenario end to end; prints its table.
-async fn run(scenario: Scenario) -> Option<Run> {
+async fn run(scenario: Scenario) -> Run {
     let Scenario {
         name,
         nodes: n,
@@ -284,7 +284,7 @@ async fn run(scenario: Scenario) -> Option<Run> {
     setup.snapshot = Some(serde_json::to_value(&snapshot).expect("snapshot JSON"));
     // Late joiners' pods come with them, once they exist.
     setup.running = nodes[..n - late].iter().map(running_pod).collect();
-    let mut cluster = Cluster::start(setup).await?;
+    let mut cluster = Cluster::start(setup).await;
     let index: BTreeMap<String, usize> = nodes
         .iter()
         .enumerate()
@@ -449,7 +449,7 @@ async fn run(scenario: Scenario) -> Option<Run> {
         (run.real_webhook.hottest_cpu_node.as_deref(), &order),
     );
     eprintln!("the webhook's hottest node: {}", run.hottest_story);
-    Some(run)
+    run
 }
 
 /// The bound: ideal water-filling, or inside each pod's sample where that is worse.
@@ -561,9 +561,7 @@ const FORTY_NODES: Scenario = Scenario {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forty_nodes_every_node_scored() {
     let _serial = serial().await;
-    let Some(run) = run(FORTY_NODES).await else {
-        return;
-    };
+    let run = run(FORTY_NODES).await;
     check_within_one_taskmanager(FORTY_NODES.name, &run);
 }
 
@@ -577,9 +575,7 @@ async fn five_hundred_nodes_default_sampling() {
         seed: 500,
         ..FORTY_NODES
     };
-    let Some(run) = run(scenario).await else {
-        return;
-    };
+    let run = run(scenario).await;
     check_sampled(scenario.name, &run);
 }
 
@@ -649,9 +645,7 @@ const COOL_JOINED_FIRST_BANDED: Scenario = Scenario {
 /// [`check_banded`].
 async fn run_and_check_banded(scenario: Scenario) {
     let _serial = serial().await;
-    let Some(run) = run(scenario).await else {
-        return;
-    };
+    let run = run(scenario).await;
     check_banded(&scenario, &run);
 }
 
@@ -691,9 +685,7 @@ async fn two_thousand_busy_nodes_default_sampling_no_readable_lease() {
 async fn run_and_check_named(scenario: Scenario) {
     let _serial = serial().await;
     let name = scenario.name;
-    let Some(run) = run(scenario).await else {
-        return;
-    };
+    let run = run(scenario).await;
     check_named_sampled(name, &run);
 }
 

@@ -856,9 +856,7 @@ async fn a_day_of_bursts_on_a_living_cluster() {
         )
     };
     setup.extra_config = config("evidence", Variant::Webhook);
-    let Some(mut cluster) = Cluster::start(setup).await else {
-        return;
-    };
+    let mut cluster = Cluster::start(setup).await;
     let fixed_ttl = cluster
         .start_second_webhook(
             "placement-webhook-fixed-ttl",

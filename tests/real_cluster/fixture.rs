@@ -111,14 +111,13 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Starts everything and waits until every replica is ready. `None` when the control plane
-    /// binaries are missing outside CI.
-    pub async fn start(setup: Setup) -> Option<Cluster> {
+    /// Starts everything and waits until every replica is ready.
+    pub async fn start(setup: Setup) -> Cluster {
         let plane = ControlPlane::start(Options {
             scheduler: setup.scheduler.clone(),
             apiserver_args: setup.apiserver_args.clone(),
         })
-        .await?;
+        .await;
         let admin = plane.client().await;
         let specs: Vec<NodeSpec> = setup.nodes.iter().map(|(n, _)| n.clone()).collect();
         objects::create_nodes(&admin, &specs).await;
@@ -128,7 +127,7 @@ impl Cluster {
         }
         let (kwok, prometheus, extra_config) = match setup.living {
             Some(scrape) => {
-                let binary = crate::support::prometheus::binary()?;
+                let binary = crate::support::prometheus::binary();
                 let (kwok, address) = plane.spawn_kwok_with_metrics().await;
                 let nodes = specs
                     .iter()
@@ -223,7 +222,7 @@ impl Cluster {
             tokio::time::sleep(Duration::from_secs(2)).await;
         }
         objects::create_namespace(&cluster.admin, FLINK, true).await;
-        Some(cluster)
+        cluster
     }
 
     /// Writes the snapshot file from the nodes' loads, taken now.

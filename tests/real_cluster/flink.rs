@@ -55,9 +55,8 @@ const WEBHOOK: &str = "taskmanagers.placement-webhook.io";
 const NOOP: &str = "placement-webhook-noop";
 const NOOP_HOOK: &str = "noop.placement-webhook.io";
 
-/// The tools tests/flink runs with: `false` (skipped) outside CI when one is missing; under
-/// `CI=true` the test fails, as for the control plane's binaries.
-fn prerequisites() -> bool {
+/// The tools tests/flink runs with; a missing one fails the test, naming what provides it.
+fn prerequisites() {
     let checks: [(&str, &[&str]); 5] = [
         ("java", &["-version"]),
         ("mvn", &["-v"]),
@@ -79,21 +78,13 @@ fn prerequisites() -> bool {
         })
         .map(|(program, args)| format!("`{program} {}`", args.join(" ")))
         .collect();
-    if failed.is_empty() {
-        return true;
-    }
-    let in_ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
     assert!(
-        !in_ci,
+        failed.is_empty(),
         "tests/flink needs a JDK (17+), Maven, curl, python3 and `unshare -m` (root); these \
-         failed: {} (.ci/run installs maven and default-jdk-headless)",
+         failed: {} (a JDK and Maven: `apt-get install default-jdk-headless maven`; \
+         `unshare -m`: run as root)",
         failed.join(", ")
     );
-    eprintln!(
-        "SKIPPED: tests/flink needs these to succeed: {}",
-        failed.join(", ")
-    );
-    false
 }
 
 /// tests/flink/run-jobmanager.sh against the test cluster; `down` when dropped, so that no
@@ -609,9 +600,7 @@ fn print_rows(rows: &[Row]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flinks_own_taskmanagers_are_steered_and_a_rescale_is_a_second_burst() {
     let _serial = serial().await;
-    if !prerequisites() {
-        return;
-    }
+    prerequisites();
     let test_started = Instant::now();
     let nodes = living_nodes();
     let mut setup = Setup::nodes(0);
@@ -630,9 +619,7 @@ async fn flinks_own_taskmanagers_are_steered_and_a_rescale_is_a_second_burst() {
          inflight: {{handover: {{rule: evidence, scrape_interval: {SCRAPE}s}}, \
          estimate: {{min_running: {WINDOW}s}}}}\n"
     );
-    let Some(mut cluster) = Cluster::start(setup).await else {
-        return;
-    };
+    let mut cluster = Cluster::start(setup).await;
     // A do-nothing webhook beside it, called for the same pods: the same server answering
     // every review unchanged (its targets match no pod), so that the apiserver times both.
     let noop = cluster

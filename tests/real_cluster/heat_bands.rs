@@ -21,9 +21,7 @@ async fn the_webhook_labels_every_node_with_its_band_and_may_write_nothing_else(
     let mut setup = Setup::nodes(3);
     setup.overlay = OVERLAY;
     setup.replicas = 1;
-    let Some(cluster) = Cluster::start(setup).await else {
-        return;
-    };
+    let cluster = Cluster::start(setup).await;
     cluster
         .wait_metric(
             "placement_webhook_heat_band_writes_total",

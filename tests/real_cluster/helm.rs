@@ -83,14 +83,14 @@ struct Tools {
 }
 
 impl Tools {
-    /// The pinned helm and kubectl; `None` when missing outside CI (fails under CI=true).
-    fn find() -> Option<Tools> {
-        let bin = assets()?;
-        Some(Tools {
+    /// The pinned helm and kubectl.
+    fn find() -> Tools {
+        let bin = assets();
+        Tools {
             helm: bin.join("helm"),
             kubectl: bin.join("kubectl"),
             home: tempfile::tempdir().expect("helm home"),
-        })
+        }
     }
 
     /// Runs helm with `args`; (success, stdout, stderr).
@@ -340,7 +340,7 @@ fn assert_same(case: &str, helm: &[Value], kustomize: &[Value]) {
 /// `helm lint --strict` (warnings fail too) of the defaults and of every switch at once.
 #[test]
 fn helm_lint_passes() {
-    let Some(tools) = Tools::find() else { return };
+    let tools = Tools::find();
     let chart = repo_path(CHART).display().to_string();
     for sets in [
         vec![],
@@ -366,7 +366,7 @@ fn helm_lint_passes() {
 /// builds, after [`DIFFERENCES`] are normalised away (and nothing else).
 #[test]
 fn helm_template_renders_the_kustomize_objects() {
-    let Some(tools) = Tools::find() else { return };
+    let tools = Tools::find();
     for (case, sets, overlays) in CASES {
         let helm = normalise_helm(parse(&tools.template(sets), case));
         let built: Vec<Value> = overlays
@@ -393,7 +393,7 @@ fn helm_template_renders_the_kustomize_objects() {
 /// webhook settings, and another release name renames every object and reference.
 #[test]
 fn helm_values_reach_the_objects() {
-    let Some(tools) = Tools::find() else { return };
+    let tools = Tools::find();
     let by_kind = |docs: &[Value], kind: &str| -> Value {
         docs.iter()
             .find(|d| d["kind"] == kind)
@@ -585,10 +585,8 @@ fn create_namespace(plane: &ControlPlane, namespace: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_renderings_are_accepted_by_the_apiserver() {
     let _serial = serial().await;
-    let Some(tools) = Tools::find() else { return };
-    let Some(plane) = ControlPlane::start(Options::default()).await else {
-        return;
-    };
+    let tools = Tools::find();
+    let plane = ControlPlane::start(Options::default()).await;
     create_namespace(&plane, NAMESPACE);
     for (case, sets, _) in CASES {
         apply(&plane, case, &tools.template(sets), case != "defaults");

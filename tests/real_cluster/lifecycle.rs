@@ -48,9 +48,7 @@ async fn wait_for<T, F: std::future::Future<Output = Option<T>>>(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kwok_starts_a_steered_taskmanager_after_its_delay_and_removes_it_once_deleted() {
     let _serial = serial().await;
-    let Some(cluster) = Cluster::start(Setup::nodes(NODES)).await else {
-        return;
-    };
+    let cluster = Cluster::start(Setup::nodes(NODES)).await;
     let mut kwok = cluster.plane.spawn_kwok();
 
     // Every node Ready, each with its Lease in kube-node-lease.

@@ -41,9 +41,7 @@ async fn two_replicas_forward_to_the_decider_and_the_other_takes_over_when_it_di
     let _serial = serial().await;
     let mut setup = Setup::nodes(12);
     setup.replicas = 2;
-    let Some(mut cluster) = Cluster::start(setup).await else {
-        return;
-    };
+    let mut cluster = Cluster::start(setup).await;
     assert!(cluster.balancer.is_some());
     let ca = cluster.ca_pem();
 

@@ -246,9 +246,7 @@ fn name_order(nodes: usize, i: usize) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_order_and_sample_window_are_those_the_real_scheduler_scores() {
     let _serial = serial().await;
-    let Some(mut plane) = ControlPlane::start(Options::default()).await else {
-        return;
-    };
+    let mut plane = ControlPlane::start(Options::default()).await;
     let client = plane.client().await;
     objects::create_namespace(&client, NAMESPACE, false).await;
     let mut rng = Rng(SEED);

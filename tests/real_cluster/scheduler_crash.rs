@@ -104,9 +104,7 @@ async fn a_crashed_leader_strands_no_pod_because_its_standby_binds_them() {
     setup.overlay = "deploy/scheduler-profile";
     setup.replicas = 2;
     setup.extra_config = format!("scheduler_config_file: {}\n", config_file.display());
-    let Some(cluster) = Cluster::start(setup).await else {
-        return;
-    };
+    let cluster = Cluster::start(setup).await;
     let kubeconfig = cluster.plane.service_account_kubeconfig(NAMESPACE, PROFILE);
 
     // The leader first, then the standby, so which one leads is known.

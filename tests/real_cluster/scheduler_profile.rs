@@ -40,9 +40,7 @@ async fn pods_go_to_the_second_scheduler_only_while_its_lease_is_renewed() {
     let mut setup = Setup::nodes(8);
     setup.overlay = "deploy/scheduler-profile";
     setup.extra_config = format!("scheduler_config_file: {}\n", config_file.display());
-    let Some(cluster) = Cluster::start(setup).await else {
-        return;
-    };
+    let cluster = Cluster::start(setup).await;
     // Before the second scheduler runs there is no Lease: steered for the default scheduler.
     let early = create(&cluster, "tm-early").await;
     assert_eq!(scheduler_of(&early), "default-scheduler");

@@ -1,4 +1,4 @@
-//! A real Prometheus (the Debian `prometheus` binary) on a loopback port, scraping the
+//! A real Prometheus (built by `tests/prometheus/build.sh` from the pinned module) on a loopback port, scraping the
 //! synthetic exporter every second, or the node-exporter and cAdvisor series kwok serves for
 //! the nodes of a test cluster. Stopped by its own pid when dropped, pass or fail.
 
@@ -12,23 +12,23 @@ use std::time::{Duration, Instant};
 
 use super::ports::free_port;
 
-/// The `prometheus` binary, or `None` outside CI when it is not installed.
-/// Under `CI=true` a missing Prometheus fails the test instead of skipping it.
-pub fn binary() -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("prometheus"))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        let in_ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-        assert!(
-            !in_ci,
-            "prometheus is not installed: CI must install the Debian package `prometheus`"
-        );
-        eprintln!("SKIPPED: prometheus is not installed (apt-get install prometheus)");
-    }
-    found
+/// The pinned `prometheus` binary.
+pub fn binary() -> PathBuf {
+    tool("prometheus")
+}
+
+/// `prometheus` or `promtool` as `tests/prometheus/build.sh` builds them (release 3.16.0);
+/// missing, the test fails with that command.
+pub fn tool(name: &str) -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/prometheus/bin")
+        .join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: run `bash tests/prometheus/build.sh`",
+        path.display()
+    );
+    path
 }
 
 pub struct Prometheus {
@@ -69,8 +69,8 @@ impl Prometheus {
     ///
     /// kwok's targets name their node only in their path, and its metric expressions cannot
     /// read a node's addresses, so the addresses come from `targets.nodes`; a node not listed
-    /// there (one created later) is scraped with its name as `instance`. (Debian's Prometheus
-    /// is built without Kubernetes discovery, which would know them.)
+    /// there (one created later) is scraped with its name as `instance`. (Kubernetes discovery
+    /// would know them, but it needs the nodes' kubelets, which kwok's nodes have not.)
     pub async fn start_scraping_kwok(
         binary: PathBuf,
         targets: &KwokTargets,

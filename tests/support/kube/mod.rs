@@ -40,32 +40,39 @@ const BINARIES: [&str; 7] = [
     "kwok",
 ];
 
-/// Where the binaries are: `$KUBE_ASSETS`, else `tests/kube/bin` (linked by the build script).
-/// `None` outside CI when they are missing; under `CI=true` a missing binary fails the test.
-pub fn assets() -> Option<PathBuf> {
-    let dir = std::env::var_os("KUBE_ASSETS")
+/// One binary `tests/kube/build.sh` builds; missing, it fails the test with that command.
+pub fn tool(name: &str) -> PathBuf {
+    let path = assets_dir().join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: run `bash tests/kube/build.sh`",
+        path.display()
+    );
+    path
+}
+
+fn assets_dir() -> PathBuf {
+    std::env::var_os("KUBE_ASSETS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/kube/bin"));
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/kube/bin"))
+}
+
+/// Where the binaries are: `$KUBE_ASSETS`, else `tests/kube/bin` (linked by the build script).
+/// A missing binary fails the test, in CI and out, naming the command that builds it.
+pub fn assets() -> PathBuf {
+    let dir = assets_dir();
     let missing: Vec<&str> = BINARIES
         .iter()
         .copied()
         .filter(|b| !dir.join(b).is_file())
         .collect();
-    if missing.is_empty() {
-        return Some(dir);
-    }
-    let in_ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
     assert!(
-        !in_ci,
-        "control plane binaries missing in {} ({}): run `bash tests/kube/build.sh`",
+        missing.is_empty(),
+        "test binaries missing in {} ({}): run `bash tests/kube/build.sh`",
         dir.display(),
         missing.join(", ")
     );
-    eprintln!(
-        "SKIPPED: control plane binaries missing in {} (bash tests/kube/build.sh)",
-        dir.display()
-    );
-    None
+    dir
 }
 
 /// What to start besides etcd and the apiserver.
@@ -102,9 +109,9 @@ pub struct ControlPlane {
 
 impl ControlPlane {
     /// Starts etcd and the apiserver (and the scheduler when asked) and waits until they are
-    /// ready. `None` when the binaries are missing outside CI.
-    pub async fn start(options: Options) -> Option<ControlPlane> {
-        let bin = assets()?;
+    /// ready.
+    pub async fn start(options: Options) -> ControlPlane {
+        let bin = assets();
         placement_webhook::install_crypto_provider();
         let dir = tempfile::tempdir().expect("control plane dir");
         let etcd_port = free_port();
@@ -168,7 +175,7 @@ impl ControlPlane {
         if let Some(config) = options.scheduler {
             plane.start_scheduler(&config);
         }
-        Some(plane)
+        plane
     }
 
     pub fn server_url(&self) -> String {
