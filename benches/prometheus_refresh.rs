@@ -1,7 +1,8 @@
 //! Refresh cost against a real Prometheus at 50 / 500 / 5,000 fake nodes, and admission latency
 //! with and without a refresh running.
 //!
-//! `cargo bench --bench prometheus_refresh` (needs the `prometheus` binary). For each size it
+//! `cargo bench --bench prometheus_refresh` (needs the Prometheus `bash tests/prometheus/build.sh`
+//! builds). For each size it
 //! starts the synthetic exporter and Prometheus, waits for rate data, times refreshes, then
 //! serves reviews over TLS from the webhook twice: idle, and while refreshes run back to back.
 //! Prometheus and the load generator share this machine's cores with the webhook, so the
@@ -92,10 +93,7 @@ fn ms(d: Duration) -> String {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let Some(binary) = prometheus::binary() else {
-        eprintln!("the prometheus binary is needed: apt-get install prometheus");
-        std::process::exit(2);
-    };
+    let binary = prometheus::binary();
     let mut rows = Vec::new();
     for n in SIZES {
         let exporter = Exporter::start(fleet(n)).await;
