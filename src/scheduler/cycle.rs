@@ -1,13 +1,15 @@
 //! One scheduling cycle: filter (with `numFeasibleNodesToFind` and a rotating start), score,
 //! select, as `schedule_one.go` does for the plugins modelled here.
 
+use super::affinity_memo::AffinityMemo;
 use super::node::ModelNode;
 use super::pod::required_node_affinity_matches;
 use super::pod_affinity::{AffinityFilter, AffinityUnfit, affinity_scores};
 use super::pods::ClusterPods;
+use super::preferred_terms::PreferredTerms;
 use super::scores::{
     MAX_NODE_SCORE, balanced_allocation, balanced_allocation_skips, default_normalize_score,
-    intolerable_prefer_no_schedule, preferred_terms_score, resources_fit_score,
+    intolerable_prefer_no_schedule, resources_fit_score,
 };
 use super::terms::tolerated;
 use super::topology_spread::{SpreadFilter, SpreadUnfit, spread_scores};
@@ -48,6 +50,16 @@ pub enum Unfit {
 /// The filters that do not depend on requests: NodeUnschedulable, TaintToleration and
 /// NodeAffinity (nodeSelector, then the required terms, ORed).
 pub(crate) fn placement_filter(pod: &PodFacts<'_>, node: &ModelNode) -> Result<(), Unfit> {
+    placement_filter_answered(pod, node, || required_node_affinity_matches(pod, node))
+}
+
+/// [`placement_filter`] with NodeAffinity's answer from `affinity_matches`, asked only when
+/// the filters before it pass.
+fn placement_filter_answered(
+    pod: &PodFacts<'_>,
+    node: &ModelNode,
+    affinity_matches: impl FnOnce() -> bool,
+) -> Result<(), Unfit> {
     if node.unschedulable && !tolerated(pod.tolerations, &unschedulable_taint()) {
         return Err(Unfit::Unschedulable);
     }
@@ -59,7 +71,7 @@ pub(crate) fn placement_filter(pod: &PodFacts<'_>, node: &ModelNode) -> Result<(
     {
         return Err(Unfit::Taint);
     }
-    if !required_node_affinity_matches(pod, node) {
+    if !affinity_matches() {
         return Err(Unfit::NodeAffinity);
     }
     Ok(())
@@ -78,10 +90,16 @@ fn unschedulable_taint() -> super::terms::Taint {
 /// Every modelled filter.
 pub(crate) fn filter(pod: &PodFacts<'_>, node: &ModelNode) -> Result<(), Unfit> {
     placement_filter(pod, node)?;
-    if !node.fits(&pod.requests) {
-        return Err(Unfit::Resources);
+    fit_filter(pod, node)
+}
+
+/// NodeResourcesFit.
+fn fit_filter(pod: &PodFacts<'_>, node: &ModelNode) -> Result<(), Unfit> {
+    if node.fits(&pod.requests) {
+        Ok(())
+    } else {
+        Err(Unfit::Resources)
     }
-    Ok(())
 }
 
 /// What PreFilter computes for the plugins that look at other pods, once per cycle.
@@ -199,9 +217,10 @@ pub fn score_with(
         cluster.and_then(|c| affinity_scores(pod, nodes, candidates, c)),
         INTER_POD_AFFINITY_WEIGHT,
     );
+    let preferred = PreferredTerms::new(pod.preferred_terms);
     let mut affinity: Vec<i64> = candidates
         .iter()
-        .map(|&i| preferred_terms_score(pod.preferred_terms, &nodes[i]))
+        .map(|&i| preferred.score(&nodes[i]))
         .collect();
     default_normalize_score(MAX_NODE_SCORE, false, &mut affinity);
     let mut taints: Vec<i64> = candidates
@@ -248,6 +267,8 @@ pub(crate) struct Scheduler {
     rng: u64,
     /// The cache's listing order (indexes into the nodes); `None`: the nodes' own order.
     order: Option<Vec<usize>>,
+    /// Each node's answer to the last required node affinity the filter asked about.
+    affinity: AffinityMemo,
 }
 
 impl Scheduler {
@@ -257,6 +278,7 @@ impl Scheduler {
             next_start: 0,
             rng: seed | 1,
             order: None,
+            affinity: AffinityMemo::default(),
         }
     }
 
@@ -317,6 +339,7 @@ impl Scheduler {
         ) as usize;
         let start = self.next_start % n;
         let others = cluster.map(|c| PodFilters::new(pod, nodes, c));
+        let memoised = self.affinity.begin(pod, n);
         let mut sample = Vec::with_capacity(wanted.min(n));
         let mut processed = 0;
         for k in 0..n {
@@ -326,10 +349,18 @@ impl Scheduler {
                 _ => at,
             };
             processed += 1;
-            let fits = match &others {
-                Some(others) => filter_with(pod, &nodes[i], others),
-                None => filter(pod, &nodes[i]),
-            };
+            let node = &nodes[i];
+            let affinity = &mut self.affinity;
+            // `filter_with`, its NodeAffinity answer from the memo.
+            let fits = placement_filter_answered(pod, node, || {
+                if memoised {
+                    affinity.matches(pod, i, node)
+                } else {
+                    required_node_affinity_matches(pod, node)
+                }
+            })
+            .and_then(|()| fit_filter(pod, node))
+            .and_then(|()| others.as_ref().map_or(Ok(()), |o| o.check(pod, node)));
             if fits.is_ok() {
                 sample.push(i);
                 if sample.len() >= wanted {

@@ -33,6 +33,7 @@
 //! BalancedAllocation formula agrees on every bind and every unschedulable pod (500 of 500);
 //! with v1.35's it placed 20 of those 500 pods otherwise.
 
+mod affinity_memo;
 pub(crate) mod cores;
 pub(crate) mod cycle;
 pub(crate) mod domains;
@@ -41,6 +42,7 @@ pub(crate) mod order;
 pub(crate) mod pod;
 pub(crate) mod pod_affinity;
 pub(crate) mod pods;
+mod preferred_terms;
 pub(crate) mod quantity;
 pub(crate) mod resources;
 pub(crate) mod scores;

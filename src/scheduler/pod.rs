@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{
 use super::node::ModelNode;
 use super::pods::{AffinityTerms, Labels, NO_LABELS, PodGroup};
 use super::resources::PodRequests;
-use super::terms::any_term_matches;
+use super::terms::{any_term_matches, label_value};
 
 /// What the plugins read from a pod, taken from it once per cycle.
 #[derive(Debug, Clone, Default)]
@@ -148,18 +148,6 @@ pub(crate) fn required_node_affinity_matches(pod: &PodFacts<'_>, node: &ModelNod
             .iter()
             .all(|(k, v)| label_value(&node.labels, k) == Some(v))
     }) && any_term_matches(pod.required_terms, &node.name, &node.labels)
-}
-
-/// `labels[key]`. On the few labels a node usually carries, a scan comparing lengths first
-/// beats the map's ordered search, which compares every key it passes byte by byte: the
-/// scheduler model runs this for every node of every cycle.
-fn label_value<'m>(labels: &'m BTreeMap<String, String>, key: &str) -> Option<&'m String> {
-    const SCANNED: usize = 16;
-    if labels.len() <= SCANNED {
-        labels.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
-    } else {
-        labels.get(key)
-    }
 }
 
 impl PodGroup {

@@ -2,11 +2,11 @@
 //! MostAllocated, RequestedToCapacityRatio), NodeResourcesBalancedAllocation, NodeAffinity,
 //! TaintToleration, and `helper.DefaultNormalizeScore`.
 
-use k8s_openapi::api::core::v1::{PreferredSchedulingTerm, Toleration};
+use k8s_openapi::api::core::v1::Toleration;
 
 use super::node::ModelNode;
 use super::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, PodRequests};
-use super::terms::{Taint, is_empty_term, term_matches, tolerated};
+use super::terms::{Taint, tolerated};
 use crate::config::scheduler::{
     BalancedAllocationFormula, ScoringStrategy, ScoringStrategyType, UtilizationShapePoint,
 };
@@ -226,16 +226,6 @@ pub(crate) fn balanced_allocation(
     }
     let figures: Vec<(i64, i64, i64)> = resources.iter().map(looked_up).collect();
     score(&figures)
-}
-
-/// Sum of the weights of the preferred terms the node matches; weight-0 and empty terms count 0.
-pub(crate) fn preferred_terms_score(terms: &[PreferredSchedulingTerm], node: &ModelNode) -> i64 {
-    terms
-        .iter()
-        .filter(|t| t.weight != 0 && !is_empty_term(&t.preference))
-        .filter(|t| term_matches(&t.preference, &node.name, &node.labels))
-        .map(|t| i64::from(t.weight))
-        .sum()
 }
 
 /// TaintToleration raw score: PreferNoSchedule taints the pod does not tolerate (lower is

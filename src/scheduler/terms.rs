@@ -21,6 +21,21 @@ impl Taint {
     }
 }
 
+/// `labels[key]`. On the few labels a node usually carries, a scan comparing lengths first
+/// beats the map's ordered search, which compares every key it passes byte by byte: the
+/// scheduler model runs this for every node of every cycle.
+pub(crate) fn label_value<'m>(
+    labels: &'m BTreeMap<String, String>,
+    key: &str,
+) -> Option<&'m String> {
+    const SCANNED: usize = 16;
+    if labels.len() <= SCANNED {
+        labels.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    } else {
+        labels.get(key)
+    }
+}
+
 /// One `matchExpressions` requirement; `None` when it is malformed (the whole term then never
 /// matches, as upstream's parse errors make it).
 fn label_requirement(
@@ -28,7 +43,7 @@ fn label_requirement(
     labels: &BTreeMap<String, String>,
 ) -> Option<bool> {
     let values = req.values.as_deref().unwrap_or_default();
-    let value = labels.get(&req.key);
+    let value = label_value(labels, &req.key);
     match req.operator.as_str() {
         "Gt" | "Lt" => {
             let [bound] = values else { return None };
@@ -105,20 +120,25 @@ pub(crate) fn term_matches(
     node_name: &str,
     labels: &BTreeMap<String, String>,
 ) -> bool {
+    term_matches_by(term, node_name, |_, r| requirement_matches(r, labels))
+}
+
+/// [`term_matches`] with each `matchExpressions` requirement (by its index) answered by
+/// `label_ok`, for callers that answer some of them faster.
+pub(crate) fn term_matches_by(
+    term: &NodeSelectorTerm,
+    node_name: &str,
+    mut label_ok: impl FnMut(usize, &NodeSelectorRequirement) -> bool,
+) -> bool {
     if is_empty_term(term) {
         return false;
     }
-    let mut labels_ok = term
-        .match_expressions
-        .iter()
-        .flatten()
-        .map(|r| label_requirement(r, labels));
-    let mut fields_ok = term
-        .match_fields
-        .iter()
-        .flatten()
-        .map(|r| field_requirement(r, node_name));
-    labels_ok.all(|ok| ok == Some(true)) && fields_ok.all(|ok| ok == Some(true))
+    let labels_ok = (term.match_expressions.iter().flatten())
+        .enumerate()
+        .all(|(i, r)| label_ok(i, r));
+    labels_ok
+        && (term.match_fields.iter().flatten())
+            .all(|r| field_requirement(r, node_name) == Some(true))
 }
 
 /// Required terms are ORed; an empty list constrains nothing.

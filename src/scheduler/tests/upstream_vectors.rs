@@ -8,6 +8,7 @@ use crate::config::scheduler::{
     ScoringStrategyType,
 };
 use crate::scheduler::cycle::PodFacts;
+use crate::scheduler::preferred_terms::PreferredTerms;
 use crate::scheduler::resources::{CPU, DEFAULT_MEMORY_REQUEST, MEMORY, pod_requests};
 use crate::scheduler::scores::*;
 use crate::scheduler::{ModelNode, PodRequests, Resources, Scheduler, num_feasible_nodes_to_find};
@@ -108,9 +109,13 @@ fn node_affinity(input: &Value, key: &str) -> Outcome {
                 .as_deref()
         })
         .unwrap_or_default();
+    let (added_scores, pod_scores) = (
+        PreferredTerms::new(added_terms),
+        PreferredTerms::new(pod_terms),
+    );
     let raw: Vec<i64> = nodes
         .iter()
-        .map(|n| preferred_terms_score(added_terms, n) + preferred_terms_score(pod_terms, n))
+        .map(|n| added_scores.score(n) + pod_scores.score(n))
         .collect();
     let mut normalized = raw.clone();
     default_normalize_score(MAX_NODE_SCORE, false, &mut normalized);
