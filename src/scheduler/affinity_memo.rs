@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::NodeSelectorTerm;
 
 use super::node::ModelNode;
 use super::pod::{PodFacts, required_node_affinity_matches};
+use super::pods::Labels;
 
 /// The required affinity last asked about, and each node's answer to it by index, with the
 /// labels it was worked out on.
@@ -19,7 +20,7 @@ use super::pod::{PodFacts, required_node_affinity_matches};
 pub(crate) struct AffinityMemo {
     selector: Option<BTreeMap<String, String>>,
     terms: Vec<NodeSelectorTerm>,
-    answers: Vec<Option<(Arc<BTreeMap<String, String>>, bool)>>,
+    answers: Vec<Option<(Arc<Labels>, bool)>>,
 }
 
 impl AffinityMemo {
