@@ -851,11 +851,11 @@ fn heat_bands_overlay_adds_only_the_node_patch_and_the_policy_holding_it() {
     let condition = policy["spec"]["matchConditions"][0]["expression"]
         .as_str()
         .expect("a match condition");
-    assert!(
-        condition.contains(&format!(
-            "system:serviceaccount:{NAMESPACE}:placement-webhook"
-        )),
-        "{condition}"
+    // Any namespace's ServiceAccount of the webhook's name: an overlay's `namespace:` moves it.
+    assert_eq!(
+        condition,
+        "request.userInfo.username.startsWith('system:serviceaccount:') \
+         && request.userInfo.username.endsWith(':placement-webhook')"
     );
     let policy_binding = named(
         &docs,
@@ -889,6 +889,11 @@ fn heat_bands_overlay_adds_only_the_node_patch_and_the_policy_holding_it() {
             .is_some_and(|e| e == format!("'{}'", bands.key)),
         "the policy names the config's key {}",
         bands.key
+    );
+    assert_eq!(
+        policy["spec"]["variables"][1],
+        json!({"name": "bands", "expression": bands.bands.to_string()}),
+        "the policy allows the config's band numbers"
     );
     let without_bands = |text: &str| {
         let mut v: Value = serde_saphyr::from_str(text).expect("YAML");

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::fixture::{Cluster, FLINK, Setup, serial};
 use crate::support::kube::client_from_kubeconfig;
-use crate::support::kube::objects::taskmanager;
+use crate::support::kube::objects::{self, taskmanager};
 
 const KEY: &str = "placement-webhook.io/heat-band";
 const OVERLAY: &str = "deploy/heat-bands";
@@ -66,55 +66,21 @@ async fn the_webhook_labels_every_node_with_its_band_and_may_write_nothing_else(
     // The webhook's own account: the band, and nothing else on a node.
     let webhook = Api::<Node>::all(client_from_kubeconfig(&cluster.webhook_kubeconfig).await);
     let name = nodes[0].metadata.name.clone().expect("a name");
-    let merge = |patch: serde_json::Value| {
-        let (webhook, name) = (webhook.clone(), name.clone());
-        async move {
-            webhook
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-        }
-    };
     policy_in_force(&webhook, &name).await;
-    merge(json!({"metadata": {"labels": {KEY: "7"}}}))
+    merge(&webhook, &name, json!({"metadata": {"labels": {KEY: "7"}}}))
         .await
         .expect("the webhook may set a band");
-    for (what, patch) in [
-        (
-            "another label",
-            json!({"metadata": {"labels": {"node-pool": "mine"}}}),
-        ),
-        (
-            "a label removed",
-            json!({"metadata": {"labels": {"kubernetes.io/hostname": null}}}),
-        ),
-        (
-            "a band that is not a number",
-            json!({"metadata": {"labels": {KEY: "cool"}}}),
-        ),
-        (
-            "an annotation",
-            json!({"metadata": {"annotations": {"note": "x"}}}),
-        ),
-        ("a cordon", json!({"spec": {"unschedulable": true}})),
-    ] {
-        match merge(patch).await {
-            Err(kube::Error::Api(status)) => {
-                assert!(
-                    status.code == 403 || status.code == 422,
-                    "{what}: {} {}",
-                    status.code,
-                    status.message
-                );
-                assert!(
-                    status.message.contains("placement webhook")
-                        || status.message.contains("heat band"),
-                    "{what}: refused by something else: {}",
-                    status.message
-                );
-            }
-            other => panic!("{what}: not refused: {other:?}"),
-        }
-    }
+    merge(&webhook, &name, json!({"metadata": {"labels": {KEY: "9"}}}))
+        .await
+        .expect("the webhook may set the top band");
+    refuses_all_but_the_band(&webhook, &name, "the webhook's account").await;
+    // The same ServiceAccount name installed in another namespace (an overlay's `namespace:`)
+    // is held alike: granted the node patch, it may still write nothing but the band.
+    let elsewhere = another_namespaces_account(&cluster).await;
+    merge(&elsewhere, &name, json!({"metadata": {"labels": {KEY: "3"}}}))
+        .await
+        .expect("the band, from another namespace's install");
+    refuses_all_but_the_band(&elsewhere, &name, "another namespace's install").await;
     let left = admin
         .get(&nodes[0].metadata.name.clone().expect("a name"))
         .await
@@ -140,6 +106,125 @@ async fn the_webhook_labels_every_node_with_its_band_and_may_write_nothing_else(
         "the webhook's own writes were refused:\n{}",
         cluster.logs()
     );
+}
+
+async fn merge(
+    nodes: &Api<Node>,
+    name: &str,
+    patch: serde_json::Value,
+) -> Result<Node, kube::Error> {
+    nodes
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+}
+
+/// Every write to node `name` but a band number on the band label, each in its own request,
+/// is refused by the policy (not by RBAC, not by validation).
+async fn refuses_all_but_the_band(nodes: &Api<Node>, name: &str, who: &str) {
+    let owner = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "gone",
+        "uid": "00000000-0000-0000-0000-000000000001"}]);
+    for (what, patch) in [
+        (
+            "another label",
+            json!({"metadata": {"labels": {"node-pool": "mine"}}}),
+        ),
+        (
+            "a label removed",
+            json!({"metadata": {"labels": {"kubernetes.io/hostname": null}}}),
+        ),
+        (
+            "a band that is not a number",
+            json!({"metadata": {"labels": {KEY: "cool"}}}),
+        ),
+        (
+            "a band past the configured ten",
+            json!({"metadata": {"labels": {KEY: "10"}}}),
+        ),
+        ("band 42", json!({"metadata": {"labels": {KEY: "42"}}})),
+        (
+            "a band with a leading zero",
+            json!({"metadata": {"labels": {KEY: "07"}}}),
+        ),
+        (
+            "an annotation",
+            json!({"metadata": {"annotations": {"note": "x"}}}),
+        ),
+        (
+            "a finalizer",
+            json!({"metadata": {"finalizers": ["example.com/hold"]}}),
+        ),
+        (
+            "an ownerReference to an owner that does not exist",
+            json!({"metadata": {"ownerReferences": owner}}),
+        ),
+        (
+            "a taint",
+            json!({"spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}}),
+        ),
+        ("a cordon", json!({"spec": {"unschedulable": true}})),
+    ] {
+        match merge(nodes, name, patch).await {
+            Err(kube::Error::Api(status)) => {
+                assert!(
+                    status.code == 403 || status.code == 422,
+                    "{who}, {what}: {} {}",
+                    status.code,
+                    status.message
+                );
+                assert!(
+                    status.message.contains("placement webhook")
+                        || status.message.contains("heat band"),
+                    "{who}, {what}: refused by something else: {}",
+                    status.message
+                );
+            }
+            other => panic!("{who}, {what}: not refused: {other:?}"),
+        }
+    }
+    let api = nodes.clone();
+    assert!(
+        api.delete(name, &Default::default()).await.is_err(),
+        "{who}: a node deleted"
+    );
+}
+
+/// A ServiceAccount named as the webhook's in namespace `elsewhere`, bound to the overlay's
+/// node patch ClusterRole, as a client.
+async fn another_namespaces_account(cluster: &Cluster) -> Api<Node> {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+    let namespace = "elsewhere";
+    objects::create_namespace(&cluster.admin, namespace, false).await;
+    let account: ServiceAccount = serde_json::from_value(json!({
+        "metadata": {"name": "placement-webhook", "namespace": namespace}
+    }))
+    .expect("a ServiceAccount");
+    Api::<ServiceAccount>::namespaced(cluster.admin.clone(), namespace)
+        .create(&Default::default(), &account)
+        .await
+        .expect("ServiceAccount created");
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "placement-webhook-heat-bands-elsewhere"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+            "name": "placement-webhook-heat-bands"},
+        "subjects": [{"kind": "ServiceAccount", "name": "placement-webhook",
+            "namespace": namespace}]
+    }))
+    .expect("a ClusterRoleBinding");
+    Api::<ClusterRoleBinding>::all(cluster.admin.clone())
+        .create(&Default::default(), &binding)
+        .await
+        .expect("ClusterRoleBinding created");
+    let token = cluster
+        .plane
+        .service_account_token(namespace, "placement-webhook");
+    let path = cluster.plane.dir.path().join("elsewhere.kubeconfig");
+    std::fs::write(
+        &path,
+        cluster.plane.kubeconfig_with_token("elsewhere", &token),
+    )
+    .expect("kubeconfig written");
+    Api::<Node>::all(client_from_kubeconfig(&path).await)
 }
 
 /// Waits until the apiserver enforces the overlay's ValidatingAdmissionPolicy: it does once its

@@ -94,6 +94,13 @@ webhook's own Service when it is not the default name `placement-webhook`.
 {{- default "placement-webhook.io/heat-band" (get $bands "key") }}
 {{- end }}
 
+{{/* How many heat bands the config keeps (placement.heat_bands.bands, default 10). */}}
+{{- define "placement-webhook.heatBandCount" -}}
+{{- $placement := default (dict) .Values.config.placement }}
+{{- $bands := default (dict) (get $placement "heat_bands") }}
+{{- default 10 (get $bands "bands") }}
+{{- end }}
+
 {{/* The second scheduler's KubeSchedulerConfiguration, read by it and by the webhook. */}}
 {{- define "placement-webhook.schedulerConfig" -}}
 apiVersion: kubescheduler.config.k8s.io/v1
