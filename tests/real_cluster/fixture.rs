@@ -29,8 +29,49 @@ pub const FLINK: &str = "flink";
 /// One control plane at a time: each apiserver takes a core while it starts.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().await
+/// Where each test's time holding the machine is appended, a line per test (`.ci/run` prints
+/// them with its phases).
+pub const SECONDS_FILE: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/real_cluster_seconds.tsv");
+
+/// The machine, held by one test until dropped.
+pub struct Serial {
+    _held: tokio::sync::MutexGuard<'static, ()>,
+    test: String,
+    since: Instant,
+}
+
+pub async fn serial() -> Serial {
+    let held = ONE_AT_A_TIME.lock().await;
+    Serial {
+        _held: held,
+        // `#[tokio::test]` polls the test's future on the test's own thread, named after it.
+        test: std::thread::current().name().unwrap_or("?").to_string(),
+        since: Instant::now(),
+    }
+}
+
+impl Drop for Serial {
+    fn drop(&mut self) {
+        use std::io::Write;
+        let outcome = if std::thread::panicking() {
+            "failed"
+        } else {
+            "passed"
+        };
+        let line = format!(
+            "{:.0}\t{}\t{outcome}\n",
+            self.since.elapsed().as_secs_f64(),
+            self.test
+        );
+        // A record for the reader, not a check: a write that fails loses only the line.
+        if let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(SECONDS_FILE)
+        {
+            let _ = file.write_all(line.as_bytes());
+        }
+    }
 }
 
 pub struct Setup {

@@ -77,9 +77,13 @@ async fn the_webhook_labels_every_node_with_its_band_and_may_write_nothing_else(
     // The same ServiceAccount name installed in another namespace (an overlay's `namespace:`)
     // is held alike: granted the node patch, it may still write nothing but the band.
     let elsewhere = another_namespaces_account(&cluster).await;
-    merge(&elsewhere, &name, json!({"metadata": {"labels": {KEY: "3"}}}))
-        .await
-        .expect("the band, from another namespace's install");
+    merge(
+        &elsewhere,
+        &name,
+        json!({"metadata": {"labels": {KEY: "3"}}}),
+    )
+    .await
+    .expect("the band, from another namespace's install");
     refuses_all_but_the_band(&elsewhere, &name, "another namespace's install").await;
     let left = admin
         .get(&nodes[0].metadata.name.clone().expect("a name"))
