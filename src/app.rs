@@ -307,6 +307,7 @@ fn spawn_cluster_watches(
                 store: store.clone(),
                 world: world.clone(),
                 metrics: metrics.clone(),
+                peers: membership.as_ref().map(|m| m.peers.clone()),
             });
             let stopped = stopped.clone();
             async move {
@@ -447,11 +448,16 @@ mod tests {
         assert!(!other.peers.alone());
         assert_eq!(set.members(), ["webhook-a", "webhook-b"]);
         assert!(other.forwarder.as_ref().is_some_and(|f| !f.decides_here()));
+        // The decider alone writes the heat bands.
+        assert!(!decider.peers.defers_to_another());
+        assert!(other.peers.defers_to_another());
 
         // Without forwarding, every replica partitions the nodes, the lowest-named too.
         let alone = membership("webhook-a", false);
         alone.publish(&members());
         assert!(alone.peers.set().is_some());
         assert!(!alone.peers.alone());
+        // With no decider, each replica writes the bands its own decisions move.
+        assert!(!alone.peers.defers_to_another());
     }
 }

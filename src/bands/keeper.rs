@@ -1,5 +1,6 @@
 //! Keeps the heat bands on the nodes: after each change of the world (a charge, a pod the
-//! watch heard) or of the view (a refresh), the nodes whose band moved are relabelled. Off the
+//! watch heard) or of the view (a refresh), the nodes whose band moved are relabelled. Only
+//! the deciding replica writes while the others forward their reviews to it. Off the
 //! admission path: a review never waits on a node write, and a write that fails is tried
 //! again at the next change.
 
@@ -16,6 +17,7 @@ use tracing::{debug, info, warn};
 use super::{BandBook, Relabel};
 use crate::config::Config;
 use crate::inflight::shared::SharedWorld;
+use crate::placement::Peers;
 use crate::telemetry::Metrics;
 use crate::view::ViewStore;
 
@@ -36,6 +38,9 @@ pub(crate) struct Keeper {
     pub(crate) store: Arc<ViewStore>,
     pub(crate) world: Arc<SharedWorld>,
     pub(crate) metrics: Arc<Metrics>,
+    /// The replicas: while another one decides, it alone writes the bands (two writers, each
+    /// from its own charges, would relabel a node back and forth).
+    pub(crate) peers: Option<Arc<Peers>>,
 }
 
 /// What became of one write.
@@ -60,6 +65,13 @@ impl Keeper {
             tokio::select! {
                 () = &mut shutdown => return,
                 () = tokio::time::sleep(LOOK_EVERY) => {}
+            }
+            if self.peers.as_ref().is_some_and(|p| p.defers_to_another()) {
+                // What this replica wrote may have been moved since: once it writes again
+                // (the decider gone), every node is looked at afresh.
+                book = BandBook::default();
+                seen = None;
+                continue;
             }
             let Some(view) = self.store.current() else {
                 continue;

@@ -798,12 +798,12 @@ fn config_of(scenario: &Scenario) -> Config {
 }
 
 /// Waits until each of the `n` nodes carries a heat band, as the webhook labels them once it
-/// has its first view, and each of its replicas has written them all (a replica writes every
-/// node once when it starts: a burst's writes counted from when the first replica had banded
-/// every node held the second's 5,000 in one run), ten seconds at most once every node carries
-/// one; the node label writes that took.
+/// has its first view, and the writing replica (the decider) has written them all (it writes
+/// every node once when it starts), ten seconds at most once every node carries one; the node
+/// label writes that took.
 async fn bands_on_every_node(cluster: &Cluster, config: &Config, n: usize) -> f64 {
-    let replicas = cluster.replicas.len();
+    // One writer: the replica the others forward to.
+    let writers = 1;
     let key = &config.placement.heat_bands.key;
     let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(cluster.admin.clone());
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -813,7 +813,7 @@ async fn bands_on_every_node(cluster: &Cluster, config: &Config, n: usize) -> f6
             .metric_sum(BAND_WRITES, &[("result", "written")])
             .await;
         if let Some(since) = all_banded {
-            if written >= (replicas * n) as f64 || since.elapsed() > Duration::from_secs(10) {
+            if written >= (writers * n) as f64 || since.elapsed() > Duration::from_secs(10) {
                 return written;
             }
         } else {

@@ -111,6 +111,8 @@ pub(crate) struct Peers {
     set: ArcSwapOption<ReplicaSet>,
     /// Known to decide alone: the only live replica, or the decider the others forward to.
     alone: AtomicBool,
+    /// Another replica is the decider this one forwards to.
+    defers: AtomicBool,
 }
 
 impl Peers {
@@ -120,6 +122,8 @@ impl Peers {
         let only_me = !members.is_empty() && members.iter().all(|m| m == me);
         self.alone
             .store(decider == Some(me) || only_me, Ordering::Relaxed);
+        self.defers
+            .store(decider.is_some_and(|d| d != me), Ordering::Relaxed);
         self.set.store(set.map(Arc::new));
     }
 
@@ -129,6 +133,12 @@ impl Peers {
 
     pub(crate) fn alone(&self) -> bool {
         self.alone.load(Ordering::Relaxed)
+    }
+
+    /// Another replica decides: this one forwards its reviews there and leaves the shared
+    /// writes (the heat bands) to it.
+    pub(crate) fn defers_to_another(&self) -> bool {
+        self.defers.load(Ordering::Relaxed)
     }
 }
 
