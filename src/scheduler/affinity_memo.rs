@@ -21,19 +21,21 @@ pub(crate) struct AffinityMemo {
     selector: Option<BTreeMap<String, String>>,
     terms: Vec<NodeSelectorTerm>,
     answers: Vec<Option<(Arc<Labels>, bool)>>,
+    /// The pod asked about last can be answered from memory.
+    memoised: bool,
 }
 
 impl AffinityMemo {
     /// Starts answering for `pod` over `nodes`: the answers kept are dropped unless the pod
-    /// asks what the last one did. `false` when the pod cannot be memoised (its terms name
-    /// nodes by field, which the labels do not tell).
-    pub(crate) fn begin(&mut self, pod: &PodFacts<'_>, nodes: usize) -> bool {
-        let by_field = pod
+    /// asks what the last one did. A pod whose terms name nodes by field (which the labels do
+    /// not tell) is answered afresh for every node.
+    pub(crate) fn begin(&mut self, pod: &PodFacts<'_>, nodes: usize) {
+        self.memoised = !pod
             .required_terms
             .iter()
             .any(|t| t.match_fields.as_ref().is_some_and(|f| !f.is_empty()));
-        if by_field {
-            return false;
+        if !self.memoised {
+            return;
         }
         if self.selector.as_ref() != pod.node_selector || self.terms != pod.required_terms {
             self.selector = pod.node_selector.cloned();
@@ -41,12 +43,14 @@ impl AffinityMemo {
             self.answers.clear();
         }
         self.answers.resize(nodes, None);
-        true
     }
 
     /// `required_node_affinity_matches(pod, node)` for node `index`, after [`Self::begin`]
-    /// returned `true` for this pod.
+    /// for this pod.
     pub(crate) fn matches(&mut self, pod: &PodFacts<'_>, index: usize, node: &ModelNode) -> bool {
+        if !self.memoised {
+            return required_node_affinity_matches(pod, node);
+        }
         match &self.answers[index] {
             Some((seen, answer)) if Arc::ptr_eq(seen, &node.labels) => *answer,
             _ => {
@@ -79,7 +83,7 @@ mod tests {
         let batch = BTreeMap::from([("pool".to_string(), "batch".to_string())]);
         let mut memo = AffinityMemo::default();
         let check = |memo: &mut AffinityMemo, pod: &PodFacts<'_>, nodes: &[ModelNode]| {
-            assert!(memo.begin(pod, nodes.len()));
+            memo.begin(pod, nodes.len());
             for (i, n) in nodes.iter().enumerate() {
                 assert_eq!(
                     memo.matches(pod, i, n),
@@ -113,6 +117,20 @@ mod tests {
             required_terms: &terms,
             ..PodFacts::default()
         };
-        assert!(!AffinityMemo::default().begin(&pod, 2));
+        let mut memo = AffinityMemo::default();
+        memo.begin(&pod, 2);
+        assert!(!memo.memoised);
+        let named = ModelNode {
+            name: "a".into(),
+            ..ModelNode::default()
+        };
+        let other = ModelNode {
+            name: "b".into(),
+            labels: named.labels.clone(),
+            ..ModelNode::default()
+        };
+        // The same labels allocation, answered by name each time.
+        assert!(memo.matches(&pod, 0, &named));
+        assert!(!memo.matches(&pod, 0, &other));
     }
 }

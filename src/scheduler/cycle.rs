@@ -339,7 +339,7 @@ impl Scheduler {
         ) as usize;
         let start = self.next_start % n;
         let others = cluster.map(|c| PodFilters::new(pod, nodes, c));
-        let memoised = self.affinity.begin(pod, n);
+        self.affinity.begin(pod, n);
         let mut sample = Vec::with_capacity(wanted.min(n));
         let mut processed = 0;
         for k in 0..n {
@@ -352,15 +352,9 @@ impl Scheduler {
             let node = &nodes[i];
             let affinity = &mut self.affinity;
             // `filter_with`, its NodeAffinity answer from the memo.
-            let fits = placement_filter_answered(pod, node, || {
-                if memoised {
-                    affinity.matches(pod, i, node)
-                } else {
-                    required_node_affinity_matches(pod, node)
-                }
-            })
-            .and_then(|()| fit_filter(pod, node))
-            .and_then(|()| others.as_ref().map_or(Ok(()), |o| o.check(pod, node)));
+            let fits = placement_filter_answered(pod, node, || affinity.matches(pod, i, node))
+                .and_then(|()| fit_filter(pod, node))
+                .and_then(|()| others.as_ref().map_or(Ok(()), |o| o.check(pod, node)));
             if fits.is_ok() {
                 sample.push(i);
                 if sample.len() >= wanted {
