@@ -14,6 +14,7 @@ use crate::admission::Admission;
 use crate::config::{Config, LeaseRef};
 use crate::inflight::world::World;
 use crate::inventory::lease::SchedulerLease;
+use crate::inventory::node_bands::NodeBands;
 use crate::inventory::replicas::{Identity, Member};
 use crate::metrics_source::file::spawn_file_source;
 use crate::metrics_source::prometheus::{PrometheusSource, spawn_refresher};
@@ -298,16 +299,20 @@ fn spawn_cluster_watches(
             default_lease,
             heat_bands,
         } = watched;
-        // The bands are the keeper's own: the view leaves them out.
-        let left_out = (heat_bands.as_ref()).map(|config| config.placement.heat_bands.key.clone());
+        // The bands are read back beside the view, not into it.
+        let on_nodes = (heat_bands.as_ref())
+            .map(|config| Arc::new(NodeBands::new(&config.placement.heat_bands.key)));
         let heat_bands = {
-            let keeper = heat_bands.map(|config| crate::bands::keeper::Keeper {
-                client: client.clone(),
-                config,
-                store: store.clone(),
-                world: world.clone(),
-                metrics: metrics.clone(),
-                peers: membership.as_ref().map(|m| m.peers.clone()),
+            let keeper = heat_bands.zip(on_nodes.clone()).map(|(config, on_nodes)| {
+                crate::bands::keeper::Keeper {
+                    client: client.clone(),
+                    config,
+                    store: store.clone(),
+                    world: world.clone(),
+                    metrics: metrics.clone(),
+                    peers: membership.as_ref().map(|m| m.peers.clone()),
+                    on_nodes,
+                }
             });
             let stopped = stopped.clone();
             async move {
@@ -362,7 +367,7 @@ fn spawn_cluster_watches(
                 client.clone(),
                 store,
                 readiness.clone(),
-                left_out,
+                on_nodes,
                 wait_for(stopped.clone()),
             ),
             crate::inventory::namespaces::watch_namespaces(
@@ -434,7 +439,12 @@ mod tests {
     #[test]
     fn the_decider_decides_as_one_replica_and_the_others_keep_their_share_for_fallbacks() {
         let decider = membership("webhook-a", true);
+        // Until a member list names anyone, no replica knows whether it decides.
+        assert!(!decider.peers.known());
+        decider.publish(&[]);
+        assert!(!decider.peers.known());
         decider.publish(&members());
+        assert!(decider.peers.known());
         assert!(decider.peers.set().is_none());
         assert!(decider.peers.alone());
         assert!(decider.forwarder.as_ref().is_some_and(|f| f.decides_here()));
@@ -457,7 +467,10 @@ mod tests {
         alone.publish(&members());
         assert!(alone.peers.set().is_some());
         assert!(!alone.peers.alone());
-        // With no decider, each replica writes the bands its own decisions move.
+        // With no decider, the lowest-named replica alone writes the bands.
         assert!(!alone.peers.defers_to_another());
+        let second = membership("webhook-b", false);
+        second.publish(&members());
+        assert!(second.peers.defers_to_another());
     }
 }

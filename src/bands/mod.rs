@@ -8,8 +8,11 @@
 //! charges it, before the scheduler binds the pods (docs/design.md, "Heat bands").
 
 pub(crate) mod keeper;
+pub(crate) mod pace;
 
 use crate::config::{HeatBands, PlacementConfig};
+use std::time::{Duration, Instant};
+
 use crate::hashing::HashMap;
 use crate::inflight::world::World;
 use crate::placement::rank::standing::effective_load;
@@ -56,62 +59,91 @@ pub(crate) fn band_of(level: f64, config: &HeatBands, previous: Option<u32>) -> 
     }
 }
 
-/// One label to write: `node`'s band is now `band`.
+/// One label to write: `node`'s band is now `band` (`None`: the label comes off, the node has
+/// no readings), and how much a pod is drawn there meanwhile (see [`BandBook::changes`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Relabel {
     pub(crate) node: String,
-    pub(crate) band: u32,
+    pub(crate) band: Option<u32>,
+    /// Bands the label now reads cooler than it should (negative: hotter); an absent label
+    /// counts as past the top band, as the terms read it.
+    pub(crate) harm: i64,
 }
 
-/// The band each node's label holds as far as this replica knows: what it wrote, or, for a
-/// node it has not written, what the view read on the node. Compared with what this replica
-/// last knew rather than with the view, which reads labels back a second or more later: a
-/// band written is not written again before the view shows it, and two replicas whose
-/// charges differ for a moment do not take turns relabelling the node.
+/// How long a label this replica wrote is taken to be on the node before the node watch shows
+/// it: after that, what the watch reads is what is there.
+pub(crate) const READ_BACK: Duration = Duration::from_secs(10);
+
+/// The labels this replica wrote that the node watch has not shown yet. Everything else is
+/// read back from the nodes (`inventory::node_bands`): a replica that takes over or restarts
+/// writes only the nodes whose band is wrong, and what another writer set is seen and
+/// corrected, not remembered over.
 #[derive(Debug, Default)]
 pub(crate) struct BandBook {
-    known: HashMap<String, u32>,
-    /// The view the book was last pruned to: nodes gone from it are forgotten.
-    view: u64,
+    written: HashMap<String, (Option<u32>, Instant)>,
 }
 
 impl BandBook {
-    /// The labels to write for `view` with `world`'s charges, each taken as written.
+    /// The labels to write for `view` with `world`'s charges, the nodes carrying `on_nodes`:
+    /// each taken as written at `now` (see [`BandBook::forget`] for one that was not), the
+    /// most harmful first (a label cooler than its node draws pods), then coolest first.
+    /// Nodes with a band but no readings lose it: they are graded as the hottest.
     pub(crate) fn changes(
         &mut self,
         view: &ClusterView,
         world: &World,
         policy: &PlacementConfig,
+        on_nodes: &HashMap<String, u32>,
+        now: Instant,
     ) -> Vec<Relabel> {
         let config = &policy.heat_bands;
-        if self.view != view.id {
-            self.view = view.id;
-            let names: crate::hashing::HashSet<&str> =
-                view.nodes.iter().map(|n| n.name.as_str()).collect();
-            self.known.retain(|name, _| names.contains(name.as_str()));
-        }
+        self.written
+            .retain(|_, (_, at)| now.saturating_duration_since(*at) < READ_BACK);
+        let rank = |band: Option<u32>| i64::from(band.unwrap_or(config.bands));
         let mut out = Vec::new();
-        for node in &view.nodes {
-            let labelled = || {
-                let value = node.labels.get(&config.key)?;
-                value.parse::<u32>().ok()
-            };
-            let known = self.known.get(&node.name).copied().or_else(labelled);
-            let band = band_of(level(node, world, policy), config, known);
-            if known != Some(band) {
-                self.known.insert(node.name.clone(), band);
+        let mut relabel = |book: &mut BandBook, node: &str, want: Option<u32>, known| {
+            if known != want {
+                book.written.insert(node.to_string(), (want, now));
                 out.push(Relabel {
-                    node: node.name.clone(),
-                    band,
+                    node: node.to_string(),
+                    band: want,
+                    harm: rank(want) - rank(known),
                 });
             }
+        };
+        for node in &view.nodes {
+            let known = self.known(&node.name, on_nodes);
+            let band = band_of(level(node, world, policy), config, known);
+            relabel(self, &node.name, Some(band), known);
         }
+        for name in on_nodes.keys() {
+            if view.node(name).is_none() {
+                let known = self.known(name, on_nodes);
+                relabel(self, name, None, known);
+            }
+        }
+        // Stable: among equals the view's order, coolest first.
+        out.sort_by_key(|change| std::cmp::Reverse(change.harm));
         out
     }
 
-    /// A write failed: the node's band is looked at afresh next time.
+    /// What `node` carries as far as this replica knows: what it wrote lately, else what the
+    /// watch read. A write the watch shows is no longer remembered.
+    fn known(&mut self, node: &str, on_nodes: &HashMap<String, u32>) -> Option<u32> {
+        let read = on_nodes.get(node).copied();
+        match self.written.get(node) {
+            Some(&(band, _)) if band == read => {
+                self.written.remove(node);
+                read
+            }
+            Some(&(band, _)) => band,
+            None => read,
+        }
+    }
+
+    /// A write failed or was not sent: the node's band is looked at afresh next time.
     pub(crate) fn forget(&mut self, node: &str) {
-        self.known.remove(node);
+        self.written.remove(node);
     }
 }
 

@@ -1,10 +1,10 @@
 //! Heat bands: the band of a level, its hysteresis, and the labels a book asks for as a burst
 //! charges the nodes.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::hashing::HashMap;
 use crate::inflight::ledger::{Ledger, PodLoad};
 use crate::scheduler::PodRequests;
 use crate::snapshot::{LoadSnapshot, NodeLoad};
@@ -54,7 +54,7 @@ fn a_band_holds_until_the_level_is_past_its_edge_by_the_hysteresis() {
     assert_eq!(band_of(0.405, &sharp, Some(3)), 4);
 }
 
-fn view_of(cpus: &[f64], labelled: Option<&str>) -> ClusterView {
+fn view_of(cpus: &[f64]) -> ClusterView {
     let snapshot = LoadSnapshot {
         taken_at: None,
         pods: Vec::new(),
@@ -64,9 +64,6 @@ fn view_of(cpus: &[f64], labelled: Option<&str>) -> ClusterView {
             .map(|(i, &cpu)| {
                 let mut node = NodeLoad::new(format!("n{i}"), cpu);
                 node.cpu_capacity_cores = Some(16.0);
-                if let Some(value) = labelled {
-                    Arc::make_mut(&mut node.labels).insert(bands().key, value.into());
-                }
                 node
             })
             .collect(),
@@ -103,77 +100,155 @@ fn charge(world: &mut World, node: &str, pods: usize) {
     }
 }
 
-fn sorted(mut changes: Vec<Relabel>) -> Vec<(String, u32)> {
+fn sorted(mut changes: Vec<Relabel>) -> Vec<(String, Option<u32>)> {
     changes.sort_by(|a, b| a.node.cmp(&b.node));
     changes.into_iter().map(|c| (c.node, c.band)).collect()
 }
 
+/// The labels as a node watch reads them back.
+fn on_nodes(bands: &[(&str, u32)]) -> HashMap<String, u32> {
+    bands.iter().map(|(n, b)| (n.to_string(), *b)).collect()
+}
+
+/// What a node watch reads back once `changes` are written.
+fn read_back(on_nodes: &mut HashMap<String, u32>, changes: &[Relabel]) {
+    for change in changes {
+        match change.band {
+            Some(band) => on_nodes.insert(change.node.clone(), band),
+            None => on_nodes.remove(&change.node),
+        };
+    }
+}
+
 #[test]
 fn every_node_is_labelled_once_then_only_a_node_whose_band_moved() {
-    let view = view_of(&[0.12, 0.55, 0.83, 0.9], None);
+    let view = view_of(&[0.12, 0.55, 0.83, 0.9]);
     let mut world = world_for(&view);
     let mut book = BandBook::default();
     let policy = policy();
+    let mut labels = on_nodes(&[]);
+    let now = Instant::now();
+    let changes = book.changes(&view, &world, &policy, &labels, now);
     assert_eq!(
-        sorted(book.changes(&view, &world, &policy)),
+        sorted(changes.clone()),
         [
-            ("n0".into(), 1),
-            ("n1".into(), 5),
-            ("n2".into(), 8),
+            ("n0".into(), Some(1)),
+            ("n1".into(), Some(5)),
+            ("n2".into(), Some(8)),
             // 0.9 is past the hot threshold's 0.85: the top band.
-            ("n3".into(), 9),
+            ("n3".into(), Some(9)),
         ]
     );
     assert!(
-        book.changes(&view, &world, &policy).is_empty(),
-        "nothing moved"
+        book.changes(&view, &world, &policy, &labels, now)
+            .is_empty(),
+        "written, not read back yet: not written again"
+    );
+    read_back(&mut labels, &changes);
+    assert!(
+        book.changes(&view, &world, &policy, &labels, now)
+            .is_empty()
     );
     // Two TaskManagers of 2 cores on 16: n0 from 0.12 to 0.37.
     charge(&mut world, "n0", 2);
     assert_eq!(
-        sorted(book.changes(&view, &world, &policy)),
-        [("n0".into(), 3)]
+        sorted(book.changes(&view, &world, &policy, &labels, now)),
+        [("n0".into(), Some(3))]
     );
-    assert!(book.changes(&view, &world, &policy).is_empty());
+    assert!(
+        book.changes(&view, &world, &policy, &labels, now)
+            .is_empty()
+    );
 }
 
 #[test]
-fn labels_the_view_already_shows_are_not_written_again() {
-    let view = view_of(&[0.12, 0.15], Some("1"));
+fn a_replica_that_starts_with_every_band_right_writes_nothing() {
+    let view = view_of(&[0.12, 0.15, 0.55]);
+    let world = world_for(&view);
+    let labels = on_nodes(&[("n0", 1), ("n1", 1), ("n2", 5)]);
+    let mut book = BandBook::default();
+    assert!(
+        book.changes(&view, &world, &policy(), &labels, Instant::now())
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_label_another_writer_moved_is_put_back_and_the_coolest_lie_goes_first() {
+    let view = view_of(&[0.12, 0.55, 0.83]);
     let world = world_for(&view);
     let mut book = BandBook::default();
-    assert!(book.changes(&view, &world, &policy()).is_empty());
-    // A label the webhook cannot read is written over.
-    let view = view_of(&[0.12], Some("cool"));
+    let now = Instant::now();
+    // n2 (band 8) carries 2: it draws pods it should not, so it is written first; n0 (band 1)
+    // carries 4: it draws fewer than it could; n1 is right.
+    let labels = on_nodes(&[("n0", 4), ("n1", 5), ("n2", 2)]);
+    let changes = book.changes(&view, &world, &policy(), &labels, now);
+    let order: Vec<(&str, Option<u32>, i64)> = changes
+        .iter()
+        .map(|c| (c.node.as_str(), c.band, c.harm))
+        .collect();
+    assert_eq!(order, [("n2", Some(8), 6), ("n0", Some(1), -3)]);
+}
+
+#[test]
+fn a_write_the_watch_never_shows_is_checked_again_after_the_read_back_time() {
+    let view = view_of(&[0.42]);
+    let world = world_for(&view);
+    let mut book = BandBook::default();
+    let labels = on_nodes(&[("n0", 1)]);
+    let now = Instant::now();
     assert_eq!(
-        sorted(book.changes(&view, &world_for(&view), &policy())),
-        [("n0".into(), 1)]
+        sorted(book.changes(&view, &world, &policy(), &labels, now)),
+        [("n0".into(), Some(4))]
+    );
+    let soon = now + READ_BACK / 2;
+    assert!(
+        book.changes(&view, &world, &policy(), &labels, soon)
+            .is_empty()
+    );
+    let later = now + READ_BACK;
+    assert_eq!(
+        sorted(book.changes(&view, &world, &policy(), &labels, later)),
+        [("n0".into(), Some(4))]
     );
 }
 
 #[test]
 fn a_failed_write_is_asked_for_again() {
-    let view = view_of(&[0.42], Some("1"));
+    let view = view_of(&[0.42]);
     let world = world_for(&view);
     let mut book = BandBook::default();
+    let labels = on_nodes(&[("n0", 1)]);
+    let now = Instant::now();
     assert_eq!(
-        sorted(book.changes(&view, &world, &policy())),
-        [("n0".into(), 4)]
+        sorted(book.changes(&view, &world, &policy(), &labels, now)),
+        [("n0".into(), Some(4))]
     );
-    assert!(book.changes(&view, &world, &policy()).is_empty());
+    assert!(
+        book.changes(&view, &world, &policy(), &labels, now)
+            .is_empty()
+    );
     book.forget("n0");
     assert_eq!(
-        sorted(book.changes(&view, &world, &policy())),
-        [("n0".into(), 4)]
+        sorted(book.changes(&view, &world, &policy(), &labels, now)),
+        [("n0".into(), Some(4))]
     );
 }
 
 #[test]
-fn a_node_gone_from_the_view_is_forgotten() {
-    let view = view_of(&[0.42, 0.2], None);
+fn a_node_without_readings_loses_its_band_and_a_node_without_either_is_left_alone() {
+    let view = view_of(&[0.42]);
+    let world = world_for(&view);
     let mut book = BandBook::default();
-    book.changes(&view, &world_for(&view), &policy());
-    let fewer = view_of(&[0.42], None);
-    book.changes(&fewer, &world_for(&fewer), &policy());
-    assert_eq!(book.known.len(), 1);
+    let mut labels = on_nodes(&[("n0", 4), ("unread", 0)]);
+    let now = Instant::now();
+    let changes = book.changes(&view, &world, &policy(), &labels, now);
+    assert_eq!(sorted(changes.clone()), [("unread".into(), None)]);
+    // A cool band on a node nothing measures draws pods blind: it goes first among equals.
+    assert_eq!(changes[0].harm, 10);
+    read_back(&mut labels, &changes);
+    assert!(
+        book.changes(&view, &world, &policy(), &labels, now)
+            .is_empty()
+    );
 }

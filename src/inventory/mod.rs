@@ -7,6 +7,7 @@ pub mod client;
 pub mod lease;
 pub mod listing;
 pub(crate) mod namespaces;
+pub(crate) mod node_bands;
 pub mod nodes;
 pub mod pods;
 pub mod replicas;

@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use tracing::{debug, info};
 
 use super::client::WatchHealth;
+use super::node_bands::NodeBands;
 use super::{Inventory, NodeFacts};
 use crate::readiness::Readiness;
 use crate::scheduler::cores::parse_cpu_cores;
@@ -154,15 +155,15 @@ pub async fn watch_nodes(
     watch_nodes_leaving_out(client, store, readiness, None, shutdown).await;
 }
 
-/// [`watch_nodes`], the label `left_out` taken off every node: the heat band the webhook
-/// keeps itself (see `bands`). Read back, each relabel would change the inventory and rebuild
-/// the view of every node once a second through a burst; at 5,000 nodes reviews then took
-/// past the apiserver's timeout.
+/// [`watch_nodes`], the heat band label taken off every node and read into `bands` instead:
+/// in the view, each relabel would change the inventory and rebuild the view of every node
+/// once a second through a burst (at 5,000 nodes reviews then took past the apiserver's
+/// timeout); beside it, the keeper reads back what is on the nodes.
 pub(crate) async fn watch_nodes_leaving_out(
     client: Client,
     store: Arc<ViewStore>,
     readiness: Arc<Readiness>,
-    left_out: Option<String>,
+    bands: Option<Arc<NodeBands>>,
     shutdown: impl Future<Output = ()> + Send,
 ) {
     let (reader, writer) = reflector::store::<Node>();
@@ -173,7 +174,7 @@ pub(crate) async fn watch_nodes_leaving_out(
     let mut shutdown = std::pin::pin!(shutdown);
     let mut health = WatchHealth::default();
     let mut publisher = Publisher {
-        left_out,
+        bands,
         ..Publisher::default()
     };
 
@@ -224,17 +225,22 @@ struct Publisher {
     last_publish: Option<Instant>,
     last: Option<Inventory>,
     arrivals: Arrivals,
-    /// A label taken off every node (see [`watch_nodes_leaving_out`]).
-    left_out: Option<String>,
+    /// The heat bands, read off every node into a store of their own (see
+    /// [`watch_nodes_leaving_out`]).
+    bands: Option<Arc<NodeBands>>,
 }
 
 impl Publisher {
     /// Records an event that the reflector has already applied to its store.
     fn note(&mut self, event: &Event<Node>) {
+        let bands = self.bands.as_deref();
         match event {
             // The reflector swaps its buffer in only at InitDone: the store is untouched before.
             Event::Init => {}
-            Event::InitApply(node) => self.arrivals.saw(node, false),
+            Event::InitApply(node) => {
+                self.arrivals.saw(node, false);
+                bands.inspect(|b| b.saw(node));
+            }
             Event::InitDone => {
                 self.ready = true;
                 self.dirty = true;
@@ -242,10 +248,12 @@ impl Publisher {
             // Only after a complete list: a node first seen here was created since.
             Event::Apply(node) => {
                 self.arrivals.saw(node, true);
+                bands.inspect(|b| b.saw(node));
                 self.dirty = true;
             }
             Event::Delete(node) => {
                 self.arrivals.gone(node);
+                bands.inspect(|b| b.gone(node));
                 self.dirty = true;
             }
         }
@@ -267,12 +275,17 @@ impl Publisher {
         self.last_publish = Some(Instant::now());
         let nodes = reader.state();
         self.arrivals.keep_only(&nodes);
+        if let Some(bands) = &self.bands {
+            bands.keep_only(nodes.iter().filter_map(|n| n.metadata.name.as_deref()));
+            bands.set_listed();
+        }
+        let left_out = self.bands.as_deref().map(NodeBands::key);
         let inventory = Inventory {
             nodes: nodes
                 .iter()
                 .map(|node| {
                     let (name, mut facts) = node_facts(node);
-                    if let Some(key) = &self.left_out
+                    if let Some(key) = left_out
                         && facts.labels.contains_key(key)
                     {
                         Arc::make_mut(&mut facts.labels).remove(key);
@@ -403,7 +416,7 @@ mod tests {
     }
 
     #[test]
-    fn a_label_left_out_is_off_every_node_and_its_changes_publish_nothing() {
+    fn the_band_is_off_every_node_in_the_view_read_back_beside_it_and_its_moves_publish_nothing() {
         const BAND: &str = "placement-webhook.io/heat-band";
         let (reader, mut writer) = kube::runtime::reflector::store::<Node>();
         let mut node = fixture().remove(0);
@@ -411,15 +424,21 @@ mod tests {
             (node.metadata.labels.get_or_insert_default()).insert(BAND.into(), value.into());
         };
         band(&mut node, "3");
-        for event in [Event::Init, Event::InitApply(node.clone()), Event::InitDone] {
-            writer.apply_watcher_event(&event);
-        }
-        let store = ViewStore::new(crate::config::PlacementConfig::default());
+        let bands = Arc::new(NodeBands::new(BAND));
         let mut publisher = Publisher {
-            left_out: Some(BAND.into()),
+            bands: Some(bands.clone()),
             ..Publisher::default()
         };
+        for event in [Event::Init, Event::InitApply(node.clone()), Event::InitDone] {
+            writer.apply_watcher_event(&event);
+            publisher.note(&event);
+        }
+        let store = ViewStore::new(crate::config::PlacementConfig::default());
+        let name = node.metadata.name.clone().unwrap_or_default();
+        assert!(!bands.listed(), "listed once published");
         publisher.publish(&reader, &store);
+        assert!(bands.listed());
+        assert_eq!(bands.read(|b| b.get(&name).copied()), Some(3));
         let first = store.inventory().expect("published");
         assert!(
             first
@@ -429,7 +448,10 @@ mod tests {
         );
         assert!(first.nodes.iter().any(|(_, f)| !f.labels.is_empty()));
         band(&mut node, "4");
-        writer.apply_watcher_event(&Event::Apply(node));
+        let moved = Event::Apply(node);
+        writer.apply_watcher_event(&moved);
+        publisher.note(&moved);
+        assert_eq!(bands.read(|b| b.get(&name).copied()), Some(4), "read back");
         publisher.publish(&reader, &store);
         let second = store.inventory().expect("published");
         assert!(

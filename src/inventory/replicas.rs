@@ -123,6 +123,9 @@ pub(crate) async fn watch_replicas(
                 return;
             }
             event = events.next() => match event {
+                // Mid-list the store holds only part of the slices (none at first): handing
+                // that over would name a decider from a partial set.
+                Some(Ok(watcher::Event::Init | watcher::Event::InitApply(_))) => {}
                 Some(Ok(_)) => {
                     let slices = reader.state();
                     let members = members_of(slices.iter().map(|s| s.as_ref()));

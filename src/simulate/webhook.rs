@@ -348,41 +348,53 @@ impl Replicas {
     }
 }
 
-/// Each replica's heat band keeper (when the config keeps bands), writing straight into the
-/// model's node labels: the real keeper's writes take milliseconds, far less than the time
-/// between a review and its bind.
+/// The heat band keeper (when the config keeps bands) of the first replica, the lowest-named,
+/// which alone writes them as in the webhook, writing straight into the model's node labels:
+/// the real keeper's writes take milliseconds, far less than the time between a review and
+/// its bind.
 struct BandKeepers {
-    books: Vec<crate::bands::BandBook>,
+    book: Option<crate::bands::BandBook>,
     position: crate::hashing::HashMap<String, usize>,
+    /// The bands on the model's nodes, as a node watch would read them back.
+    on_nodes: crate::hashing::HashMap<String, u32>,
 }
 
 impl BandKeepers {
     fn new(webhook: &Replicas, nodes: &[crate::scheduler::ModelNode]) -> Self {
         let keeping = webhook.config.placement.heat_bands.enabled;
         BandKeepers {
-            books: (0..webhook.ledgers.len())
-                .filter(|_| keeping)
-                .map(|_| crate::bands::BandBook::default())
-                .collect(),
+            book: keeping.then(crate::bands::BandBook::default),
             position: (nodes.iter().enumerate())
                 .map(|(k, n)| (n.name.clone(), k))
                 .collect(),
+            on_nodes: crate::hashing::HashMap::default(),
         }
     }
 
     fn keep(&mut self, webhook: &Replicas, nodes: &mut [crate::scheduler::ModelNode]) {
-        if self.books.is_empty() {
+        let (Some(book), Some(world)) = (&mut self.book, webhook.ledgers.first()) else {
             return;
-        }
+        };
         let Some(view) = webhook.store.current() else {
             return;
         };
         let policy = &webhook.config.placement;
-        for (book, world) in self.books.iter_mut().zip(&webhook.ledgers) {
-            for change in book.changes(&view, &world.read(), policy) {
-                if let Some(&k) = self.position.get(&change.node) {
-                    Arc::make_mut(&mut nodes[k].labels)
-                        .insert(policy.heat_bands.key.clone(), change.band.to_string());
+        let key = &policy.heat_bands.key;
+        // The model's clock does not run: what a replica wrote is read back at once.
+        let now = std::time::Instant::now();
+        for change in book.changes(&view, &world.read(), policy, &self.on_nodes, now) {
+            let Some(&k) = self.position.get(&change.node) else {
+                continue;
+            };
+            let labels = Arc::make_mut(&mut nodes[k].labels);
+            match change.band {
+                Some(band) => {
+                    labels.insert(key.clone(), band.to_string());
+                    self.on_nodes.insert(change.node, band);
+                }
+                None => {
+                    labels.remove(key);
+                    self.on_nodes.remove(&change.node);
                 }
             }
         }

@@ -13,7 +13,9 @@ use std::sync::{Mutex, PoisonError};
 use crate::config::Mode;
 
 mod handover;
+mod heat_bands;
 pub(crate) use handover::{Charged, HandoverMetrics, InflightByNode, NodeCharges};
+pub(crate) use heat_bands::HeatBandMetrics;
 
 /// The log filter when `RUST_LOG` is not set. kube's HTTP layer logs an ERROR for every failed
 /// request (target `kube_client::client::builder`), and its watcher a WARN for every 403, so an
@@ -189,7 +191,7 @@ pub struct Metrics {
     pub(crate) scheduler_fallbacks: Counter,
     pub(crate) scheduler_routed_late: Counter,
     pub(crate) forwarded: Family<ResultLabels, Counter>,
-    heat_band_writes: Family<ResultLabels, Counter>,
+    pub(crate) heat_bands: HeatBandMetrics,
     pub(crate) landings: Family<LandingLabels, Counter>,
     pub(crate) landing_heat: Histogram,
     pub(crate) observed_heat: Family<PlacementLabels, Histogram, fn() -> Histogram>,
@@ -315,13 +317,7 @@ impl Metrics {
              decided here)",
             forwarded.clone(),
         );
-        let heat_band_writes = Family::<ResultLabels, Counter>::default();
-        registry.register(
-            "heat_band_writes",
-            "Node label writes keeping the heat bands (placement.heat_bands), by result: \
-             written, gone (the node was deleted), refused (no RBAC for it), failed",
-            heat_band_writes.clone(),
-        );
+        let heat_bands = HeatBandMetrics::register(&mut registry);
         let landing_heat = Histogram::new(LANDING_HEAT_BUCKETS);
         registry.register(
             "landing_heat",
@@ -393,9 +389,6 @@ impl Metrics {
         for result in ["answered", "failed", "resting"] {
             let _ = forwarded.get_or_create(&ResultLabels { result });
         }
-        for result in ["written", "gone", "refused", "failed"] {
-            let _ = heat_band_writes.get_or_create(&ResultLabels { result });
-        }
         Metrics {
             registry,
             reviews,
@@ -414,7 +407,7 @@ impl Metrics {
             scheduler_fallbacks,
             scheduler_routed_late,
             forwarded,
-            heat_band_writes,
+            heat_bands,
             landing_heat,
             observed_heat,
             observed_hot_landings,
@@ -424,13 +417,6 @@ impl Metrics {
             handover,
             hot_jobs_lock: Mutex::new(()),
         }
-    }
-
-    /// One heat band write, by what became of it.
-    pub(crate) fn heat_band_writes(&self, result: &'static str) {
-        self.heat_band_writes
-            .get_or_create(&ResultLabels { result })
-            .inc();
     }
 
     /// Replaces the `taskmanagers_on_hot_nodes` series with one pair per job of `jobs`: a job

@@ -38,6 +38,7 @@ mod diagnose;
 mod do_nothing;
 mod generated;
 mod repeated;
+mod timeline;
 
 use diagnose::{bound_unnamed, print_strays_and_hottest, scheduler_order};
 use generated::{
@@ -309,6 +310,9 @@ async fn run(scenario: Scenario) -> Run {
         None
     };
     let pods = burst_pods(count, template);
+    let timeline =
+        timeline::Timeline::start(&cluster.admin, FLINK, &config.placement.heat_bands.key);
+    timeline.wait_nodes(n).await;
     let (landed, steered_took) = burst_on_real_scheduler(&cluster, FLINK, &pods, &index).await;
     let band_writes = match first_writes {
         Some(first) => {
@@ -447,7 +451,9 @@ async fn run(scenario: Scenario) -> Run {
         &nodes,
         &index,
         (run.real_webhook.hottest_cpu_node.as_deref(), &order),
+        heat_bands.then_some(&timeline),
     );
+    drop(timeline);
     eprintln!("the webhook's hottest node: {}", run.hottest_story);
     run
 }

@@ -111,8 +111,12 @@ pub(crate) struct Peers {
     set: ArcSwapOption<ReplicaSet>,
     /// Known to decide alone: the only live replica, or the decider the others forward to.
     alone: AtomicBool,
-    /// Another replica is the decider this one forwards to.
+    /// Another replica writes what the replicas share on the nodes (the heat bands): the
+    /// decider this one forwards to, or without one the lowest-named.
     defers: AtomicBool,
+    /// A member list has been handed over (one that names any replica): until then this
+    /// replica cannot tell whether it or another one decides.
+    known: AtomicBool,
 }
 
 impl Peers {
@@ -122,9 +126,14 @@ impl Peers {
         let only_me = !members.is_empty() && members.iter().all(|m| m == me);
         self.alone
             .store(decider == Some(me) || only_me, Ordering::Relaxed);
+        // The node labels have one writer: the decider, or without one the lowest-named
+        // member (two writers reading back each other's labels would relabel a node back
+        // and forth).
+        let writer = decider.or(members.iter().min().map(String::as_str));
         self.defers
-            .store(decider.is_some_and(|d| d != me), Ordering::Relaxed);
+            .store(writer.is_some_and(|w| w != me), Ordering::Relaxed);
         self.set.store(set.map(Arc::new));
+        self.known.store(!members.is_empty(), Ordering::Relaxed);
     }
 
     pub(crate) fn set(&self) -> Option<Arc<ReplicaSet>> {
@@ -135,10 +144,16 @@ impl Peers {
         self.alone.load(Ordering::Relaxed)
     }
 
-    /// Another replica decides: this one forwards its reviews there and leaves the shared
-    /// writes (the heat bands) to it.
+    /// Another replica writes the heat bands: the decider this one forwards its reviews to,
+    /// or, where reviews are not forwarded, the lowest-named live replica.
     pub(crate) fn defers_to_another(&self) -> bool {
         self.defers.load(Ordering::Relaxed)
+    }
+
+    /// Whether the live replicas are known (see [`Peers::publish`]): before that, a replica
+    /// that writes for all of them may be the one that should not.
+    pub(crate) fn known(&self) -> bool {
+        self.known.load(Ordering::Relaxed)
     }
 }
 

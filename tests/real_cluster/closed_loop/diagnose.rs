@@ -8,6 +8,7 @@ use kube::Api;
 use kube::api::ListParams;
 
 use super::generated::{Node, TASKMANAGER_CORES};
+use super::timeline::Timeline;
 use crate::fixture::{Cluster, decision, preferred};
 
 /// The nodes a preferred term names (`In`).
@@ -74,6 +75,7 @@ pub(super) fn print_strays_and_hottest(
     nodes: &[Node],
     index: &BTreeMap<String, usize>,
     (hottest, order): (Option<&str>, &BTreeMap<String, usize>),
+    timeline: Option<&Timeline>,
 ) -> String {
     let mut on_hottest: Vec<String> = Vec::new();
     // Cores requested on each node as the scheduler saw it, taking the pods to be bound in
@@ -122,10 +124,11 @@ pub(super) fn print_strays_and_hottest(
             *used += TASKMANAGER_CORES;
         }
         if Some(node) == hottest {
-            on_hottest.push(format!(
-                "{} {how:?}",
-                pod.metadata.name.as_deref().unwrap_or("?")
-            ));
+            let name = pod.metadata.name.as_deref().unwrap_or("?");
+            on_hottest.push(match timeline {
+                Some(timeline) => format!("{} {how:?}", timeline.at_bind(name, node)),
+                None => format!("{name} {how:?}"),
+            });
         }
         if how == Landed::FirstTier && Some(node) != hottest {
             continue;
@@ -150,8 +153,12 @@ pub(super) fn print_strays_and_hottest(
     let before = hottest
         .and_then(|name| index.get(name))
         .map_or(f64::NAN, |&i| nodes[i].cpu);
+    let bands = match (timeline, hottest) {
+        (Some(timeline), Some(node)) => format!("; its bands {}", timeline.bands_of(node)),
+        _ => String::new(),
+    };
     format!(
-        "{} (cpu before {before:.2}) took {}",
+        "{} (cpu before {before:.2}) took {}{bands}",
         hottest.unwrap_or("?"),
         on_hottest.join(", ")
     )
