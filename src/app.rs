@@ -439,10 +439,12 @@ mod tests {
     #[test]
     fn the_decider_decides_as_one_replica_and_the_others_keep_their_share_for_fallbacks() {
         let decider = membership("webhook-a", true);
-        // Until a member list names anyone, no replica knows whether it decides.
+        // Until the members are listed, no replica knows whether it decides; listed and none
+        // ready yet, each writes as if alone.
         assert!(!decider.peers.known());
         decider.publish(&[]);
-        assert!(!decider.peers.known());
+        assert!(decider.peers.known());
+        assert!(!decider.peers.defers_to_another());
         decider.publish(&members());
         assert!(decider.peers.known());
         assert!(decider.peers.set().is_none());

@@ -114,8 +114,9 @@ pub(crate) struct Peers {
     /// Another replica writes what the replicas share on the nodes (the heat bands): the
     /// decider this one forwards to, or without one the lowest-named.
     defers: AtomicBool,
-    /// A member list has been handed over (one that names any replica): until then this
-    /// replica cannot tell whether it or another one decides.
+    /// A complete member list has been handed over (the EndpointSlices listed, empty when
+    /// no replica is ready yet): until then this replica cannot tell whether it or another one
+    /// decides.
     known: AtomicBool,
 }
 
@@ -133,7 +134,7 @@ impl Peers {
         self.defers
             .store(writer.is_some_and(|w| w != me), Ordering::Relaxed);
         self.set.store(set.map(Arc::new));
-        self.known.store(!members.is_empty(), Ordering::Relaxed);
+        self.known.store(true, Ordering::Relaxed);
     }
 
     pub(crate) fn set(&self) -> Option<Arc<ReplicaSet>> {
