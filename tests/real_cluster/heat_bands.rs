@@ -21,7 +21,7 @@ async fn the_webhook_labels_every_node_with_its_band_and_may_write_nothing_else(
     let mut setup = Setup::nodes(3);
     setup.overlay = OVERLAY;
     setup.replicas = 1;
-    let cluster = Cluster::start(setup).await;
+    let mut cluster = Cluster::start(setup).await;
     cluster
         .wait_metric(
             "placement_webhook_heat_band_writes_total",
@@ -39,6 +39,21 @@ async fn the_webhook_labels_every_node_with_its_band_and_may_write_nothing_else(
             node.metadata.name
         );
     }
+    let name = nodes[0].metadata.name.clone().expect("a name");
+    puts_back_what_another_writer_moved(&admin, &name).await;
+    // A restart with every band right writes nothing: it reads the bands back.
+    let replica = &mut cluster.replicas[0];
+    replica.process.stop();
+    replica.process.start();
+    replica.wait_ready(&cluster.certs.ca_pem()).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let written = cluster
+        .metric_sum(
+            "placement_webhook_heat_band_writes_total",
+            &[("result", "written")],
+        )
+        .await;
+    assert_eq!(written, 0.0, "writes after a restart with every band right");
 
     // A steered pod grades every node: nine `Lt` terms on the band, after the named tiers.
     let pod = cluster
@@ -65,7 +80,6 @@ async fn the_webhook_labels_every_node_with_its_band_and_may_write_nothing_else(
 
     // The webhook's own account: the band, and nothing else on a node.
     let webhook = Api::<Node>::all(client_from_kubeconfig(&cluster.webhook_kubeconfig).await);
-    let name = nodes[0].metadata.name.clone().expect("a name");
     policy_in_force(&webhook, &name).await;
     merge(&webhook, &name, json!({"metadata": {"labels": {KEY: "7"}}}))
         .await
@@ -110,6 +124,31 @@ async fn the_webhook_labels_every_node_with_its_band_and_may_write_nothing_else(
         "the webhook's own writes were refused:\n{}",
         cluster.logs()
     );
+}
+
+/// Another writer sets node `name`'s band wrong (and then removes it): the webhook reads the
+/// label back and puts its band back within a few seconds.
+async fn puts_back_what_another_writer_moved(admin: &Api<Node>, name: &str) {
+    let band_of = |node: &Node| (node.metadata.labels.as_ref()).and_then(|l| l.get(KEY).cloned());
+    let right = band_of(&admin.get(name).await.expect("node")).expect("a band");
+    let wrong = if right == "9" { "0" } else { "9" };
+    for moved in [json!(wrong), json!(null)] {
+        merge(admin, name, json!({"metadata": {"labels": {KEY: moved}}}))
+            .await
+            .expect("the admin moves the band");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let now = band_of(&admin.get(name).await.expect("node"));
+            if now.as_deref() == Some(right.as_str()) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name}: band {now:?} 10 s after another writer set {moved}, not {right}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
 }
 
 async fn merge(
