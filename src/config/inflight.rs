@@ -88,6 +88,12 @@ pub(crate) struct HandoverConfig {
     /// may be this old.
     #[serde(with = "humantime_serde")]
     pub(crate) scrape_interval: Duration,
+    /// A bound pod whose containers have not started this long after it was steered is taken
+    /// to be stuck, as one whose containers wait with a reason that says they will not start
+    /// by themselves (an image that cannot be pulled, a bad config, a crash loop) is at once:
+    /// its charge is set aside until it starts. Long enough for a large image's pull.
+    #[serde(with = "humantime_serde")]
+    pub(crate) not_started_after: Duration,
 }
 
 impl Default for HandoverConfig {
@@ -96,6 +102,7 @@ impl Default for HandoverConfig {
             rule: HandoverRule::Evidence,
             // kube-prometheus-stack's default.
             scrape_interval: Duration::from_secs(30),
+            not_started_after: Duration::from_secs(600),
         }
     }
 }

@@ -99,10 +99,38 @@ pub(crate) fn occupied_node(pod: &Pod, deleted: bool) -> Option<&str> {
 
 /// When a running pod's containers started; `None` before it runs.
 fn running_since(pod: &Pod) -> Option<SystemTime> {
-    let running = pod.status.as_ref()?.phase.as_deref() == Some("Running");
+    let running = pod.status.as_ref()?.phase.as_deref() == Some("Running") && !stuck(pod);
     running
         .then(|| crate::cluster::running::started(pod))
         .flatten()
+}
+
+/// Why a container waits when it will not start by itself, as the kubelet reports it: an image
+/// that cannot be pulled, a config or a runtime that refuses it, a crash loop. (A container that
+/// is only starting waits as `ContainerCreating` or `PodInitializing`.)
+const STUCK_REASONS: [&str; 10] = [
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+    "CrashLoopBackOff",
+    "PreStartHookError",
+    "PostStartHookError",
+];
+
+/// Some container of `pod` (an init container included) waits for a reason of
+/// [`STUCK_REASONS`]: it loads its node with nothing, and will not until someone acts.
+fn stuck(pod: &Pod) -> bool {
+    let Some(status) = pod.status.as_ref() else {
+        return false;
+    };
+    (status.init_container_statuses.iter().flatten())
+        .chain(status.container_statuses.iter().flatten())
+        .filter_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.as_deref())
+        .any(|reason| STUCK_REASONS.contains(&reason))
 }
 
 fn is_finished(pod: &Pod) -> bool {
@@ -206,6 +234,15 @@ fn apply_steered(
                 steered_at,
             );
             heard_if_recent(world, &note.id);
+            // Steered before the ttl (a replica starting meets every bound pod): charged by
+            // evidence, not by age, while the metrics cannot show it whole.
+            world.charges.charge_unshown(
+                &note.id,
+                node,
+                (note.load, requests),
+                steered_at,
+                (running_since(pod), now_wall),
+            );
         }
         // Absent after charge: older than the ttl, the metrics show it already.
         return if world.charges.bind(&note.id, node) {
@@ -213,7 +250,9 @@ fn apply_steered(
                 pod.metadata.namespace.as_deref().unwrap_or_default(),
                 pod.metadata.name.as_deref().unwrap_or_default(),
             );
-            world.charges.started(&note.id, &key, running_since(pod));
+            world
+                .charges
+                .started(&note.id, &key, running_since(pod), stuck(pod));
             PodEffect::Bound
         } else {
             PodEffect::Ignored
@@ -502,6 +541,52 @@ mod tests {
         assert_eq!(l.charges.len(), 1);
     }
 
+    /// `pod` with its main container waiting for `reason`, or running since a minute ago.
+    fn with_container(mut pod: (Pod, SystemTime), waiting: Option<&str>) -> (Pod, SystemTime) {
+        let state = match waiting {
+            Some(reason) => serde_json::json!({"waiting": {"reason": reason}}),
+            None => {
+                serde_json::json!({"running": {"startedAt": k8s_openapi::jiff::Timestamp::try_from(
+                pod.1 - Duration::from_secs(60)).unwrap().to_string()}})
+            }
+        };
+        let status = pod.0.status.get_or_insert_default();
+        status.container_statuses = Some(vec![
+            serde_json::from_value(serde_json::json!({"name": "flink-main-container",
+                "image": "flink", "imageID": "", "ready": false, "restartCount": 0,
+                "state": state}))
+            .unwrap(),
+        ]);
+        pod
+    }
+
+    #[test]
+    fn a_bound_pod_stuck_pulling_its_image_loads_its_node_with_nothing_until_it_runs() {
+        let mut l = World::new(Ledger::new(TTL));
+        let starting = with_container(
+            pod(Some(NOTE), Some("worker-1"), "Pending", 3),
+            Some("ContainerCreating"),
+        );
+        apply(&mut l, &starting, false);
+        assert_eq!(cpu(&l, "worker-1"), 2.0, "starting: charged whole");
+        let stuck = with_container(
+            pod(Some(NOTE), Some("worker-1"), "Pending", 3),
+            Some("ImagePullBackOff"),
+        );
+        apply(&mut l, &stuck, false);
+        assert_eq!(cpu(&l, "worker-1"), 0.0, "stuck: nothing");
+        assert_eq!(l.charges.len(), 1, "set aside, not forgotten");
+        let running = with_container(pod(Some(NOTE), Some("worker-1"), "Running", 3), None);
+        apply(&mut l, &running, false);
+        assert_eq!(cpu(&l, "worker-1"), 2.0, "running: charged whole again");
+        let crashing = with_container(
+            pod(Some(NOTE), Some("worker-1"), "Running", 3),
+            Some("CrashLoopBackOff"),
+        );
+        apply(&mut l, &crashing, false);
+        assert_eq!(cpu(&l, "worker-1"), 0.0, "a crash loop: nothing");
+    }
+
     #[test]
     fn pods_without_a_note_only_count_their_requests() {
         let mut l = World::new(Ledger::new(TTL));
@@ -691,6 +776,53 @@ mod tests {
         assert_eq!(apply(&mut l, &pending, false), PodEffect::Ignored);
         let bound = pod(Some(NOTE), Some("worker-1"), "Running", 600);
         assert_eq!(apply(&mut l, &bound, false), PodEffect::Ignored);
+        assert!(l.charges.is_empty());
+    }
+
+    #[test]
+    fn a_replica_starting_charges_an_old_bound_pod_by_evidence_not_by_age() {
+        let evidence = || {
+            World::new(Ledger::new(TTL).with_handover(
+                crate::inflight::ledger::handover::HandoverPolicy::evidence(
+                    Duration::from_secs(120),
+                    Duration::from_secs(30),
+                ),
+            ))
+        };
+        // Created ten minutes ago, still pulling its image: the metrics show none of it.
+        let mut l = evidence();
+        let pulling = with_container(
+            pod(Some(NOTE), Some("worker-1"), "Pending", 600),
+            Some("ContainerCreating"),
+        );
+        assert_eq!(apply(&mut l, &pulling, false), PodEffect::Bound);
+        assert_eq!(cpu(&l, "worker-1"), 2.0);
+        assert_eq!(
+            l.charges.heard_mix().others,
+            0.0,
+            "an old pod says nothing of the split"
+        );
+        // Running a minute: not shown whole yet either.
+        let mut l = evidence();
+        let young = with_container(pod(Some(NOTE), Some("worker-1"), "Running", 600), None);
+        assert_eq!(apply(&mut l, &young, false), PodEffect::Bound);
+        // Running for longer than the window and the scrape: the metrics show it.
+        let mut l = evidence();
+        let mut shown = with_container(pod(Some(NOTE), Some("worker-1"), "Running", 600), None);
+        let started = k8s_openapi::jiff::Timestamp::try_from(shown.1 - Duration::from_secs(300))
+            .unwrap()
+            .to_string();
+        shown
+            .0
+            .status
+            .as_mut()
+            .unwrap()
+            .container_statuses
+            .as_mut()
+            .unwrap()[0]
+            .state =
+            serde_json::from_value(serde_json::json!({"running": {"startedAt": started}})).ok();
+        assert_eq!(apply(&mut l, &shown, false), PodEffect::Ignored);
         assert!(l.charges.is_empty());
     }
 

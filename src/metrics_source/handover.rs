@@ -29,7 +29,7 @@ impl HandoverReader {
             report.in_force.as_str(),
             load(report.charged),
             load(report.counted_twice),
-            &report.ages,
+            (&report.ages, report.oldest),
         );
         metrics.handover.publish_by_node(InflightByNode {
             rule: report.in_force.as_str(),

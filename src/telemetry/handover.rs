@@ -51,6 +51,7 @@ pub(crate) struct HandoverMetrics {
     twice_cpu: Gauge<f64, AtomicU64>,
     twice_network: Gauge<f64, AtomicU64>,
     age: Histogram,
+    oldest: Gauge<f64, AtomicU64>,
     rule: Family<RuleLabels, Gauge>,
     by_node: ArcSwap<InflightByNode>,
 }
@@ -91,6 +92,13 @@ impl HandoverMetrics {
             "How long after it was steered a pod's charge ended because the metrics showed it",
             age.clone(),
         );
+        let oldest = gauge(
+            registry,
+            "inflight_oldest_charge_seconds",
+            "How long ago the oldest pod the ledger still charges was steered, at the last \
+             refresh (0: none): a pod still starting, or bound and not yet shown by the metrics; \
+             one stuck or not started after inflight.handover.not_started_after is charged nothing",
+        );
         let rule = Family::<RuleLabels, Gauge>::default();
         registry.register(
             "inflight_handover_rule",
@@ -107,6 +115,7 @@ impl HandoverMetrics {
             twice_cpu,
             twice_network,
             age,
+            oldest,
             rule,
             by_node: ArcSwap::default(),
         }
@@ -128,8 +137,9 @@ impl HandoverMetrics {
         rule: &'static str,
         charged: Charged,
         twice: Charged,
-        ages: &[Duration],
+        (ages, oldest): (&[Duration], Duration),
     ) {
+        self.oldest.set(oldest.as_secs_f64());
         self.charged_cpu.set(charged.cpu_cores);
         self.charged_network.set(charged.network_bytes_per_second);
         self.twice_cpu.set(twice.cpu_cores);
@@ -194,14 +204,24 @@ mod tests {
             "timing",
             load,
             Charged::default(),
-            &[Duration::from_secs(100)],
+            (&[Duration::from_secs(100)], Duration::from_secs(140)),
         );
-        metrics.record("pod_readings", load, Charged::default(), &[]);
+        metrics.record(
+            "pod_readings",
+            load,
+            Charged::default(),
+            (&[], Duration::from_secs(20)),
+        );
         let at_one: Vec<&str> = super::super::HANDOVER_RULES
             .into_iter()
             .filter(|rule| metrics.rule.get_or_create(&RuleLabels { rule }).get() == 1)
             .collect();
         assert_eq!(at_one, ["pod_readings"]);
         assert_eq!(metrics.charged_cpu.get(), 3.0);
+        assert_eq!(
+            metrics.oldest.get(),
+            20.0,
+            "the last refresh's oldest charge"
+        );
     }
 }

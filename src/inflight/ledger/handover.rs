@@ -11,9 +11,13 @@
 //!   resource is charged, Koordinator's rule, so nothing is counted twice.
 //! - no reading of the pod (Prometheus shows no pods, or not this one yet): `estimate x (1 - f)`.
 //!
-//! A bound pod that has not started is shown nowhere and keeps its whole charge while it holds
-//! its node's requests; deleted, it loses it at once. Between refreshes nothing changes: what
-//! the metrics show is what the last refresh read.
+//! A bound pod that is starting (its image pulling, its init containers running) is shown
+//! nowhere and keeps its whole charge. One that is stuck (its containers waiting with a reason
+//! that says they will not start by themselves: an image that cannot be pulled, a bad config,
+//! a crash loop; or not started `not_started_after` after it was steered) loads its node with
+//! nothing, and its charge is set aside until it starts, when it is charged whole again and
+//! handed over as any other. Deleted, a pod loses its charge at once. Between refreshes nothing
+//! else changes: what the metrics show is what the last refresh read.
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -31,6 +35,8 @@ pub(crate) struct HandoverPolicy {
     window: Duration,
     /// How old the newest sample a refresh reads may be.
     scrape: Duration,
+    /// A bound pod not started this long after it was steered is stuck.
+    not_started_after: Duration,
 }
 
 impl HandoverPolicy {
@@ -39,6 +45,7 @@ impl HandoverPolicy {
         rule: HandoverRule::Ttl,
         window: Duration::from_secs(120),
         scrape: Duration::from_secs(30),
+        not_started_after: Duration::from_secs(600),
     };
 
     /// The evidence rule over a `window` read from samples up to `scrape` old.
@@ -48,6 +55,7 @@ impl HandoverPolicy {
             rule: HandoverRule::Evidence,
             window,
             scrape,
+            ..Self::FIXED_TTL
         }
     }
 
@@ -61,7 +69,15 @@ impl HandoverPolicy {
                 .as_ref()
                 .map_or(Self::FIXED_TTL.window, |p| p.rate_window),
             scrape: handover.scrape_interval,
+            not_started_after: handover.not_started_after,
         }
+    }
+
+    /// Builder: a bound pod not started `after` it was steered is stuck.
+    #[cfg(test)]
+    pub(crate) fn not_started_after(mut self, after: Duration) -> Self {
+        self.not_started_after = after;
+        self
     }
 
     pub(crate) fn on_evidence(&self) -> bool {
@@ -172,6 +188,8 @@ pub(crate) struct Handover {
     /// The same two by node, for the nodes with either, in name order: a node's figures are
     /// what a decision reads there.
     pub(crate) by_node: Vec<NodeHandover>,
+    /// How long ago the oldest pod still charged something was steered (zero: none).
+    pub(crate) oldest: Duration,
 }
 
 /// One node's part of a [`Handover`].
@@ -224,14 +242,54 @@ impl Ledger {
     }
 
     /// The bound pod `id` is `namespace/name` and its containers started at `started` (`None`:
-    /// not running).
-    pub(crate) fn started(&mut self, id: &str, pod: &str, started: Option<SystemTime>) {
-        if let Some(entry) = self.entries.get_mut(id) {
-            if entry.pod.as_deref() != Some(pod) {
-                entry.pod = Some(pod.into());
-            }
-            entry.started = started;
+    /// not running), or are `stuck` (see the module's doc): a pod that becomes stuck loses its
+    /// charge at once, and one that starts after being stuck is charged whole again.
+    pub(crate) fn started(
+        &mut self,
+        id: &str,
+        pod: &str,
+        started: Option<SystemTime>,
+        stuck: bool,
+    ) {
+        let Some(entry) = self.entries.get_mut(id) else {
+            return;
+        };
+        if entry.pod.as_deref() != Some(pod) {
+            entry.pod = Some(pod.into());
         }
+        entry.started = started;
+        let was = entry.stuck;
+        entry.stuck = stuck && started.is_none();
+        if entry.bound && was != entry.stuck {
+            let charged = if entry.stuck {
+                PodLoad::default()
+            } else {
+                entry.load
+            };
+            self.recharge(id, charged);
+        }
+    }
+
+    /// A bound pod met in a listing (a replica starting, a relist) that was steered before the
+    /// ttl, running since `started` (`None`: not yet): under the evidence rule it is charged,
+    /// whatever its age, while the metrics cannot show its whole run at `now` (the next refresh
+    /// hands it over as any other, or sets it aside if it is stuck); a pod they show whole is
+    /// not. False when it was not charged.
+    pub(crate) fn charge_unshown(
+        &mut self,
+        id: &str,
+        node: &str,
+        (load, requests): (PodLoad, &crate::scheduler::PodRequests),
+        steered_at: Instant,
+        (started, now): (Option<SystemTime>, SystemTime),
+    ) -> bool {
+        if !self.handover.on_evidence() || self.handover.shown_fraction(started, now) >= 1.0 {
+            return false;
+        }
+        let expires = Instant::now() + self.ttl;
+        let shares = [(node.to_string(), 1.0)];
+        self.insert(id, &shares, (load, requests), steered_at, expires);
+        self.entries.contains_key(id)
     }
 
     /// Reads a refresh: each bound pod is charged what the metrics do not show yet, and a pod
@@ -249,6 +307,7 @@ impl Ledger {
             charged: PodLoad::default(),
             counted_twice: PodLoad::default(),
             by_node: Vec::new(),
+            oldest: Duration::ZERO,
         };
         let mut twice_by_node: HashMap<u32, PodLoad> = HashMap::default();
         let mut changed: Vec<(String, Option<PodLoad>)> = Vec::new();
@@ -263,10 +322,16 @@ impl Ledger {
                 .and_then(|k| evidence.pods.get(k))
                 .copied();
             let fraction = self.handover.shown_fraction(entry.started, taken_at);
-            let charged = if self.handover.on_evidence() {
-                still_charged(entry.load, fraction, reading)
-            } else {
+            let not_started = entry.started.is_none()
+                && now.saturating_duration_since(entry.steered_at)
+                    >= self.handover.not_started_after;
+            let charged = if !self.handover.on_evidence() {
                 Some(entry.charged)
+            } else if entry.stuck || not_started {
+                // Set aside, not ended: a pod that starts after all is charged again.
+                Some(PodLoad::default())
+            } else {
+                still_charged(entry.load, fraction, reading)
             };
             if let Some(charged) = charged {
                 report.charged.add(charged);
@@ -303,6 +368,11 @@ impl Ledger {
             }
         }
         report.by_node = self.by_node(&twice_by_node);
+        report.oldest = (self.entries.values())
+            .filter(|e| e.charged.cpu_cores > 0.0 || e.charged.network_bytes_per_second > 0.0)
+            .map(|e| now.saturating_duration_since(e.steered_at))
+            .max()
+            .unwrap_or_default();
         report
     }
 
@@ -391,7 +461,7 @@ mod tests {
         );
         assert!(l.bind("p", "a"));
         let now = SystemTime::now();
-        l.started("p", "flink/tm-1", started.map(|ago| now - ago));
+        l.started("p", "flink/tm-1", started.map(|ago| now - ago), false);
         (l, now)
     }
 
@@ -450,16 +520,65 @@ mod tests {
     }
 
     #[test]
-    fn a_pod_not_started_keeps_its_whole_charge_past_the_ttl_until_deleted() {
-        let (mut l, now) = bound(policy(), None);
+    fn a_pod_starting_keeps_its_whole_charge_past_the_ttl_until_it_is_set_aside_as_not_started() {
+        let policy = policy().not_started_after(Duration::from_secs(600));
+        let (mut l, now) = bound(policy, None);
+        // Pulling its image for five minutes: past the ttl, still charged whole.
+        let steered = Instant::now();
         l.read_evidence(
-            &evidence(now + Duration::from_secs(600), None),
-            Instant::now(),
+            &evidence(now + Duration::from_secs(300), None),
+            steered + Duration::from_secs(300),
         );
-        l.expire(Instant::now() + Duration::from_secs(300));
+        l.expire(steered + Duration::from_secs(300));
+        assert_eq!(cpu_on_a(&l), 2.0);
+        let report = l.read_evidence(
+            &evidence(now + Duration::from_secs(300), None),
+            steered + Duration::from_secs(300),
+        );
+        assert!(
+            report.oldest >= Duration::from_secs(300),
+            "{:?}",
+            report.oldest
+        );
+        // Not started ten minutes after it was steered: it loads its node with nothing.
+        let late = steered + Duration::from_secs(601);
+        let report = l.read_evidence(&evidence(now + Duration::from_secs(601), None), late);
+        assert_eq!((cpu_on_a(&l), report.charged), (0.0, PodLoad::default()));
+        assert_eq!(l.len(), 1, "set aside, not ended");
+        // It starts after all: charged whole again, then handed over as any pod.
+        l.started(
+            "p",
+            "flink/tm-1",
+            Some(now + Duration::from_secs(601)),
+            false,
+        );
+        l.read_evidence(&evidence(now + Duration::from_secs(620), None), late);
         assert_eq!(cpu_on_a(&l), 2.0);
         l.forget("p");
         assert_eq!(l.extra("a"), None);
+    }
+
+    #[test]
+    fn a_stuck_pod_loses_its_charge_at_once_and_gets_it_back_when_it_starts() {
+        let (mut l, now) = bound(policy(), None);
+        assert_eq!(cpu_on_a(&l), 2.0);
+        // ImagePullBackOff: nothing on the node from the moment the watch says so.
+        l.started("p", "flink/tm-1", None, true);
+        assert_eq!(cpu_on_a(&l), 0.0);
+        let report = l.read_evidence(&evidence(now, None), Instant::now());
+        assert_eq!(report.charged, PodLoad::default());
+        assert_eq!(
+            report.oldest,
+            Duration::ZERO,
+            "nothing charged: no oldest charge"
+        );
+        assert_eq!(cpu_on_a(&l), 0.0);
+        // The image is fixed and the container runs: its whole estimate, at once.
+        l.started("p", "flink/tm-1", Some(now), false);
+        assert_eq!(cpu_on_a(&l), 2.0);
+        // A crash loop after it ran is stuck too (the watch reports no running container).
+        l.started("p", "flink/tm-1", None, true);
+        assert_eq!(cpu_on_a(&l), 0.0);
     }
 
     #[test]

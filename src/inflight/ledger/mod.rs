@@ -73,6 +73,9 @@ struct Entry {
     pod: Option<Box<str>>,
     /// When its containers started running, as the pod watch last saw them.
     started: Option<SystemTime>,
+    /// Not started, and its containers say it will not by itself (see `handover`): charged
+    /// nothing until it starts.
+    stuck: bool,
     /// Shared with the entries charged before it with the same requests: a burst's pods have
     /// one template.
     requests: Arc<PodRequests>,
@@ -239,14 +242,26 @@ impl Ledger {
         requests: &PodRequests,
         steered_at: Instant,
     ) {
-        let total: f64 = shares.iter().map(|(_, p)| p.max(0.0)).sum();
-        if shares.is_empty() || total.is_nan() || total <= 0.0 || self.entries.contains_key(id) {
-            return;
-        }
         let Some(expires) = steered_at.checked_add(self.ttl) else {
             return;
         };
         if expires <= Instant::now() {
+            return;
+        }
+        self.insert(id, shares, (load, requests), steered_at, expires);
+    }
+
+    /// Records the charge of [`Ledger::charge`], its queue item due at `expires`.
+    pub(super) fn insert(
+        &mut self,
+        id: &str,
+        shares: &[(String, f64)],
+        (load, requests): (PodLoad, &PodRequests),
+        steered_at: Instant,
+        expires: Instant,
+    ) {
+        let total: f64 = shares.iter().map(|(_, p)| p.max(0.0)).sum();
+        if shares.is_empty() || total.is_nan() || total <= 0.0 || self.entries.contains_key(id) {
             return;
         }
         let entry = Entry {
@@ -260,6 +275,7 @@ impl Ledger {
             steered_at,
             pod: None,
             started: None,
+            stuck: false,
             requests: self.shared_requests(requests),
             bound: false,
             charge_seq: self.next_seq,

@@ -267,7 +267,7 @@ proptest! {
                 Op::Start(pod, ran) => {
                     let (id, key) = (format!("p{pod}"), format!("flink/tm-{pod}"));
                     let since = ran.map(|ran| wall - Duration::from_secs(ran));
-                    ledger.started(&id, &key, since);
+                    ledger.started(&id, &key, since, false);
                     reference.started(&id, &key, since);
                 }
                 Op::Evidence(at, read) => {
