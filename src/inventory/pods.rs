@@ -121,6 +121,13 @@ const STUCK_REASONS: [&str; 10] = [
     "PostStartHookError",
 ];
 
+/// Some container of `pod` has restarted: it ran before.
+fn restarted(pod: &Pod) -> bool {
+    (pod.status.as_ref())
+        .and_then(|s| s.container_statuses.as_ref())
+        .is_some_and(|statuses| statuses.iter().any(|c| c.restart_count > 0))
+}
+
 /// Some container of `pod` (an init container included) waits for a reason of
 /// [`STUCK_REASONS`]: it loads its node with nothing, and will not until someone acts.
 fn stuck(pod: &Pod) -> bool {
@@ -235,14 +242,18 @@ fn apply_steered(
             );
             heard_if_recent(world, &note.id);
             // Steered before the ttl (a replica starting meets every bound pod): charged by
-            // evidence, not by age, while the metrics cannot show it whole.
-            world.charges.charge_unshown(
-                &note.id,
-                node,
-                (note.load, requests),
-                steered_at,
-                (running_since(pod), now_wall),
-            );
+            // evidence, not by age, while the metrics cannot show it whole. Not a pod whose
+            // container restarted: the metrics showed it running before, and a charge that
+            // ended at its handover is not charged again.
+            if !restarted(pod) {
+                world.charges.charge_unshown(
+                    &note.id,
+                    node,
+                    (note.load, requests),
+                    steered_at,
+                    (running_since(pod), now_wall),
+                );
+            }
         }
         // Absent after charge: older than the ttl, the metrics show it already.
         return if world.charges.bind(&note.id, node) {
@@ -823,6 +834,20 @@ mod tests {
             .state =
             serde_json::from_value(serde_json::json!({"running": {"startedAt": started}})).ok();
         assert_eq!(apply(&mut l, &shown, false), PodEffect::Ignored);
+        assert!(l.charges.is_empty());
+        // Its container restarted a minute ago: it ran before, it is not charged again.
+        let mut l = evidence();
+        let mut again = with_container(pod(Some(NOTE), Some("worker-1"), "Running", 600), None);
+        again
+            .0
+            .status
+            .as_mut()
+            .unwrap()
+            .container_statuses
+            .as_mut()
+            .unwrap()[0]
+            .restart_count = 1;
+        assert_eq!(apply(&mut l, &again, false), PodEffect::Ignored);
         assert!(l.charges.is_empty());
     }
 
