@@ -215,7 +215,6 @@ impl Keeper {
             }
             refused |= matches!(written, Written::Refused);
         }
-        pace.keep_only(|node| wanted_since.contains_key(node));
         refused
     }
 

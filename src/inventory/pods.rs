@@ -574,28 +574,27 @@ mod tests {
     #[test]
     fn a_bound_pod_stuck_pulling_its_image_loads_its_node_with_nothing_until_it_runs() {
         let mut l = World::new(Ledger::new(TTL));
-        let starting = with_container(
-            pod(Some(NOTE), Some("worker-1"), "Pending", 3),
-            Some("ContainerCreating"),
-        );
-        apply(&mut l, &starting, false);
-        assert_eq!(cpu(&l, "worker-1"), 2.0, "starting: charged whole");
-        let stuck = with_container(
-            pod(Some(NOTE), Some("worker-1"), "Pending", 3),
-            Some("ImagePullBackOff"),
-        );
-        apply(&mut l, &stuck, false);
-        assert_eq!(cpu(&l, "worker-1"), 0.0, "stuck: nothing");
-        assert_eq!(l.charges.len(), 1, "set aside, not forgotten");
-        let running = with_container(pod(Some(NOTE), Some("worker-1"), "Running", 3), None);
-        apply(&mut l, &running, false);
-        assert_eq!(cpu(&l, "worker-1"), 2.0, "running: charged whole again");
-        let crashing = with_container(
-            pod(Some(NOTE), Some("worker-1"), "Running", 3),
-            Some("CrashLoopBackOff"),
-        );
-        apply(&mut l, &crashing, false);
-        assert_eq!(cpu(&l, "worker-1"), 0.0, "a crash loop: nothing");
+        for (phase, waiting, charged, what) in [
+            (
+                "Pending",
+                Some("ContainerCreating"),
+                2.0,
+                "starting: charged whole",
+            ),
+            ("Pending", Some("ImagePullBackOff"), 0.0, "stuck: nothing"),
+            ("Running", None, 2.0, "running: charged whole again"),
+            (
+                "Running",
+                Some("CrashLoopBackOff"),
+                0.0,
+                "a crash loop: nothing",
+            ),
+        ] {
+            let event = with_container(pod(Some(NOTE), Some("worker-1"), phase, 3), waiting);
+            apply(&mut l, &event, false);
+            assert_eq!(cpu(&l, "worker-1"), charged, "{what}");
+            assert_eq!(l.charges.len(), 1, "{what}: set aside, not forgotten");
+        }
     }
 
     #[test]

@@ -38,12 +38,7 @@ impl Timeline {
             tokio::spawn(async move {
                 let mut events = std::pin::pin!(watcher::watcher(api, watcher::Config::default()));
                 while let Some(event) = events.next().await {
-                    let (watcher::Event::Apply(node) | watcher::Event::InitApply(node)) =
-                        (match event {
-                            Ok(event) => event,
-                            Err(_) => continue,
-                        })
-                    else {
+                    let Some(node) = applied(event) else {
                         continue;
                     };
                     let Some(name) = node.metadata.name.clone() else {
@@ -69,11 +64,7 @@ impl Timeline {
             tokio::spawn(async move {
                 let mut events = std::pin::pin!(watcher::watcher(api, watcher::Config::default()));
                 while let Some(event) = events.next().await {
-                    let (watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) = (match event
-                    {
-                        Ok(event) => event,
-                        Err(_) => continue,
-                    }) else {
+                    let Some(pod) = applied(event) else {
                         continue;
                     };
                     let name = pod.metadata.name.clone().unwrap_or_default();
@@ -140,6 +131,15 @@ impl Timeline {
                     .join(" ")
             })
             .unwrap_or_default()
+    }
+}
+
+/// The object a watch event lists or changes; `None` for the list's bounds, deletions and
+/// errors (the watcher retries them).
+fn applied<K>(event: Result<watcher::Event<K>, watcher::Error>) -> Option<K> {
+    match event {
+        Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => Some(object),
+        _ => None,
     }
 }
 
