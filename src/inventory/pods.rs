@@ -571,6 +571,17 @@ mod tests {
         pod
     }
 
+    /// The status of the main container [`with_container`] gave `pod`.
+    fn main_container(
+        pod: &mut (Pod, SystemTime),
+    ) -> &mut k8s_openapi::api::core::v1::ContainerStatus {
+        let status = pod.0.status.as_mut().expect("a status");
+        &mut status
+            .container_statuses
+            .as_mut()
+            .expect("container statuses")[0]
+    }
+
     #[test]
     fn a_bound_pod_stuck_pulling_its_image_loads_its_node_with_nothing_until_it_runs() {
         let mut l = World::new(Ledger::new(TTL));
@@ -822,30 +833,14 @@ mod tests {
         let started = k8s_openapi::jiff::Timestamp::try_from(shown.1 - Duration::from_secs(300))
             .unwrap()
             .to_string();
-        shown
-            .0
-            .status
-            .as_mut()
-            .unwrap()
-            .container_statuses
-            .as_mut()
-            .unwrap()[0]
-            .state =
+        main_container(&mut shown).state =
             serde_json::from_value(serde_json::json!({"running": {"startedAt": started}})).ok();
         assert_eq!(apply(&mut l, &shown, false), PodEffect::Ignored);
         assert!(l.charges.is_empty());
         // Its container restarted a minute ago: it ran before, it is not charged again.
         let mut l = evidence();
         let mut again = with_container(pod(Some(NOTE), Some("worker-1"), "Running", 600), None);
-        again
-            .0
-            .status
-            .as_mut()
-            .unwrap()
-            .container_statuses
-            .as_mut()
-            .unwrap()[0]
-            .restart_count = 1;
+        main_container(&mut again).restart_count = 1;
         assert_eq!(apply(&mut l, &again, false), PodEffect::Ignored);
         assert!(l.charges.is_empty());
     }
