@@ -56,7 +56,11 @@ impl Reply<'_> {
             preferred: if mode.writes_affinity() {
                 let placement = &self.config.placement;
                 let mut terms = patch::preferred_json(decision, &placement.node_match);
-                terms.extend(patch::band_terms(&placement.heat_bands));
+                // Where the scheduler scores every feasible node, the tiers reach each pod's
+                // sample: no band terms (and the keeper writes no bands, `bands::needed`).
+                if decision.sample_fraction < 1.0 {
+                    terms.extend(patch::band_terms(&placement.heat_bands));
+                }
                 patch::Preferred::Json(terms)
             } else {
                 patch::Preferred::default()

@@ -115,6 +115,12 @@ impl Keeper {
             if !self.on_nodes.listed() {
                 continue;
             }
+            if !super::needed(&view, &self.config.scheduler) {
+                // Every node scored: nothing to grade; once the cluster is sampled, every node
+                // whose label is not its band is written, as at install.
+                self.metrics.heat_bands.left(0, 0.0);
+                continue;
+            }
             let now = Instant::now();
             let state = (view.id, self.world.writes(), self.on_nodes.version());
             if seen == Some(state)

@@ -10,7 +10,7 @@
 pub(crate) mod keeper;
 pub(crate) mod pace;
 
-use crate::config::{HeatBands, PlacementConfig};
+use crate::config::{HeatBands, PlacementConfig, SchedulerConfig};
 use std::time::{Duration, Instant};
 
 use crate::hashing::HashMap;
@@ -19,19 +19,24 @@ use crate::placement::rank::standing::effective_load;
 use crate::view::heat::is_hot;
 use crate::view::{ClusterView, NodeView};
 
+/// Whether the bands have work in `view`: only where the scheduler samples the nodes (above
+/// 100 at the default percentage). Where it scores every node, each pod's sample holds the
+/// nodes its tiers name, and the bands stay idle: no node writes, no terms.
+pub(crate) fn needed(view: &ClusterView, scheduler: &SchedulerConfig) -> bool {
+    !crate::placement::decide::scores_every_node(view, scheduler)
+}
+
 /// A node's level: its busiest dimension as a fraction, with the in-flight pods counted (CPU;
 /// the NIC where its link speed is known, a share of the busiest node's traffic saying
-/// nothing about room; memory where the heat weighs it). Hot nodes sit past every band.
+/// nothing about room; memory where the heat weighs it or it makes the node hot). Hot nodes
+/// are graded by it too, not set apart: a sample late in a burst may hold nothing else.
 pub(crate) fn level(node: &NodeView, world: &World, policy: &PlacementConfig) -> f64 {
     let load = effective_load(node, world);
-    if is_hot(&load, &node.scale, &policy.hot) {
-        return f64::INFINITY;
-    }
     let mut level = load.cpu;
     if node.scale.network_is_capacity {
         level = level.max(node.scale.network_fraction(load.network_bytes_per_second));
     }
-    if policy.weights.memory > 0.0 {
+    if policy.weights.memory > 0.0 || is_hot(&load, &node.scale, &policy.hot) {
         level = level.max(load.memory);
     }
     level
@@ -41,8 +46,8 @@ pub(crate) fn level(node: &NodeView, world: &World, policy: &PlacementConfig) ->
 /// within the hysteresis of that band's edges.
 pub(crate) fn band_of(level: f64, config: &HeatBands, previous: Option<u32>) -> u32 {
     let top = config.bands.saturating_sub(1);
-    let scaled = level * f64::from(config.bands);
-    // NaN reads as 0; past the top (or hot) stays in the top band.
+    let scaled = level / config.band_width;
+    // NaN reads as 0; past the top stays in the top band.
     let raw = if scaled >= f64::from(top) {
         top
     } else {

@@ -25,8 +25,12 @@ fn a_level_falls_in_tenths_and_past_the_top_stays_in_the_top_band() {
         (0.1, 1),
         (0.37, 3),
         (0.99, 9),
-        (1.4, 9),
-        (f64::INFINITY, 9),
+        // Past a full node (charges in flight) the bands go on: 16 reach 1.5.
+        (1.04, 10),
+        (1.37, 13),
+        (1.5, 15),
+        (2.4, 15),
+        (f64::INFINITY, 15),
         (-0.2, 0),
         (f64::NAN, 0),
     ] {
@@ -46,7 +50,14 @@ fn a_band_holds_until_the_level_is_past_its_edge_by_the_hysteresis() {
     assert_eq!(band_of(0.75, &config, Some(3)), 7);
     // No previous band, or one past the bands configured: the band of the level.
     assert_eq!(band_of(0.405, &config, None), 4);
-    assert_eq!(band_of(0.405, &config, Some(12)), 4);
+    assert_eq!(band_of(0.405, &config, Some(16)), 4);
+    // Wider bands: a fifth of a node each.
+    let wide = HeatBands {
+        band_width: 0.2,
+        ..bands()
+    };
+    assert_eq!(band_of(0.405, &wide, None), 2);
+    assert_eq!(band_of(0.405, &wide, Some(1)), 1);
     let sharp = HeatBands {
         hysteresis: 0.0,
         ..bands()
@@ -122,7 +133,7 @@ fn read_back(on_nodes: &mut HashMap<String, u32>, changes: &[Relabel]) {
 
 #[test]
 fn every_node_is_labelled_once_then_only_a_node_whose_band_moved() {
-    let view = view_of(&[0.12, 0.55, 0.83, 0.9]);
+    let view = view_of(&[0.12, 0.55, 0.83, 0.9, 0.97]);
     let mut world = world_for(&view);
     let mut book = BandBook::default();
     let policy = policy();
@@ -135,8 +146,9 @@ fn every_node_is_labelled_once_then_only_a_node_whose_band_moved() {
             ("n0".into(), Some(1)),
             ("n1".into(), Some(5)),
             ("n2".into(), Some(8)),
-            // 0.9 is past the hot threshold's 0.85: the top band.
+            // Hot nodes (past the hot threshold's 0.85) are graded among themselves.
             ("n3".into(), Some(9)),
+            ("n4".into(), Some(9)),
         ]
     );
     assert!(
@@ -245,10 +257,33 @@ fn a_node_without_readings_loses_its_band_and_a_node_without_either_is_left_alon
     let changes = book.changes(&view, &world, &policy(), &labels, now);
     assert_eq!(sorted(changes.clone()), [("unread".into(), None)]);
     // A cool band on a node nothing measures draws pods blind: it goes first among equals.
-    assert_eq!(changes[0].harm, 10);
+    assert_eq!(changes[0].harm, 16);
     read_back(&mut labels, &changes);
     assert!(
         book.changes(&view, &world, &policy(), &labels, now)
             .is_empty()
+    );
+}
+
+#[test]
+fn hot_nodes_are_graded_among_themselves_as_the_charges_fill_them() {
+    let view = view_of(&[0.88, 0.97]);
+    let mut world = world_for(&view);
+    let mut book = BandBook::default();
+    let policy = policy();
+    let mut labels = on_nodes(&[]);
+    let now = Instant::now();
+    let changes = book.changes(&view, &world, &policy, &labels, now);
+    assert_eq!(
+        sorted(changes.clone()),
+        [("n0".into(), Some(8)), ("n1".into(), Some(9))]
+    );
+    read_back(&mut labels, &changes);
+    // Two TaskManagers of 2 cores on 16 each: 0.88 to 1.13 and 0.97 to 1.22, still apart.
+    charge(&mut world, "n0", 2);
+    charge(&mut world, "n1", 2);
+    assert_eq!(
+        sorted(book.changes(&view, &world, &policy, &labels, now)),
+        [("n0".into(), Some(11)), ("n1".into(), Some(12))]
     );
 }

@@ -15,13 +15,19 @@ pub struct HeatBands {
     pub enabled: bool,
     /// The node label the band is kept in; nothing else on a node is written.
     pub key: String,
-    /// How many bands: band b holds the levels from b/bands up to (b+1)/bands; the top band
-    /// also holds every node past it and every hot node.
+    /// How many bands: band b holds the levels from b × `band_width` up to (b + 1) ×
+    /// `band_width`; the top band also holds every level past it. The default reaches past a
+    /// full node (1.5 and up), so that hot nodes, and nodes the charges in flight fill past
+    /// their size, are graded among themselves: late in a burst a sample may hold no other.
     pub bands: u32,
-    /// The weight of each term `key Lt b` (b = 1 .. bands - 1): a node in band b matches
-    /// bands - 1 - b of them. The scheduler scales NodeAffinity points to the best node in its
-    /// sample, so in a sample no tier names the bands grade at full strength whatever the
-    /// weight; a small one leaves a named node's lead over an unnamed one as it was.
+    /// The share of a node's level one band spans.
+    pub band_width: f64,
+    /// A node in band b scores `weight` × (bands - 1 - b) NodeAffinity points, a node without
+    /// the label none: binary-weighted terms (`key In` the bands with one bit of that number
+    /// set, weighing `weight` × 2^bit), so the bands cost log2(bands) terms, not one per band.
+    /// The scheduler scales NodeAffinity points to the best node in its sample, so in a sample
+    /// no tier names the bands grade at full strength whatever the weight; a small one leaves
+    /// a named node's lead over an unnamed one as it was.
     pub weight: i32,
     /// A node changes band only once its level is this share of a band past the band's
     /// edge, so that a level wavering at an edge does not relabel the node at each refresh.
@@ -38,7 +44,8 @@ impl Default for HeatBands {
         HeatBands {
             enabled: false,
             key: "placement-webhook.io/heat-band".into(),
-            bands: 10,
+            bands: 16,
+            band_width: 0.1,
             weight: 1,
             hysteresis: 0.1,
             writes_per_second: 100,
@@ -47,6 +54,11 @@ impl Default for HeatBands {
 }
 
 impl HeatBands {
+    /// How many terms grade the bands: one per bit of the highest score, bands - 1.
+    pub(crate) fn term_count(&self) -> u32 {
+        u32::BITS - self.bands.saturating_sub(1).leading_zeros()
+    }
+
     pub(crate) fn problems(&self, out: &mut Vec<String>) {
         if !is_qualified_name(&self.key) {
             out.push(format!(
@@ -57,8 +69,16 @@ impl HeatBands {
         if !(2..=20).contains(&self.bands) {
             out.push("placement.heat_bands.bands must be 2..20".into());
         }
-        if !(1..=100).contains(&self.weight) {
-            out.push("placement.heat_bands.weight must be 1..100".into());
+        let heaviest = i64::from(self.weight) << self.term_count().saturating_sub(1).min(8);
+        if self.weight < 1 || heaviest > 100 {
+            out.push(format!(
+                "placement.heat_bands.weight must be at least 1 and, doubled for each of the \
+                 {} band terms after the first, at most 100",
+                self.term_count()
+            ));
+        }
+        if !(self.band_width.is_finite() && self.band_width > 0.0 && self.band_width <= 1.0) {
+            out.push("placement.heat_bands.band_width must be in (0, 1]".into());
         }
         if !(1..=10_000).contains(&self.writes_per_second) {
             out.push("placement.heat_bands.writes_per_second must be 1..10000".into());

@@ -41,23 +41,32 @@ pub fn preferred_json<'a>(decision: &'a Decision, node_match: &'a NodeMatch) -> 
         .collect()
 }
 
-/// The terms that grade every node by its heat band (see `bands`): `key Lt b` for each band b
-/// past the coolest, so a node in band b matches `bands - 1 - b` of them and a node without
-/// the label none. Empty unless the bands are kept.
+/// The terms that grade every node by its heat band (see `bands`): a node in band b scores
+/// `weight` × (bands - 1 - b), a node without the label nothing, from one term per bit of that
+/// score: `key In` the bands whose score has the bit, weighing `weight` × 2^bit. Empty unless
+/// the bands are kept.
 pub fn band_terms(config: &HeatBands) -> Vec<TermJson<'_>> {
     if !config.enabled {
         return Vec::new();
     }
-    (1..config.bands.min(BAND_VALUES.len() as u32))
-        .map(|band| {
-            let value = BAND_VALUES[band as usize];
-            let lt = RequirementJson::new(&config.key, "Lt", vec![value]);
-            TermJson::new(config.weight, vec![lt], Vec::new())
+    let bands = config.bands.min(BAND_VALUES.len() as u32);
+    let Some(top) = bands.checked_sub(1) else {
+        return Vec::new();
+    };
+    (0..config.term_count())
+        .rev()
+        .map(|bit| {
+            let values: Vec<&str> = (0..bands)
+                .filter(|band| (top - band) >> bit & 1 == 1)
+                .map(|band| BAND_VALUES[band as usize])
+                .collect();
+            let within = RequirementJson::new(&config.key, "In", values);
+            TermJson::new(config.weight << bit, vec![within], Vec::new())
         })
         .collect()
 }
 
-/// Band numbers as `Lt` values (config: at most 20 bands).
+/// Band numbers as label values (config: at most 20 bands).
 const BAND_VALUES: [&str; 20] = [
     "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16",
     "17", "18", "19",
@@ -180,5 +189,74 @@ impl<'a> TermJson<'a> {
                 match_fields,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    /// NodeAffinity points a node labelled `band` scores from `terms`.
+    fn score(terms: &[TermJson<'_>], band: Option<&str>) -> i64 {
+        let terms = serde_json::to_value(terms).unwrap_or_default();
+        let terms = terms.as_array().cloned().unwrap_or_default();
+        terms
+            .iter()
+            .filter(|term| {
+                let values = &term["preference"]["matchExpressions"][0]["values"];
+                let listed = values.as_array().cloned().unwrap_or_default();
+                band.is_some_and(|band| listed.contains(&Value::from(band)))
+            })
+            .map(|term| term["weight"].as_i64().unwrap_or_default())
+            .sum()
+    }
+
+    #[test]
+    fn a_band_scores_its_distance_from_the_top_from_one_term_a_bit() {
+        for bands in 2..=20u32 {
+            let most = 100 >> (u32::BITS - (bands - 1).leading_zeros() - 1);
+            for weight in [1, most] {
+                let config = HeatBands {
+                    enabled: true,
+                    bands,
+                    weight,
+                    ..HeatBands::default()
+                };
+                let mut problems = Vec::new();
+                config.problems(&mut problems);
+                assert!(problems.is_empty(), "{bands} bands: {problems:?}");
+                let terms = band_terms(&config);
+                assert_eq!(terms.len() as u32, config.term_count(), "{bands} bands");
+                assert!(terms.iter().all(|t| (1..=100).contains(&t.weight)));
+                for band in 0..bands {
+                    let expected = i64::from(weight) * i64::from(bands - 1 - band);
+                    let label = band.to_string();
+                    assert_eq!(
+                        score(&terms, Some(&label)),
+                        expected,
+                        "{bands} bands, band {band}"
+                    );
+                }
+                assert_eq!(score(&terms, None), 0);
+            }
+        }
+    }
+
+    #[test]
+    fn a_weight_whose_heaviest_term_passes_100_is_refused() {
+        let config = HeatBands {
+            enabled: true,
+            bands: 16,
+            weight: 13,
+            ..HeatBands::default()
+        };
+        let mut problems = Vec::new();
+        config.problems(&mut problems);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            band_terms(&HeatBands::default()).is_empty(),
+            "off: no terms"
+        );
     }
 }

@@ -189,7 +189,7 @@ pub(super) fn deciding(ctx: &DecisionCtx<'_>, replica: impl Into<Replica>) -> Re
 }
 
 /// The scheduler scores every feasible node of `view`, whatever passes its filters.
-fn scores_every_node(view: &ClusterView, scheduler: &SchedulerConfig) -> bool {
+pub(crate) fn scores_every_node(view: &ClusterView, scheduler: &SchedulerConfig) -> bool {
     nodes_to_score(view, scheduler) >= view.nodes.len() + view.nodes_without_metrics
 }
 

@@ -296,7 +296,7 @@ impl Replicas {
                     };
                     let facts = PodFacts::of(&object);
                     let cycle = view.schedule(&mut scheduler, &facts, &nodes);
-                    let preferred = preferred_names(&facts);
+                    let preferred = preferred_names(&facts, &self.config.placement.heat_bands.key);
                     if !preferred.is_empty() && !cycle.sample.is_empty() {
                         outcome.with_preferences += 1;
                         if !cycle
@@ -378,6 +378,9 @@ impl BandKeepers {
         let Some(view) = webhook.store.current() else {
             return;
         };
+        if !crate::bands::needed(&view, &webhook.config.scheduler) {
+            return;
+        }
         let policy = &webhook.config.placement;
         let key = &policy.heat_bands.key;
         // The model's clock does not run: what a replica wrote is read back at once.
@@ -415,8 +418,9 @@ pub(super) fn note_in(doc: &Value) -> Option<crate::inflight::note::DecisionNote
         .and_then(crate::inflight::note::DecisionNote::parse)
 }
 
-/// Node names a pod's preferred `In` terms name (by field or by label value).
-fn preferred_names<'a>(facts: &'a PodFacts<'_>) -> BTreeSet<&'a str> {
+/// Node names a pod's preferred `In` terms name (by field or by label value), the heat band
+/// terms (by `band_key`) aside: they list bands, not nodes.
+fn preferred_names<'a>(facts: &'a PodFacts<'_>, band_key: &str) -> BTreeSet<&'a str> {
     let mut names = BTreeSet::new();
     for term in facts.preferred_terms {
         let requirements = term
@@ -425,7 +429,7 @@ fn preferred_names<'a>(facts: &'a PodFacts<'_>) -> BTreeSet<&'a str> {
             .iter()
             .flatten()
             .chain(term.preference.match_expressions.iter().flatten());
-        for r in requirements.filter(|r| r.operator == "In") {
+        for r in requirements.filter(|r| r.operator == "In" && r.key != band_key) {
             names.extend(r.values.iter().flatten().map(String::as_str));
         }
     }

@@ -172,8 +172,16 @@ fn check_webhook_registration(docs: &[Value]) {
     }
 }
 
+/// The webhook's own ClusterRole reads and nothing more; the one write an install may add, the
+/// heat bands' node patch, is in a ClusterRole of its own ([`check_heat_bands`]).
 fn check_rbac(docs: &[Value]) {
-    let role = one(docs, "ClusterRole");
+    let roles = all(docs, "ClusterRole");
+    let bands = roles
+        .iter()
+        .filter(|r| r["metadata"]["name"] == "placement-webhook-heat-bands")
+        .count();
+    assert_eq!(roles.len(), 1 + bands, "no other ClusterRole");
+    let role = named(docs, "ClusterRole", None, "placement-webhook");
     for rule in role["rules"].as_array().expect("rules") {
         assert_eq!(strings(&rule["apiGroups"]), [""]);
         for resource in strings(&rule["resources"]) {
@@ -227,7 +235,7 @@ fn check_rbac(docs: &[Value]) {
     }
     assert_eq!(all(docs, "Role").len(), 2, "no other Role");
 
-    let binding = one(docs, "ClusterRoleBinding");
+    let binding = named(docs, "ClusterRoleBinding", None, "placement-webhook");
     assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
     let account = one(docs, "ServiceAccount");
     assert_eq!(
@@ -427,6 +435,8 @@ fn check_base(docs: &[Value]) {
             "ClusterRole",
             "ClusterRoleBinding",
             "MutatingWebhookConfiguration",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
         ];
         // The one exception: read access to the default scheduler's lease, in kube-system.
         let scheduler_lease = doc["metadata"]["name"] == "placement-webhook-scheduler-order"
@@ -584,7 +594,10 @@ fn binds_scheduler_account(binding: &Value) -> bool {
 
 #[test]
 fn scheduler_profile_overlay_runs_the_scheduler_the_webhook_models() {
-    let (docs, base) = (build("deploy/scheduler-profile"), build("deploy"));
+    let (docs, base) = (
+        build("deploy/scheduler-profile"),
+        build("deploy/no-heat-bands"),
+    );
     check_webhook_registration(&docs);
 
     // The stock kube-scheduler, probed on its HTTPS port, within the namespace's `restricted`
@@ -738,11 +751,16 @@ fn scheduler_profile_overlay_runs_the_scheduler_the_webhook_models() {
         &base_webhook["spec"]["template"]["spec"]["containers"][0],
         "/etc/placement-webhook/config.yaml",
     );
+    // The profile scores every node: the bands are off (and no node write is granted).
+    assert!(!loaded.placement.heat_bands.enabled);
     let without_routing = |text: &str| {
         let mut v: Value = serde_saphyr::from_str(text).expect("YAML");
         let map = v.as_object_mut().expect("a mapping");
         for key in ["mode", "scheduler_name", "scheduler_config_file"] {
             map.remove(key);
+        }
+        if let Some(placement) = map.get_mut("placement").and_then(Value::as_object_mut) {
+            placement.remove("heat_bands");
         }
         v
     };
@@ -785,12 +803,20 @@ fn helm_chart_copies_match_deploy() {
     );
 }
 
-/// deploy/heat-bands is deploy/ plus the right to patch Nodes, a ValidatingAdmissionPolicy (bound
-/// to deny) holding the webhook's account to the band label, and the base config with the bands
-/// on: nothing else changes.
+/// deploy/ keeps the heat bands (the component deploy/heat-bands): it is deploy/no-heat-bands
+/// plus the right to patch Nodes, a ValidatingAdmissionPolicy (bound to deny) holding the
+/// webhook's account to the band label, and the base config with the bands on: nothing else
+/// changes. deploy/cert-manager keeps them too.
 #[test]
-fn heat_bands_overlay_adds_only_the_node_patch_and_the_policy_holding_it() {
-    let (docs, base) = (build("deploy/heat-bands"), build("deploy"));
+fn deploy_keeps_the_heat_bands_and_no_heat_bands_leaves_out_only_them() {
+    let (docs, base) = (build("deploy"), build("deploy/no-heat-bands"));
+    check_base(&base);
+    check_heat_bands(&docs, &base);
+    check_heat_bands(&build("deploy/cert-manager"), &base);
+}
+
+/// `docs` is `base` (bands off) plus the heat bands' RBAC, policy and config.
+fn check_heat_bands(docs: &[Value], base: &[Value]) {
     let key = |d: &Value| {
         format!(
             "{}/{}/{}",
@@ -799,40 +825,51 @@ fn heat_bands_overlay_adds_only_the_node_patch_and_the_policy_holding_it() {
             d["metadata"]["name"].as_str().unwrap_or_default()
         )
     };
-    let added: Vec<String> = docs
-        .iter()
-        .map(key)
-        .filter(|k| !base.iter().any(|b| key(b) == *k))
-        .collect();
-    let configmap = |docs: &[Value]| {
-        let found: Vec<String> = all(docs, "ConfigMap").into_iter().map(key).collect();
-        found
-    };
-    // The config's name carries a hash of its content: the one object renamed.
-    let expected: Vec<String> = [
+    let bands_objects = [
         "ClusterRole//placement-webhook-heat-bands",
         "ClusterRoleBinding//placement-webhook-heat-bands",
         "ValidatingAdmissionPolicy//placement-webhook-heat-bands",
         "ValidatingAdmissionPolicyBinding//placement-webhook-heat-bands",
-    ]
-    .into_iter()
-    .map(String::from)
-    .chain(configmap(&docs))
-    .collect();
-    let mut sorted = added.clone();
-    sorted.sort();
-    let mut expected_sorted = expected;
-    expected_sorted.sort();
-    assert_eq!(sorted, expected_sorted);
-    assert_eq!(docs.len(), base.len() + 4);
-
-    let role = named(&docs, "ClusterRole", None, "placement-webhook-heat-bands");
+    ];
+    for object in bands_objects {
+        assert!(docs.iter().any(|d| key(d) == object), "{object} missing");
+        assert!(
+            !base.iter().any(|d| key(d) == object),
+            "{object} without bands"
+        );
+    }
+    // Nothing else is added: the config's name carries a hash of its content, the one object
+    // renamed.
+    let config_maps = |docs: &[Value]| all(docs, "ConfigMap").len();
+    assert_eq!(config_maps(docs), config_maps(base));
+    let others = docs
+        .iter()
+        .map(key)
+        .filter(|k| !bands_objects.contains(&k.as_str()))
+        .filter(|k| !k.starts_with("ConfigMap/"))
+        .filter(|k| !base.iter().any(|b| key(b) == *k))
+        .collect::<Vec<_>>();
+    let certificates = docs.len() - base.len() - bands_objects.len();
+    assert!(
+        others.len() == certificates
+            && others
+                .iter()
+                .all(|k| k.starts_with("Certificate/") || k.starts_with("Issuer/")),
+        "added besides the bands: {others:?}"
+    );
+    let policy = named(
+        docs,
+        "ValidatingAdmissionPolicy",
+        None,
+        "placement-webhook-heat-bands",
+    );
+    let role = named(docs, "ClusterRole", None, "placement-webhook-heat-bands");
     assert_eq!(
         role["rules"],
         json!([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]}])
     );
     let binding = named(
-        &docs,
+        docs,
         "ClusterRoleBinding",
         None,
         "placement-webhook-heat-bands",
@@ -840,12 +877,6 @@ fn heat_bands_overlay_adds_only_the_node_patch_and_the_policy_holding_it() {
     assert_eq!(
         binding["subjects"],
         json!([{"kind": "ServiceAccount", "name": "placement-webhook", "namespace": NAMESPACE}])
-    );
-    let policy = named(
-        &docs,
-        "ValidatingAdmissionPolicy",
-        None,
-        "placement-webhook-heat-bands",
     );
     assert_eq!(policy["spec"]["failurePolicy"], "Fail");
     let condition = policy["spec"]["matchConditions"][0]["expression"]
@@ -858,7 +889,7 @@ fn heat_bands_overlay_adds_only_the_node_patch_and_the_policy_holding_it() {
          && request.userInfo.username.endsWith(':placement-webhook')"
     );
     let policy_binding = named(
-        &docs,
+        docs,
         "ValidatingAdmissionPolicyBinding",
         None,
         "placement-webhook-heat-bands",
@@ -876,13 +907,20 @@ fn heat_bands_overlay_adds_only_the_node_patch_and_the_policy_holding_it() {
         )
         .to_string()
     };
-    let text = config_text(&docs);
+    let text = config_text(docs);
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("config.yaml");
     std::fs::write(&file, &text).expect("write config");
     let loaded = Config::from_file(&file).unwrap_or_else(|e| panic!("{e}"));
     let bands = &loaded.placement.heat_bands;
     assert!(bands.enabled);
+    let base_text = config_text(base);
+    std::fs::write(&file, &base_text).expect("write config");
+    let off = Config::from_file(&file).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        !off.placement.heat_bands.enabled,
+        "deploy/no-heat-bands keeps them"
+    );
     assert!(
         policy["spec"]["variables"][0]["expression"]
             .as_str()
@@ -904,7 +942,7 @@ fn heat_bands_overlay_adds_only_the_node_patch_and_the_policy_holding_it() {
     };
     assert_eq!(
         without_bands(&text),
-        without_bands(&config_text(&base)),
-        "deploy/heat-bands/config.yaml drifted from deploy/base/config.yaml"
+        without_bands(&base_text),
+        "deploy/no-heat-bands/config.yaml drifted from deploy/base/config.yaml"
     );
 }

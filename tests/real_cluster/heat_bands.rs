@@ -1,6 +1,6 @@
-//! Heat bands as deploy/heat-bands installs them: the webhook labels every node with its band
-//! under the shipped RBAC, its patch carries the band terms, and the ValidatingAdmissionPolicy
-//! holds its node writes to that one label.
+//! Heat bands as deploy/ installs them: the webhook labels every node with its band under the
+//! shipped RBAC once the scheduler samples the nodes (above 100), its patch carries the band
+//! terms, and the ValidatingAdmissionPolicy holds its node writes to that one label.
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
@@ -13,12 +13,14 @@ use crate::support::kube::client_from_kubeconfig;
 use crate::support::kube::objects::{self, taskmanager};
 
 const KEY: &str = "placement-webhook.io/heat-band";
-const OVERLAY: &str = "deploy/heat-bands";
+const OVERLAY: &str = "deploy";
+/// The fewest nodes the default scheduler samples (it scores every node of 100 or fewer).
+const SAMPLED: usize = 101;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_webhook_labels_every_node_with_its_band_and_may_write_nothing_else() {
     let _serial = serial().await;
-    let mut setup = Setup::nodes(3);
+    let mut setup = Setup::nodes(SAMPLED);
     setup.overlay = OVERLAY;
     setup.replicas = 1;
     let mut cluster = Cluster::start(setup).await;
@@ -26,7 +28,7 @@ async fn the_webhook_labels_every_node_with_its_band_and_may_write_nothing_else(
         .wait_metric(
             "placement_webhook_heat_band_writes_total",
             &[("result", "written")],
-            3.0,
+            SAMPLED as f64,
         )
         .await;
     let admin = Api::<Node>::all(cluster.admin.clone());
@@ -34,7 +36,7 @@ async fn the_webhook_labels_every_node_with_its_band_and_may_write_nothing_else(
     for node in &nodes {
         let band = node.metadata.labels.as_ref().and_then(|l| l.get(KEY));
         assert!(
-            band.is_some_and(|b| b.parse::<u32>().is_ok_and(|b| b < 10)),
+            band.is_some_and(|b| b.parse::<u32>().is_ok_and(|b| b < 16)),
             "{:?}: band {band:?}",
             node.metadata.name
         );
@@ -55,7 +57,8 @@ async fn the_webhook_labels_every_node_with_its_band_and_may_write_nothing_else(
         .await;
     assert_eq!(written, 0.0, "writes after a restart with every band right");
 
-    // A steered pod grades every node: nine `Lt` terms on the band, after the named tiers.
+    // A steered pod grades every node: four terms on the band after the named tiers, one a
+    // bit of the band's score (15 - band; weights 8, 4, 2, 1).
     let pod = cluster
         .create(FLINK, &taskmanager("tm-bands", "job", "1"))
         .await;
@@ -71,11 +74,18 @@ async fn the_webhook_labels_every_node_with_its_band_and_may_write_nothing_else(
         .iter()
         .filter(|t| t["preference"]["matchExpressions"][0]["key"] == KEY)
         .collect();
-    assert_eq!(band_terms.len(), 9, "{terms:#}");
-    for (b, term) in band_terms.iter().enumerate() {
-        let requirement = &term["preference"]["matchExpressions"][0];
-        assert_eq!(requirement["operator"], "Lt");
-        assert_eq!(requirement["values"], json!([(b + 1).to_string()]));
+    assert_eq!(band_terms.len(), 4, "{terms:#}");
+    for band in 0..16 {
+        let label = json!(band.to_string());
+        let score: i64 = (band_terms.iter())
+            .filter(|t| {
+                let requirement = &t["preference"]["matchExpressions"][0];
+                requirement["operator"] == "In"
+                    && (requirement["values"].as_array()).is_some_and(|v| v.contains(&label))
+            })
+            .map(|t| t["weight"].as_i64().expect("a weight"))
+            .sum();
+        assert_eq!(score, 15 - band, "band {band}: {terms:#}");
     }
 
     // The webhook's own account: the band, and nothing else on a node.
@@ -84,9 +94,13 @@ async fn the_webhook_labels_every_node_with_its_band_and_may_write_nothing_else(
     merge(&webhook, &name, json!({"metadata": {"labels": {KEY: "7"}}}))
         .await
         .expect("the webhook may set a band");
-    merge(&webhook, &name, json!({"metadata": {"labels": {KEY: "9"}}}))
-        .await
-        .expect("the webhook may set the top band");
+    merge(
+        &webhook,
+        &name,
+        json!({"metadata": {"labels": {KEY: "15"}}}),
+    )
+    .await
+    .expect("the webhook may set the top band");
     refuses_all_but_the_band(&webhook, &name, "the webhook's account").await;
     // The same ServiceAccount name installed in another namespace (an overlay's `namespace:`)
     // is held alike: granted the node patch, it may still write nothing but the band.
@@ -131,7 +145,7 @@ async fn the_webhook_labels_every_node_with_its_band_and_may_write_nothing_else(
 async fn puts_back_what_another_writer_moved(admin: &Api<Node>, name: &str) {
     let band_of = |node: &Node| (node.metadata.labels.as_ref()).and_then(|l| l.get(KEY).cloned());
     let right = band_of(&admin.get(name).await.expect("node")).expect("a band");
-    let wrong = if right == "9" { "0" } else { "9" };
+    let wrong = if right == "15" { "0" } else { "15" };
     for moved in [json!(wrong), json!(null)] {
         merge(admin, name, json!({"metadata": {"labels": {KEY: moved}}}))
             .await
@@ -180,8 +194,8 @@ async fn refuses_all_but_the_band(nodes: &Api<Node>, name: &str, who: &str) {
             json!({"metadata": {"labels": {KEY: "cool"}}}),
         ),
         (
-            "a band past the configured ten",
-            json!({"metadata": {"labels": {KEY: "10"}}}),
+            "a band past the configured sixteen",
+            json!({"metadata": {"labels": {KEY: "16"}}}),
         ),
         ("band 42", json!({"metadata": {"labels": {KEY: "42"}}})),
         (

@@ -69,11 +69,14 @@ const CASES: [(&str, &[&str], &[&str]); 5] = [
         &["deploy/cert-manager"],
     ),
     (
-        "heatBands",
-        &["heatBands.enabled=true"],
-        &["deploy/heat-bands"],
+        "noHeatBands",
+        &["heatBands.enabled=false"],
+        &["deploy/no-heat-bands"],
     ),
 ];
+
+/// The cluster `helm template` renders for (helm's own default is 1.20): the pinned apiserver.
+const KUBE_VERSION: &str = "1.36.0";
 
 struct Tools {
     helm: PathBuf,
@@ -116,10 +119,24 @@ impl Tools {
         out
     }
 
-    /// `helm template` of the chart as release `placement-webhook` in its namespace, with `sets`.
+    /// `helm template` of the chart as release `placement-webhook` in its namespace, with `sets`,
+    /// for the pinned apiserver's version.
     fn template(&self, sets: &[&str]) -> String {
+        self.template_for(KUBE_VERSION, sets)
+    }
+
+    /// [`Tools::template`] for a cluster of `kube_version`.
+    fn template_for(&self, kube_version: &str, sets: &[&str]) -> String {
         let chart = repo_path(CHART).display().to_string();
-        let mut args = vec!["template", RELEASE, &chart, "--namespace", NAMESPACE];
+        let mut args = vec![
+            "template",
+            RELEASE,
+            &chart,
+            "--namespace",
+            NAMESPACE,
+            "--kube-version",
+            kube_version,
+        ];
         for set in sets {
             args.extend(["--set", set]);
         }
@@ -458,6 +475,34 @@ fn helm_values_reach_the_objects() {
             .is_none()
     );
 
+    // A cluster older than 1.30 cannot enforce the policy: no node write is granted and the
+    // bands stay off, whatever heatBands.enabled says.
+    let docs = parse(&tools.template_for("1.29.0", &[]), "1.29");
+    assert!(
+        !docs
+            .iter()
+            .any(|d| d["kind"] == "ValidatingAdmissionPolicy")
+    );
+    let granted = docs.iter().filter(|d| d["kind"] == "ClusterRole");
+    for role in granted {
+        for rule in role["rules"].as_array().into_iter().flatten() {
+            let verbs = rule["verbs"].as_array().cloned().unwrap_or_default();
+            assert!(
+                verbs
+                    .iter()
+                    .all(|v| ["get", "list", "watch"].contains(&v.as_str().unwrap_or(""))),
+                "a write granted on 1.29: {role}"
+            );
+        }
+    }
+    let config: Value = serde_saphyr::from_str(
+        by_kind(&docs, "ConfigMap")["data"]["config.yaml"]
+            .as_str()
+            .expect("config"),
+    )
+    .expect("YAML");
+    assert_ne!(config["placement"]["heat_bands"]["enabled"], true);
+
     // Another release in another namespace: every name and namespace follows, and the config
     // names the webhook's own Service.
     let chart = repo_path(CHART).display().to_string();
@@ -467,9 +512,10 @@ fn helm_values_reach_the_objects() {
         &chart,
         "--namespace",
         "steering",
+        "--kube-version",
+        KUBE_VERSION,
         "--set",
-        "schedulerProfile.enabled=true,monitoring.enabled=true,tls.certManager.enabled=true,\
-         heatBands.enabled=true",
+        "schedulerProfile.enabled=true,monitoring.enabled=true,tls.certManager.enabled=true",
     ]);
     let docs = parse(&text, "steering");
     for doc in &docs {
@@ -521,7 +567,24 @@ fn helm_values_reach_the_objects() {
             .expect("YAML");
     assert_eq!(config["service"], service);
     assert_eq!(config["scheduler_name"], "placement-scheduler");
-    assert_eq!(config["placement"]["heat_bands"]["enabled"], true);
+    // The scheduler profile scores every node: no bands to keep, no node write granted.
+    assert_ne!(config["placement"]["heat_bands"]["enabled"], true);
+    assert!(
+        !docs
+            .iter()
+            .any(|d| d["kind"] == "ValidatingAdmissionPolicy")
+    );
+    // Without it the bands are kept, and the policy names the release's own account.
+    let text = tools.helm(&[
+        "template",
+        "steering",
+        &chart,
+        "--namespace",
+        "steering",
+        "--kube-version",
+        KUBE_VERSION,
+    ]);
+    let docs = parse(&text, "steering, bands");
     let policy = docs
         .iter()
         .find(|d| d["kind"] == "ValidatingAdmissionPolicy")

@@ -13,8 +13,8 @@ use crate::support::kube::{ControlPlane, Options};
 const OVERLAYS: [&str; 5] = [
     "deploy",
     "deploy/cert-manager",
-    "deploy/heat-bands",
     "deploy/monitoring",
+    "deploy/no-heat-bands",
     "deploy/scheduler-profile",
 ];
 
@@ -111,6 +111,21 @@ async fn the_webhook_needs_no_more_than_the_shipped_rbac() {
         .await;
     let forbidden = cluster.forbidden_lines();
     assert!(forbidden.is_empty(), "refused by RBAC: {forbidden:?}");
+    // Three nodes, every one scored: the heat bands deploy/ keeps stay idle (no terms on the
+    // pod, no node written).
+    let terms =
+        serde_json::to_string(&pod.spec.as_ref().and_then(|s| s.affinity.as_ref())).expect("JSON");
+    assert!(
+        !terms.contains("heat-band"),
+        "band terms under 100 nodes: {terms}"
+    );
+    let written = cluster
+        .metric_sum(
+            "placement_webhook_heat_band_writes_total",
+            &[("result", "written")],
+        )
+        .await;
+    assert_eq!(written, 0.0, "node writes under 100 nodes");
 
     let account = format!("system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}");
     let can = |verb: &str, resource: &str, namespace: &str| {
@@ -132,12 +147,16 @@ async fn the_webhook_needs_no_more_than_the_shipped_rbac() {
             "leases.coordination.k8s.io/kube-scheduler",
             "kube-system",
         ),
+        // The heat bands (the policy holds it to their label: real_cluster::heat_bands).
+        ("patch", "nodes", "default"),
     ] {
         assert!(can(verb, resource, namespace), "cannot {verb} {resource}");
     }
     for (verb, resource, namespace) in [
         ("create", "pods", FLINK),
-        ("patch", "nodes", "default"),
+        ("update", "nodes", "default"),
+        ("create", "nodes", "default"),
+        ("delete", "nodes", "default"),
         ("get", "secrets", NAMESPACE),
         ("list", "endpointslices.discovery.k8s.io", FLINK),
         ("create", "events", NAMESPACE),
@@ -157,4 +176,18 @@ async fn the_webhook_needs_no_more_than_the_shipped_rbac() {
             "may {verb} {resource} in {namespace}"
         );
     }
+    // A node's status is its kubelet's.
+    let (_, out, _) = cluster.plane.try_kubectl(
+        &[
+            "auth",
+            "can-i",
+            "patch",
+            "nodes",
+            "--subresource=status",
+            "--as",
+            &account,
+        ],
+        None,
+    );
+    assert_eq!(out.trim(), "no", "may patch nodes/status");
 }

@@ -9,7 +9,7 @@ use super::{
 };
 use crate::fixture::serial;
 
-/// The target's scenarios at 2,000 nodes, each installed with deploy/heat-bands.
+/// The target's scenarios at 2,000 nodes, each installed with deploy/ (the heat bands on).
 const AT_2000: [Scenario; 5] = [
     LATE_JOINERS,
     SCHEDULER_RESTARTED,

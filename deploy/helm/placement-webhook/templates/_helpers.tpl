@@ -62,8 +62,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/*
 The webhook's config.yaml: config, plus what the chart knows better than a fixed file: with
-schedulerProfile.enabled the mode, scheduler name and the scheduler's config file; with
-heatBands.enabled the bands turned on; and the
+schedulerProfile.enabled the mode, scheduler name and the scheduler's config file; with the
+heat bands kept (placement-webhook.heatBands) the bands on, else off; and the
 webhook's own Service when it is not the default name `placement-webhook`.
 */}}
 {{- define "placement-webhook.config" -}}
@@ -77,14 +77,23 @@ webhook's own Service when it is not the default name `placement-webhook`.
 {{- $_ := set $config "scheduler_name" .Values.schedulerProfile.schedulerName }}
 {{- $_ := set $config "scheduler_config_file" (printf "%s/scheduler-config.yaml" (include "placement-webhook.schedulerConfigDir" .)) }}
 {{- end }}
-{{- if .Values.heatBands.enabled }}
 {{- $placement := default (dict) (get $config "placement") }}
 {{- $bands := default (dict) (get $placement "heat_bands") }}
-{{- $_ := set $bands "enabled" true }}
+{{- $_ := set $bands "enabled" (eq (include "placement-webhook.heatBands" .) "true") }}
 {{- $_ := set $placement "heat_bands" $bands }}
 {{- $_ := set $config "placement" $placement }}
-{{- end }}
 {{- toYaml $config }}
+{{- end }}
+
+{{/*
+"true" when the heat bands are kept: heatBands.enabled, on a cluster whose apiserver enforces
+ValidatingAdmissionPolicy v1 (1.30 or later: without the policy the node patch right would be
+unguarded), and not under the scheduler profile (it scores every node: nothing to grade).
+*/}}
+{{- define "placement-webhook.heatBands" -}}
+{{- if and .Values.heatBands.enabled (not .Values.schedulerProfile.enabled) (semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version) -}}
+true
+{{- end }}
 {{- end }}
 
 {{/* The node label the heat bands are kept in: config.placement.heat_bands.key, or its default. */}}
@@ -94,11 +103,11 @@ webhook's own Service when it is not the default name `placement-webhook`.
 {{- default "placement-webhook.io/heat-band" (get $bands "key") }}
 {{- end }}
 
-{{/* How many heat bands the config keeps (placement.heat_bands.bands, default 10). */}}
+{{/* How many heat bands the config keeps (placement.heat_bands.bands, default 16). */}}
 {{- define "placement-webhook.heatBandCount" -}}
 {{- $placement := default (dict) .Values.config.placement }}
 {{- $bands := default (dict) (get $placement "heat_bands") }}
-{{- default 10 (get $bands "bands") }}
+{{- default 16 (get $bands "bands") }}
 {{- end }}
 
 {{/* The second scheduler's KubeSchedulerConfiguration, read by it and by the webhook. */}}
