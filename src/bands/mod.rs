@@ -26,13 +26,15 @@ pub(crate) fn needed(view: &ClusterView, scheduler: &SchedulerConfig) -> bool {
     !crate::placement::decide::scores_every_node(view, scheduler)
 }
 
-/// A node's level: its busiest dimension as a fraction, with the in-flight pods counted (CPU;
-/// the NIC where its link speed is known, a share of the busiest node's traffic saying
-/// nothing about room; memory where the heat weighs it or it makes the node hot). Hot nodes
-/// are graded by it too, not set apart: a sample late in a burst may hold nothing else.
+/// A node's level: its busiest dimension as a fraction, with the in-flight pods counted (CPU,
+/// with one more pod of `pod_cores`: a pod heats a small node more than a large one; the NIC
+/// where its link speed is known, a share of the busiest node's traffic saying nothing about
+/// room; memory where the heat weighs it or it makes the node hot). Hot nodes are graded by it
+/// too, not set apart: a sample late in a burst may hold nothing else.
 pub(crate) fn level(node: &NodeView, world: &World, policy: &PlacementConfig) -> f64 {
     let load = effective_load(node, world);
-    let mut level = load.cpu;
+    let next_pod = policy.heat_bands.pod_cores / node.scale.cpu_cores;
+    let mut level = load.cpu + if next_pod.is_finite() { next_pod } else { 0.0 };
     if node.scale.network_is_capacity {
         level = level.max(node.scale.network_fraction(load.network_bytes_per_second));
     }

@@ -9,9 +9,11 @@ use crate::inflight::ledger::{Ledger, PodLoad};
 use crate::scheduler::PodRequests;
 use crate::snapshot::{LoadSnapshot, NodeLoad};
 
+/// Bands graded on the level alone (no next pod), so a level reads as its band.
 fn bands() -> HeatBands {
     HeatBands {
         enabled: true,
+        pod_cores: 0.0,
         ..HeatBands::default()
     }
 }
@@ -66,15 +68,20 @@ fn a_band_holds_until_the_level_is_past_its_edge_by_the_hysteresis() {
 }
 
 fn view_of(cpus: &[f64]) -> ClusterView {
+    sized_view_of(&cpus.iter().map(|&cpu| (cpu, 16.0)).collect::<Vec<_>>())
+}
+
+/// Nodes of (busy fraction, cores).
+fn sized_view_of(nodes: &[(f64, f64)]) -> ClusterView {
     let snapshot = LoadSnapshot {
         taken_at: None,
         pods: Vec::new(),
-        nodes: cpus
+        nodes: nodes
             .iter()
             .enumerate()
-            .map(|(i, &cpu)| {
+            .map(|(i, &(cpu, cores))| {
                 let mut node = NodeLoad::new(format!("n{i}"), cpu);
-                node.cpu_capacity_cores = Some(16.0);
+                node.cpu_capacity_cores = Some(cores);
                 node
             })
             .collect(),
@@ -285,5 +292,35 @@ fn hot_nodes_are_graded_among_themselves_as_the_charges_fill_them() {
     assert_eq!(
         sorted(book.changes(&view, &world, &policy, &labels, now)),
         [("n0".into(), Some(11)), ("n1".into(), Some(12))]
+    );
+}
+
+#[test]
+fn of_two_nodes_equally_busy_the_larger_grades_cooler_as_a_pod_heats_it_less() {
+    // 0.92 busy: a 2-core pod takes a 16-core node to 1.045, a 64-core one to 0.951.
+    let view = sized_view_of(&[(0.92, 16.0), (0.92, 64.0)]);
+    let world = world_for(&view);
+    let policy = PlacementConfig {
+        heat_bands: HeatBands {
+            pod_cores: 2.0,
+            ..bands()
+        },
+        ..PlacementConfig::default()
+    };
+    let labels = on_nodes(&[]);
+    assert_eq!(
+        sorted(BandBook::default().changes(&view, &world, &policy, &labels, Instant::now())),
+        [("n0".into(), Some(10)), ("n1".into(), Some(9))]
+    );
+    // Graded on the level alone, they tie.
+    assert_eq!(
+        sorted(BandBook::default().changes(
+            &view,
+            &world,
+            &self::policy(),
+            &labels,
+            Instant::now()
+        )),
+        [("n0".into(), Some(9)), ("n1".into(), Some(9))]
     );
 }

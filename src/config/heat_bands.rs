@@ -22,6 +22,11 @@ pub struct HeatBands {
     pub bands: u32,
     /// The share of a node's level one band spans.
     pub band_width: f64,
+    /// The CPU cores of the pod the bands grade the nodes for: a node's level is its level
+    /// once it has taken one such pod, so that of two nodes equally busy the larger, which a
+    /// pod heats less, grades cooler (as water-filling would place the pod). Set it to the
+    /// TaskManagers' CPU (Flink's `kubernetes.taskmanager.cpu`, by default one per slot: 1).
+    pub pod_cores: f64,
     /// A node in band b scores `weight` × (bands - 1 - b) NodeAffinity points, a node without
     /// the label none: binary-weighted terms (`key In` the bands with one bit of that number
     /// set, weighing `weight` × 2^bit), so the bands cost log2(bands) terms, not one per band.
@@ -46,6 +51,7 @@ impl Default for HeatBands {
             key: "placement-webhook.io/heat-band".into(),
             bands: 16,
             band_width: 0.1,
+            pod_cores: 1.0,
             weight: 1,
             hysteresis: 0.1,
             writes_per_second: 100,
@@ -76,6 +82,9 @@ impl HeatBands {
                  {} band terms after the first, at most 100",
                 self.term_count()
             ));
+        }
+        if !(self.pod_cores.is_finite() && self.pod_cores >= 0.0 && self.pod_cores <= 1024.0) {
+            out.push("placement.heat_bands.pod_cores must be in [0, 1024]".into());
         }
         if !(self.band_width.is_finite() && self.band_width > 0.0 && self.band_width <= 1.0) {
             out.push("placement.heat_bands.band_width must be in (0, 1]".into());

@@ -352,12 +352,46 @@ async fn run(scenario: Scenario) -> Run {
     let affinity_bytes = affinity_bytes(&steered);
     eprintln!("{affinity_bytes:.0} bytes of node affinity in a steered pod on average");
     let unpatched = steered.iter().filter(|p| decision(p).is_none()).count();
-    if unpatched > 0 {
-        eprintln!(
-            "{unpatched} pods admitted without a decision; the replicas' logs end:\n{}",
-            cluster.logs()
-        );
+    // Where an unpatched pod went: the apiserver counts each call it admitted without an
+    // answer (a timeout past the registration's 2 s, an error) as failing open; the replicas
+    // count what they answered.
+    let plane_metrics = cluster.plane.metrics();
+    let apiserver = |name: &str, labels: &[(&str, &str)]| {
+        let mut all = vec![("name", WEBHOOK)];
+        all.extend_from_slice(labels);
+        crate::support::kube::webhook::sum(&plane_metrics, name, &all)
+    };
+    let calls = apiserver(
+        "apiserver_admission_webhook_admission_duration_seconds_count",
+        &[("type", "admit")],
+    );
+    // (A sum of no series is -0.)
+    let failed_open = apiserver("apiserver_admission_webhook_fail_open_count", &[]) + 0.0;
+    let mut answered = Vec::new();
+    for outcome in [
+        "patched",
+        "skipped",
+        "failed_open",
+        "overloaded",
+        "rejected",
+    ] {
+        let n = cluster.metric_sum(REVIEWS, &[("outcome", outcome)]).await;
+        answered.push(format!("{n} {outcome}"));
     }
+    eprintln!(
+        "the apiserver called the webhook {calls} times ({failed_open} failed open there); the \
+         replicas answered {}; {unpatched} of {} pods admitted without a decision",
+        answered.join(", "),
+        steered.len()
+    );
+    if unpatched > 0 {
+        eprintln!("the replicas' logs end:\n{}", cluster.logs());
+    }
+    assert!(
+        unpatched as f64 <= failed_open,
+        "{unpatched} pods admitted without a decision where the apiserver failed open \
+         {failed_open} times: a replica answered without a patch"
+    );
     let mut landings = [0usize; 3];
     for (i, place) in ["first_tier", "other_tier", "elsewhere"].iter().enumerate() {
         landings[i] = cluster.metric_sum(LANDINGS, &[("where", place)]).await as usize;
@@ -659,6 +693,17 @@ const COOL_JOINED_FIRST_BANDED: Scenario = Scenario {
     ..COOL_JOINED_FIRST
 };
 
+/// [`COOL_JOINED_FIRST_BANDED`] at 5,000 nodes: a sample is a tenth of the order, and the
+/// last tenth of the nodes to join are the hottest, so late in the burst many samples hold
+/// only hot nodes, which the bands grade among themselves.
+const FIVE_THOUSAND_COOL_JOINED_FIRST: Scenario = Scenario {
+    name: "5,000 busy nodes, cool ones joined first, the webhook's heat bands",
+    seed: 5020,
+    late: 0,
+    cool_joined_first: true,
+    ..FIVE_THOUSAND_LATE_JOINERS
+};
+
 /// One scenario on the real scheduler, one control plane at a time, checked by
 /// [`check_banded`].
 async fn run_and_check_banded(scenario: Scenario) {
@@ -749,6 +794,11 @@ async fn two_thousand_busy_nodes_default_sampling_cool_nodes_joined_first_webhoo
     run_and_check_banded(COOL_JOINED_FIRST_BANDED).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_thousand_busy_nodes_default_sampling_cool_nodes_joined_first_webhook_bands() {
+    run_and_check_banded(FIVE_THOUSAND_COOL_JOINED_FIRST).await;
+}
+
 /// How far above the bound [`check_banded`] lets the hottest node end, in TaskManagers of its
 /// size: one, but two under a zone spread that is `DoNotSchedule`, and three where the cool nodes
 /// joined first.
@@ -804,6 +854,11 @@ fn check_banded(scenario: &Scenario, run: &Run) {
         "{name}: the webhook {above:+.2} TaskManagers from the bound, no webhook {none:+.2}"
     );
 }
+
+/// The webhook's registration, as the apiserver's metrics name it.
+const WEBHOOK: &str = "taskmanagers.placement-webhook.io";
+/// The reviews each replica answered, by outcome.
+const REVIEWS: &str = "placement_webhook_reviews_total";
 
 /// The heat band writes each replica has made (`placement_webhook_heat_band_writes`).
 const BAND_WRITES: &str = "placement_webhook_heat_band_writes_total";

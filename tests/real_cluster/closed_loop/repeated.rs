@@ -3,9 +3,9 @@
 //! held to [`check_banded`], as the gate holds its one run of each.
 
 use super::{
-    COOL_JOINED_FIRST_BANDED, FIVE_THOUSAND_LATE_JOINERS, LATE_JOINERS, NO_READABLE_LEASE,
-    OTHER_PODS_MEANWHILE, Run, SCHEDULER_RESTARTED, Scenario, bound, check_banded, run,
-    taskmanagers_above_bound,
+    COOL_JOINED_FIRST_BANDED, FIVE_THOUSAND_COOL_JOINED_FIRST, FIVE_THOUSAND_LATE_JOINERS,
+    LATE_JOINERS, NO_READABLE_LEASE, OTHER_PODS_MEANWHILE, Run, SCHEDULER_RESTARTED, Scenario,
+    bound, check_banded, run, taskmanagers_above_bound,
 };
 use crate::fixture::serial;
 
@@ -27,13 +27,7 @@ const AT_5000: [Scenario; 5] = [
         restarted: true,
         ..FIVE_THOUSAND_LATE_JOINERS
     },
-    Scenario {
-        name: "5,000 busy nodes, cool ones joined first, the webhook's heat bands",
-        seed: 5020,
-        late: 0,
-        cool_joined_first: true,
-        ..FIVE_THOUSAND_LATE_JOINERS
-    },
+    FIVE_THOUSAND_COOL_JOINED_FIRST,
     Scenario {
         name: "5,000 busy nodes, scheduler restarted, no readable Lease",
         seed: 5030,
