@@ -825,13 +825,12 @@ fn taskmanagers_allowed_above_bound(scenario: &Scenario) -> f64 {
 }
 
 /// `scenario` with heat bands: the hottest node at most one TaskManager above the bound (see
-/// [`taskmanagers_allowed_above_bound`]), every pod counted, strays included; at most one pod in fifty more than the bound onto busy nodes (a
-/// pod that went where no term named moves its node's band only once the watch tells of its
-/// bind, and a few more may follow it there meanwhile: 8-23 of 1,500 in ten runs of the
-/// cluster whose cool nodes joined first, where the bound has none); nearer the bound than no
-/// webhook, both in TaskManagers of their hottest node.
+/// [`taskmanagers_allowed_above_bound`]), every pod counted, strays included; at most one pod
+/// in fifty more than the bound onto busy nodes (see [`pods_allowed_onto_busy_nodes`]); nearer
+/// the bound than no webhook, both in TaskManagers of their hottest node, and never hotter
+/// than no webhook's hottest node.
 fn check_banded(scenario: &Scenario, run: &Run) {
-    let Scenario { name, pods, .. } = *scenario;
+    let Scenario { name, .. } = *scenario;
     let above = taskmanagers_above_bound(run, &run.real_webhook);
     let allowed = taskmanagers_allowed_above_bound(scenario);
     assert!(
@@ -843,16 +842,38 @@ fn check_banded(scenario: &Scenario, run: &Run) {
         run.hottest_story
     );
     assert!(
-        run.real_webhook.onto_busy <= bound(run).onto_busy + pods / 50,
+        run.real_webhook.onto_busy <= bound(run).onto_busy + pods_allowed_onto_busy_nodes(scenario),
         "{name}: {} pods onto busy nodes, the bound {}",
         run.real_webhook.onto_busy,
         bound(run).onto_busy
+    );
+    assert!(
+        run.real_webhook.hottest_cpu <= run.real_none.hottest_cpu,
+        "{name}: the webhook's hottest {:.3}, no webhook's {:.3}",
+        run.real_webhook.hottest_cpu,
+        run.real_none.hottest_cpu
     );
     let none = taskmanagers_above_bound(run, &run.real_none);
     assert!(
         above < none,
         "{name}: the webhook {above:+.2} TaskManagers from the bound, no webhook {none:+.2}"
     );
+}
+
+/// Pods onto busy nodes beyond the bound's: a pod that went where no term named moves its
+/// node's band only once the watch tells of its bind, and a few more may follow it there
+/// meanwhile. One in fifty; one in twenty-five where the cool nodes joined first, where two
+/// thirds of the pods are graded by the bands alone and ties inside a band fall to the request
+/// scores, which favour large nodes: graded by their level after one more pod, a large node
+/// somewhat busy ties a small one less busy, and takes the pod (28, 31 and 36 of 1,500 in
+/// three runs, the bound none, while the hottest node ended +0.04, -0.02 and +0.03
+/// TaskManagers from the bound; graded on the level alone, 6-23 and +0.16 to +0.61).
+fn pods_allowed_onto_busy_nodes(scenario: &Scenario) -> usize {
+    if scenario.cool_joined_first {
+        scenario.pods / 25
+    } else {
+        scenario.pods / 50
+    }
 }
 
 /// The webhook's registration, as the apiserver's metrics name it.
