@@ -844,6 +844,10 @@ async fn a_day_of_bursts_on_a_living_cluster() {
     }
     setup.replicas = 2;
     setup.living = Some(SCRAPE);
+    // Without the heat bands: the variants' webhooks share one cluster's nodes, and each would
+    // keep the one band label on every node from its own charges. What is compared here is how
+    // charges end, not the bands (real_cluster::closed_loop gates those).
+    setup.overlay = "deploy/no-heat-bands";
     // Targets narrowed to the variant's TaskManagers: each webhook steers only its own.
     let config = |rule: &str, variant: Variant| {
         format!(

@@ -270,6 +270,10 @@ async fn start(times: Times) -> (Cluster, BTreeMap<usize, Vec<usize>>) {
     setup.nodes = Variant::ALL.iter().flat_map(|v| nodes(*v)).collect();
     setup.replicas = 2;
     setup.living = Some(times.scrape);
+    // Without the heat bands: the variants' webhooks share one cluster's nodes, and each would
+    // keep the one band label on every node from its own charges. What is compared here is how
+    // charges end, not the bands (real_cluster::closed_loop gates those).
+    setup.overlay = "deploy/no-heat-bands";
     setup.extra_config = config(times, "evidence", Variant::Evidence);
     let mut cluster = Cluster::start(setup).await;
     let url = cluster.prometheus.as_ref().expect("living").url();
