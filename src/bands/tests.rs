@@ -331,7 +331,7 @@ fn of_two_nodes_equally_busy_the_larger_grades_cooler_as_a_pod_heats_it_less() {
 /// cores, the first labelling not counted.
 fn writes_per_node_per_hour_at_rest(nodes: usize, per_minute: f64) -> f64 {
     // splitmix64, from a fixed seed: the same walk every run.
-    let mut state = 0x0BA2_D5u64;
+    let mut state = 0x000B_A2D5_u64;
     let mut uniform = move || -> f64 {
         state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = state;
