@@ -330,15 +330,9 @@ fn of_two_nodes_equally_busy_the_larger_grades_cooler_as_a_pod_heats_it_less() {
 /// view refreshed every 15 s as the shipped Prometheus refresh does: `nodes` of 16, 32 and 64
 /// cores, the first labelling not counted.
 fn writes_per_node_per_hour_at_rest(nodes: usize, per_minute: f64) -> f64 {
-    // splitmix64, from a fixed seed: the same walk every run.
-    let mut state = 0x000B_A2D5_u64;
-    let mut uniform = move || -> f64 {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-    };
+    // From a fixed seed: the same walk every run.
+    let mut rng = crate::test_support::splitmix::SplitMix(0x000B_A2D5);
+    let mut uniform = move || rng.next();
     let sizes = [16.0, 32.0, 64.0];
     let mut cluster: Vec<(f64, f64)> = (0..nodes)
         .map(|i| (0.05 + 0.85 * uniform(), sizes[i % sizes.len()]))

@@ -215,14 +215,19 @@ mod tests {
     #[test]
     fn a_band_scores_its_distance_from_the_top_from_one_term_a_bit() {
         for bands in 2..=20u32 {
-            let most = 100 >> (u32::BITS - (bands - 1).leading_zeros() - 1);
+            let bands = HeatBands {
+                enabled: true,
+                bands,
+                ..HeatBands::default()
+            };
+            // The heaviest term, of the highest bit, within 100.
+            let most = 100 >> (bands.term_count() - 1);
             for weight in [1, most] {
                 let config = HeatBands {
-                    enabled: true,
-                    bands,
                     weight,
-                    ..HeatBands::default()
+                    ..bands.clone()
                 };
+                let bands = config.bands;
                 let mut problems = Vec::new();
                 config.problems(&mut problems);
                 assert!(problems.is_empty(), "{bands} bands: {problems:?}");

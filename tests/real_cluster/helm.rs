@@ -127,13 +127,25 @@ impl Tools {
 
     /// [`Tools::template`] for a cluster of `kube_version`.
     fn template_for(&self, kube_version: &str, sets: &[&str]) -> String {
+        self.template_release(RELEASE, NAMESPACE, kube_version, sets)
+    }
+
+    /// `helm template` of the chart as `release` in `namespace`, for a cluster of
+    /// `kube_version`, with `sets`.
+    fn template_release(
+        &self,
+        release: &str,
+        namespace: &str,
+        kube_version: &str,
+        sets: &[&str],
+    ) -> String {
         let chart = repo_path(CHART).display().to_string();
         let mut args = vec![
             "template",
-            RELEASE,
+            release,
             &chart,
             "--namespace",
-            NAMESPACE,
+            namespace,
             "--kube-version",
             kube_version,
         ];
@@ -505,18 +517,12 @@ fn helm_values_reach_the_objects() {
 
     // Another release in another namespace: every name and namespace follows, and the config
     // names the webhook's own Service.
-    let chart = repo_path(CHART).display().to_string();
-    let text = tools.helm(&[
-        "template",
+    let text = tools.template_release(
         "steering",
-        &chart,
-        "--namespace",
         "steering",
-        "--kube-version",
         KUBE_VERSION,
-        "--set",
-        "schedulerProfile.enabled=true,monitoring.enabled=true,tls.certManager.enabled=true",
-    ]);
+        &["schedulerProfile.enabled=true,monitoring.enabled=true,tls.certManager.enabled=true"],
+    );
     let docs = parse(&text, "steering");
     for doc in &docs {
         let (kind, namespace, name) = key(doc);
@@ -575,15 +581,7 @@ fn helm_values_reach_the_objects() {
             .any(|d| d["kind"] == "ValidatingAdmissionPolicy")
     );
     // Without it the bands are kept, and the policy names the release's own account.
-    let text = tools.helm(&[
-        "template",
-        "steering",
-        &chart,
-        "--namespace",
-        "steering",
-        "--kube-version",
-        KUBE_VERSION,
-    ]);
+    let text = tools.template_release("steering", "steering", KUBE_VERSION, &[]);
     let docs = parse(&text, "steering, bands");
     let policy = docs
         .iter()

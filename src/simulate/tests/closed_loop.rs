@@ -34,6 +34,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::simulate::{Burst, Cluster, Figures, Method, Outcome, Timing, figures, run};
 use crate::snapshot::{LoadSnapshot, NodeLoad, PodReading};
+use crate::test_support::splitmix::SplitMix;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
@@ -41,8 +42,8 @@ const BUSY: f64 = 0.70;
 /// 10 GbE, in bytes per second.
 const NIC: f64 = 1.25e9;
 
-/// splitmix64: deterministic scenarios without a dependency.
-pub(super) struct Rng(u64);
+/// The scenarios' generator (splitmix64).
+pub(super) struct Rng(SplitMix);
 
 impl Rng {
     /// The scenario's generator; `CLOSED_LOOP_SEED=k` shifts every scenario's seed by `k` to
@@ -54,20 +55,15 @@ impl Rng {
             s.parse::<u64>()
                 .unwrap_or_else(|_| panic!("CLOSED_LOOP_SEED must be a whole number, not {s:?}"))
         });
-        Rng(seed.wrapping_add(shift.wrapping_mul(1000)))
+        Rng(SplitMix(seed.wrapping_add(shift.wrapping_mul(1000))))
     }
 
     fn next(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        (z >> 11) as f64 / (1u64 << 53) as f64
+        self.0.next()
     }
 
     pub(super) fn range(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * self.next()
+        self.0.range(lo, hi)
     }
 }
 

@@ -9,25 +9,13 @@ use crate::simulate::{Burst, Cluster, Figures, Method, Timing, figures, run};
 use crate::snapshot::{LoadSnapshot, NodeLoad, PodReading};
 use serde_json::{Value, json};
 
+use crate::test_support::splitmix::SplitMix;
+
 const NIC: f64 = 1.25e9;
-
-/// splitmix64: deterministic clusters without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn range(&mut self, lo: f64, hi: f64) -> f64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        lo + (hi - lo) * ((z >> 11) as f64 / (1u64 << 53) as f64)
-    }
-}
 
 /// 40 nodes of 16 cores with CPU and NIC loads spread over a wide range, 2 cores requested.
 fn nodes(seed: u64) -> Vec<NodeLoad> {
-    let mut rng = Rng(seed);
+    let mut rng = SplitMix(seed);
     (0..40)
         .map(|i| {
             let name = format!("worker-{:03}", (i * 17) % 40);
