@@ -45,7 +45,8 @@ pub(crate) fn level(node: &NodeView, world: &World, policy: &PlacementConfig) ->
 }
 
 /// The band of `level` (0 coolest .. bands - 1), kept at `previous` while the level is
-/// within the hysteresis of that band's edges.
+/// within that band's edges widened by the hysteresis above and the cooling hysteresis
+/// below.
 pub(crate) fn band_of(level: f64, config: &HeatBands, previous: Option<u32>) -> u32 {
     let top = config.bands.saturating_sub(1);
     let scaled = level / config.band_width;
@@ -57,7 +58,7 @@ pub(crate) fn band_of(level: f64, config: &HeatBands, previous: Option<u32>) -> 
     };
     match previous {
         Some(p) if p <= top && p != raw => {
-            let low = f64::from(p) - config.hysteresis;
+            let low = f64::from(p) - config.cooling_hysteresis;
             let high = f64::from(p + 1) + config.hysteresis;
             let inside = (p == 0 || scaled >= low) && (p == top || scaled < high);
             if inside { p } else { raw }

@@ -34,9 +34,16 @@ pub struct HeatBands {
     /// no tier names the bands grade at full strength whatever the weight; a small one leaves
     /// a named node's lead over an unnamed one as it was.
     pub weight: i32,
-    /// A node changes band only once its level is this share of a band past the band's
-    /// edge, so that a level wavering at an edge does not relabel the node at each refresh.
+    /// A node moves to a hotter band only once its level is this share of a band past the
+    /// band's upper edge, so that a level wavering at an edge does not relabel the node at
+    /// each refresh.
     pub hysteresis: f64,
+    /// A node moves to a cooler band only once its level is this share of a band below the
+    /// band's lower edge. Wider than `hysteresis` on purpose: a label that reads hotter than
+    /// its node only draws fewer pods there, one that reads cooler draws pods onto heat. So a
+    /// wandering load is taken up at once and let down slowly, and writes at rest fall about
+    /// threefold (docs/configuration.md).
+    pub cooling_hysteresis: f64,
     /// At most this many node writes a second from the replica that keeps the bands (a
     /// second's worth at once): labelling 5,000 nodes at install takes 50 s at the default,
     /// and a burst moves about one band a pod. Failed writes back off with jitter and a 429
@@ -54,6 +61,7 @@ impl Default for HeatBands {
             pod_cores: 1.0,
             weight: 1,
             hysteresis: 0.1,
+            cooling_hysteresis: 1.0,
             writes_per_second: 100,
         }
     }
@@ -94,6 +102,9 @@ impl HeatBands {
         }
         if !(self.hysteresis >= 0.0 && self.hysteresis < 0.5) {
             out.push("placement.heat_bands.hysteresis must be in [0, 0.5)".into());
+        }
+        if !(self.cooling_hysteresis >= 0.0 && self.cooling_hysteresis <= 2.0) {
+            out.push("placement.heat_bands.cooling_hysteresis must be in [0, 2]".into());
         }
     }
 }

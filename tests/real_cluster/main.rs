@@ -13,6 +13,7 @@ mod support;
 
 mod admission;
 mod balancer;
+mod band_writes;
 mod closed_loop;
 mod day;
 mod differential;

@@ -206,6 +206,15 @@ impl Exporter {
         change(fleet.nodes.get_mut(name).expect("known fake node"));
     }
 
+    /// Changes every node, in name order with its index; counters keep their history up to now.
+    pub fn update_each(&self, mut change: impl FnMut(usize, &mut FakeNode)) {
+        let mut fleet = self.fleet.lock().expect("fleet");
+        fleet.advance();
+        for (i, node) in fleet.nodes.values_mut().enumerate() {
+            change(i, node);
+        }
+    }
+
     pub fn nodes(&self) -> Vec<FakeNode> {
         self.fleet
             .lock()
