@@ -40,7 +40,7 @@ mod generated;
 mod repeated;
 mod timeline;
 
-use diagnose::{bound_unnamed, print_strays_and_hottest, scheduler_order};
+use diagnose::{bound_to_first_tier, bound_unnamed, print_strays_and_hottest, scheduler_order};
 use generated::{
     BUSY, HEAVY, LANDINGS, LIGHT, Load, OtherWorkload, Template, generate, joined_coolest_first,
     labels, running_pod, snapshot, taskmanager, zone_name,
@@ -126,6 +126,8 @@ struct Run {
     real_webhook_named: Figures,
     /// Pods bound to a node none of their terms named.
     unnamed: usize,
+    /// Pods bound to a node of their first tier, by the apiserver's binds.
+    on_first_tier: usize,
     real_none: Figures,
     ideal: Figures,
     ideal_in_sample: Figures,
@@ -476,6 +478,7 @@ async fn run(scenario: Scenario) -> Run {
         real_webhook,
         real_webhook_named,
         unnamed: unnamed.len(),
+        on_first_tier: bound_to_first_tier(&steered),
         real_none,
         ideal,
         ideal_in_sample,
@@ -487,9 +490,12 @@ async fn run(scenario: Scenario) -> Run {
         hottest_story: String::new(),
     };
     eprintln!(
-        "above the bound: {:+.2} TaskManagers (every pod), {:+.2} (the pods on named nodes)\n",
+        "above the bound: {:+.2} TaskManagers (every pod), {:+.2} (the pods on named nodes); \
+         {} of {} pods bound to a node of their first tier\n",
         taskmanagers_above_bound(&run, &run.real_webhook),
         taskmanagers_above_bound(&run, &run.real_webhook_named),
+        run.on_first_tier,
+        steered.len(),
     );
     // After the table, so that a log cut short in the middle keeps the figures.
     run.hottest_story = print_strays_and_hottest(
@@ -825,8 +831,8 @@ fn taskmanagers_allowed_above_bound(scenario: &Scenario) -> f64 {
 }
 
 /// `scenario` with heat bands: the hottest node at most one TaskManager above the bound (see
-/// [`taskmanagers_allowed_above_bound`]), every pod counted, strays included; at most one pod
-/// in fifty more than the bound onto busy nodes (see [`pods_allowed_onto_busy_nodes`]); nearer
+/// [`taskmanagers_allowed_above_bound`]), every pod counted, strays included; at most two pods
+/// more than the bound onto busy nodes (see [`pods_allowed_onto_busy_nodes`]); nearer
 /// the bound than no webhook, both in TaskManagers of their hottest node, and never hotter
 /// than no webhook's hottest node.
 fn check_banded(scenario: &Scenario, run: &Run) {
@@ -853,6 +859,15 @@ fn check_banded(scenario: &Scenario, run: &Run) {
         run.real_webhook.hottest_cpu,
         run.real_none.hottest_cpu
     );
+    if let Some(share) = first_tier_share_held(scenario) {
+        assert!(
+            run.on_first_tier as f64 >= share * scenario.pods as f64,
+            "{name}: {} of {} pods bound to a node of their first tier (held at {:.0} %)",
+            run.on_first_tier,
+            scenario.pods,
+            100.0 * share
+        );
+    }
     let none = taskmanagers_above_bound(run, &run.real_none);
     assert!(
         above < none,
@@ -860,9 +875,19 @@ fn check_banded(scenario: &Scenario, run: &Run) {
     );
 }
 
+/// The share of pods bound to a node of their first tier that [`check_banded`] holds, where
+/// it is measured near all: the clusters whose cool nodes did not join first, every pod free
+/// to go anywhere (98.5-99.9 % in 49 runs at 2,000 and 5,000 nodes, docs/design.md). Where the
+/// cool nodes joined first, most samples hold no named node (22-69 %), and the bands grade them;
+/// apart and under a zone spread the filters leave the tiers short.
+fn first_tier_share_held(scenario: &Scenario) -> Option<f64> {
+    (scenario.template == Template::Plain && !scenario.cool_joined_first).then_some(0.97)
+}
+
 /// Pods onto busy nodes beyond the bound's: a pod that went where no term named moves its
 /// node's band only once the watch tells of its bind, and a few more may follow it there
-/// meanwhile. One in fifty; one in twenty-five where the cool nodes joined first, where two
+/// meanwhile. Two, as every scenario but the cool-first ones measures none; one in
+/// twenty-five where the cool nodes joined first, where two
 /// thirds of the pods are graded by the bands alone and ties inside a band fall to the request
 /// scores, which favour large nodes: graded by their level after one more pod, a large node
 /// somewhat busy ties a small one less busy, and takes the pod (28, 31 and 36 of 1,500 in
@@ -872,7 +897,7 @@ fn pods_allowed_onto_busy_nodes(scenario: &Scenario) -> usize {
     if scenario.cool_joined_first {
         scenario.pods / 25
     } else {
-        scenario.pods / 50
+        2
     }
 }
 

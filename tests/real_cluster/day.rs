@@ -995,13 +995,11 @@ async fn a_day_of_bursts_on_a_living_cluster() {
     let forbidden = day.cluster.forbidden_lines();
     assert!(forbidden.is_empty(), "refused: {forbidden:?}");
     let of = |variant: Variant| day.rows.iter().filter(move |r| r.variant == variant);
-    // The target is 1 TaskManager for every burst; docs/design.md ("A day on a living cluster")
-    // has the figures. A run is held to 2.5: on a 64-core node a TaskManager is 3 % of it,
-    // about what a reading over the rate window is off by, and a job that uses less than it
-    // requests is estimated at its request until one of its TaskManagers runs.
+    // The target, 1 TaskManager for every burst; docs/design.md ("A day on a living cluster")
+    // has the figures (+0.28 to +0.60 in two runs).
     for row in of(Variant::Webhook).filter(|r| r.pods > 0) {
         assert!(
-            row.above <= 2.5,
+            row.above <= 1.0,
             "{}: the webhook's hottest landing node ends {:.2} TaskManagers above the bound\n{}",
             row.step,
             row.above,

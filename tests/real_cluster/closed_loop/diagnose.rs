@@ -65,6 +65,14 @@ pub(super) fn bound_unnamed(pods: &[Pod]) -> std::collections::BTreeSet<String> 
         .collect()
 }
 
+/// How many of `pods` are bound to a node of their first tier, read from each pod's terms and
+/// the node the apiserver bound it to.
+pub(super) fn bound_to_first_tier(pods: &[Pod]) -> usize {
+    (pods.iter())
+        .filter(|pod| landed(pod).is_some_and(|(_, how)| how == Landed::FirstTier))
+        .count()
+}
+
 /// Every steered pod bound to a node outside its first tier, and every pod on the hottest node,
 /// with its decision note, what its terms named and how many first-tier nodes still had room:
 /// what to read when the hottest node is above the bound. Returns the hottest node's story in
