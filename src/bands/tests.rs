@@ -335,11 +335,10 @@ fn of_two_nodes_equally_busy_the_larger_grades_cooler_as_a_pod_heats_it_less() {
 /// cores, the first labelling not counted.
 fn writes_per_node_per_hour_at_rest(nodes: usize, per_minute: f64, config: &HeatBands) -> f64 {
     // From a fixed seed: the same walk every run.
-    let mut rng = crate::test_support::splitmix::SplitMix(0x000B_A2D5);
-    let mut uniform = move || rng.next();
+    let mut rng = crate::test_support::rng::Rng(0x000B_A2D5);
     let sizes = [16.0, 32.0, 64.0];
     let mut cluster: Vec<(f64, f64)> = (0..nodes)
-        .map(|i| (0.05 + 0.85 * uniform(), sizes[i % sizes.len()]))
+        .map(|i| (0.05 + 0.85 * rng.unit(), sizes[i % sizes.len()]))
         .collect();
     let policy = PlacementConfig {
         heat_bands: config.clone(),
@@ -362,10 +361,7 @@ fn writes_per_node_per_hour_at_rest(nodes: usize, per_minute: f64, config: &Heat
         }
         read_back(&mut labels, &changes);
         for (level, _) in &mut cluster {
-            // Box-Muller: one normal draw.
-            let normal = (-2.0 * (1.0 - uniform()).ln()).sqrt()
-                * (2.0 * std::f64::consts::PI * uniform()).cos();
-            *level = (*level + per_refresh * normal).clamp(0.01, 0.99);
+            *level = (*level + per_refresh * rng.normal()).clamp(0.01, 0.99);
         }
         now += refresh;
     }
@@ -374,8 +370,9 @@ fn writes_per_node_per_hour_at_rest(nodes: usize, per_minute: f64, config: &Heat
 
 #[test]
 fn at_rest_a_wandering_load_relabels_a_node_at_most_six_times_an_hour() {
-    // Half a kubelet's status reports, for a load wandering 3 % of a node a minute. Equal
-    // hystereses up and down would write 14 times an hour.
+    // Half a kubelet's status reports, for a load wandering 3 % of a node a minute; the
+    // cooling hysteresis is what holds it: equal hystereses up and down write about three
+    // times as many (docs/design.md, "Limits").
     let shipped = HeatBands {
         enabled: true,
         ..HeatBands::default()
@@ -386,7 +383,11 @@ fn at_rest_a_wandering_load_relabels_a_node_at_most_six_times_an_hour() {
         cooling_hysteresis: shipped.hysteresis,
         ..shipped
     };
-    assert!(writes_per_node_per_hour_at_rest(500, 0.03, &symmetric) > 2.0 * writes);
+    let equal = writes_per_node_per_hour_at_rest(500, 0.03, &symmetric);
+    assert!(
+        equal >= 2.5 * writes,
+        "{equal:.2} writes per node per hour with equal hystereses, {writes:.2} shipped"
+    );
 }
 
 #[test]

@@ -42,7 +42,7 @@ pub struct HeatBands {
     /// band's lower edge. Wider than `hysteresis` on purpose: a label that reads hotter than
     /// its node only draws fewer pods there, one that reads cooler draws pods onto heat. So a
     /// wandering load is taken up at once and let down slowly, and writes at rest fall about
-    /// threefold (docs/configuration.md).
+    /// threefold (docs/design.md, "Limits").
     pub cooling_hysteresis: f64,
     /// At most this many node writes a second from the replica that keeps the bands (a
     /// second's worth at once): labelling 5,000 nodes at install takes 50 s at the default,

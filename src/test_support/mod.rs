@@ -1,7 +1,9 @@
 //! What the crate's own tests share with each other and with the integration tests.
 
 pub(crate) mod seeded;
-pub(crate) mod splitmix;
+
+#[path = "../../tests/support/rng.rs"]
+pub(crate) mod rng;
 
 #[path = "../../tests/support/node_resources.rs"]
 pub(crate) mod node_resources;

@@ -123,15 +123,8 @@ async fn band_writes_at_rest_while_each_nodes_load_wanders() {
     let start = written().await;
     let started = Instant::now();
     let per_step = drift * (STEP.as_secs_f64() / 60.0).sqrt();
-    let names: Vec<String> = exporter.nodes().into_iter().map(|n| n.name).collect();
     while started.elapsed().as_secs_f64() < minutes * 60.0 {
-        let steps: Vec<f64> = (0..names.len())
-            .map(|_| {
-                // Box-Muller: one normal draw.
-                (-2.0 * (1.0 - rng.unit()).ln()).sqrt()
-                    * (2.0 * std::f64::consts::PI * rng.unit()).cos()
-            })
-            .collect();
+        let steps: Vec<f64> = (0..nodes).map(|_| rng.normal()).collect();
         exporter.update_each(|i, node| {
             node.busy = (node.busy + per_step * steps[i]).clamp(0.01, 0.99);
         });
@@ -139,6 +132,8 @@ async fn band_writes_at_rest_while_each_nodes_load_wanders() {
     }
     let hours = started.elapsed().as_secs_f64() / 3600.0;
     let writes = written().await - start;
+    // The watcher a moment to receive the last of them.
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let relabels = watched.relabels.load(Ordering::Relaxed) as f64;
     let bytes = watched.bytes.load(Ordering::Relaxed) as f64;
     watch.abort();
@@ -159,13 +154,14 @@ async fn band_writes_at_rest_while_each_nodes_load_wanders() {
         bytes / hours,
     );
     assert_eq!(refused, 0.0, "band writes refused:\n{}", cluster.logs());
-    assert!(
-        install >= nodes as f64,
-        "every node labelled at install: {install} writes"
+    assert_eq!(
+        install, nodes as f64,
+        "the install labels each node once (one writer)"
     );
-    // Every write the replicas count is a change a watcher sees (one writer, no back and forth).
+    // Every write the replicas count is a band change a watcher sees: no write that changes
+    // nothing. (The watcher may also see writes made after the count was read.)
     assert!(
-        (writes - relabels).abs() <= 0.01 * writes + 2.0,
+        writes <= relabels,
         "the replicas counted {writes} writes, a watcher saw {relabels} band changes"
     );
     assert!(

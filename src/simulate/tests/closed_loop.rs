@@ -34,7 +34,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::simulate::{Burst, Cluster, Figures, Method, Outcome, Timing, figures, run};
 use crate::snapshot::{LoadSnapshot, NodeLoad, PodReading};
-use crate::test_support::splitmix::SplitMix;
+use crate::test_support::rng;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
@@ -43,7 +43,7 @@ const BUSY: f64 = 0.70;
 const NIC: f64 = 1.25e9;
 
 /// The scenarios' generator (splitmix64).
-pub(super) struct Rng(SplitMix);
+pub(super) struct Rng(rng::Rng);
 
 impl Rng {
     /// The scenario's generator; `CLOSED_LOOP_SEED=k` shifts every scenario's seed by `k` to
@@ -55,15 +55,15 @@ impl Rng {
             s.parse::<u64>()
                 .unwrap_or_else(|_| panic!("CLOSED_LOOP_SEED must be a whole number, not {s:?}"))
         });
-        Rng(SplitMix(seed.wrapping_add(shift.wrapping_mul(1000))))
+        Rng(rng::Rng(seed.wrapping_add(shift.wrapping_mul(1000))))
     }
 
     fn next(&mut self) -> f64 {
-        self.0.next()
+        self.0.unit()
     }
 
     pub(super) fn range(&mut self, lo: f64, hi: f64) -> f64 {
-        self.0.range(lo, hi)
+        self.0.between(lo, hi)
     }
 }
 

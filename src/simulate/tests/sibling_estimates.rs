@@ -9,19 +9,19 @@ use crate::simulate::{Burst, Cluster, Figures, Method, Timing, figures, run};
 use crate::snapshot::{LoadSnapshot, NodeLoad, PodReading};
 use serde_json::{Value, json};
 
-use crate::test_support::splitmix::SplitMix;
+use crate::test_support::rng::Rng;
 
 const NIC: f64 = 1.25e9;
 
 /// 40 nodes of 16 cores with CPU and NIC loads spread over a wide range, 2 cores requested.
 fn nodes(seed: u64) -> Vec<NodeLoad> {
-    let mut rng = SplitMix(seed);
+    let mut rng = Rng(seed);
     (0..40)
         .map(|i| {
             let name = format!("worker-{:03}", (i * 17) % 40);
-            let mut node = NodeLoad::new(name, rng.range(0.10, 0.75));
+            let mut node = NodeLoad::new(name, rng.between(0.10, 0.75));
             node.cpu_capacity_cores = Some(16.0);
-            node.network_bytes_per_second = Some(rng.range(0.05, 0.60) * NIC);
+            node.network_bytes_per_second = Some(rng.between(0.05, 0.60) * NIC);
             node.network_capacity_bytes_per_second = Some(NIC);
             node.allocatable = BTreeMap::from([
                 ("cpu".to_string(), "16".to_string()),
