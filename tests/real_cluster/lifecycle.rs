@@ -1,7 +1,8 @@
 //! kwok as the kubelet of the test cluster (tests/kube/kwok): nodes Ready with a node Lease, a
 //! steered TaskManager bound by the real scheduler, then started (Running and Ready) after the
-//! delay its annotations set, and removed once deleted after its grace period; the ground the
-//! scenarios of a living cluster stand on.
+//! delay its annotations set, and removed once deleted after its grace period; one that cannot
+//! pull its image waiting with that reason and never running. The ground the scenarios of a
+//! living cluster stand on.
 
 use std::time::{Duration, Instant};
 
@@ -128,6 +129,43 @@ async fn kwok_starts_a_steered_taskmanager_after_its_delay_and_removes_it_once_d
         started_after >= START,
         "Running {started_after:?} after creation, before its {START:?} delay"
     );
+
+    // One that cannot pull its image (placement-test/waiting-reason) waits with the kubelet's
+    // reason and never runs, past the delay that started the first.
+    let stuck_name = "wordcount-taskmanager-1-2";
+    let mut stuck = taskmanager(stuck_name, "wordcount", "1");
+    stuck["metadata"]["annotations"] = manifest["metadata"]["annotations"].clone();
+    stuck["metadata"]["annotations"]["placement-test/waiting-reason"] = json!("ImagePullBackOff");
+    let stuck_created = Instant::now();
+    cluster.create(FLINK, &stuck).await;
+    let waiting = |pod: &Pod| -> Option<String> {
+        let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
+        statuses
+            .first()?
+            .state
+            .as_ref()?
+            .waiting
+            .as_ref()?
+            .reason
+            .clone()
+    };
+    wait_for(
+        "never waiting with ImagePullBackOff",
+        Duration::from_secs(30),
+        || async {
+            let pod = pods.get(stuck_name).await.expect("get pod");
+            (waiting(&pod).as_deref() == Some("ImagePullBackOff")).then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(
+        (START + JITTER + Duration::from_secs(2)).saturating_sub(stuck_created.elapsed()),
+    )
+    .await;
+    let pod = pods.get(stuck_name).await.expect("get pod");
+    let phase = pod.status.as_ref().and_then(|s| s.phase.clone());
+    assert_eq!(phase.as_deref(), Some("Pending"), "the waiting pod ran");
+    assert_eq!(waiting(&pod).as_deref(), Some("ImagePullBackOff"));
 
     // Deleted: gone once kwok has seen its grace period out.
     pods.delete(name, &DeleteParams::default())
