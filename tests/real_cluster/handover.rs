@@ -3,17 +3,25 @@
 //! that a real Prometheus scrapes, and the webhook (as installed, two replicas) reads that
 //! Prometheus with the shipped queries.
 //!
-//! Three variants of the same two bursts, at once, each on a pool of the same nodes its pods are
-//! held to by a nodeSelector and served by a webhook of its own: the handover on evidence (as
-//! installed, two replicas), today's fixed ttl (the charge ends `ttl` after steering, before
-//! the metrics show the first burst), and the second burst sent once the metrics have caught
-//! up with the first (the reference). Each row is how far the second burst's hottest landing
-//! node ends above water-filling that burst onto the nodes as the first left them, in
+//! Five variants of the same two bursts, at once, each on a pool of the same nodes its pods are
+//! held to by a nodeSelector:
+//! - the handover on evidence (the webhook as installed, two replicas);
+//! - the fixed ttl (the charge ends `ttl` after steering, before the metrics show the first
+//!   burst; a webhook of its own);
+//! - the second burst sent once the metrics have caught up with the first (the reference; a
+//!   webhook of its own);
+//! - a first burst that never starts (its containers wait with ImagePullBackOff), served by the
+//!   installed webhook: its charges must end, so the second burst lands as on
+//! - the same nodes with no first burst at all (the installed webhook; the reference).
+//!
+//! Each row is how far the second burst's hottest landing node ends above water-filling that
+//! burst onto the nodes as the first left them (a burst that never started left them idle), in
 //! TaskManagers of that node's size.
 //!
-//! CI runs the times at half scale (rate window 60 s, TaskManagers using CPU 30 s after
-//! creation, the second burst 60 s after the first, ttl 45 s, scrapes every 5 s);
-//! `PLACEMENT_HANDOVER_FULL_SCALE=1` runs the shipped 2-minute window, 60 s, 120 s and 90 s.
+//! CI runs the times at half scale (rate window 60 s, TaskManagers using CPU 30 s after
+//! creation, the second burst 60 s after the first, also after one that never starts, ttl 45 s,
+//! scrapes every 5 s); `PLACEMENT_HANDOVER_FULL_SCALE=1` runs the shipped 2-minute window, 60 s,
+//! 120 s (300 s after a first burst that never starts) and 90 s.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -24,7 +32,8 @@ use futures::future::join_all;
 
 use crate::fixture::{Cluster, Setup, serial};
 use crate::living::{
-    NodeUse, PodUse, above_bound, hottest_landing, readings, targets, wait_settled, water_filling,
+    NodeUse, PodUse, above_bound, deciding_charges, hottest_landing, readings, targets,
+    wait_settled, water_filling,
 };
 use crate::support::kube::objects::{self, NodeSpec};
 use crate::support::rng::Rng;
@@ -48,6 +57,8 @@ struct Times {
     start: u64,
     /// The second burst this long after the first.
     gap: u64,
+    /// The second burst this long after a first that never starts.
+    stuck_gap: u64,
     ttl: u64,
     scrape: u32,
 }
@@ -58,6 +69,7 @@ fn times() -> Times {
             window: 120,
             start: 60,
             gap: 120,
+            stuck_gap: 300,
             ttl: 90,
             scrape: 15,
         }
@@ -66,6 +78,7 @@ fn times() -> Times {
             window: 60,
             start: 30,
             gap: 60,
+            stuck_gap: 60,
             ttl: 45,
             scrape: 5,
         }
@@ -77,16 +90,36 @@ enum Variant {
     Evidence,
     FixedTtl,
     CaughtUp,
+    /// The first burst never starts.
+    Stuck,
+    /// No first burst.
+    Unloaded,
 }
 
 impl Variant {
-    const ALL: [Variant; 3] = [Variant::Evidence, Variant::FixedTtl, Variant::CaughtUp];
+    const ALL: [Variant; 5] = [
+        Variant::Evidence,
+        Variant::FixedTtl,
+        Variant::CaughtUp,
+        Variant::Stuck,
+        Variant::Unloaded,
+    ];
 
     fn pool(self) -> &'static str {
         match self {
             Variant::Evidence => "evidence",
             Variant::FixedTtl => "fixed-ttl",
             Variant::CaughtUp => "caught-up",
+            Variant::Stuck => "stuck",
+            Variant::Unloaded => "unloaded",
+        }
+    }
+
+    /// The variant whose webhook reviews its pods: the installed one, unless it has its own.
+    fn served_by(self) -> Variant {
+        match self {
+            Variant::FixedTtl | Variant::CaughtUp => self,
+            Variant::Evidence | Variant::Stuck | Variant::Unloaded => Variant::Evidence,
         }
     }
 
@@ -99,7 +132,8 @@ impl Variant {
         match self {
             // The window covers the first burst's run, and one refresh has read it.
             Variant::CaughtUp => times.start + times.window + 3 * u64::from(times.scrape),
-            _ => times.gap,
+            Variant::Stuck | Variant::Unloaded => times.stuck_gap,
+            Variant::Evidence | Variant::FixedTtl => times.gap,
         }
     }
 
@@ -108,6 +142,8 @@ impl Variant {
             Variant::Evidence => "handover on evidence",
             Variant::FixedTtl => "fixed ttl",
             Variant::CaughtUp => "metrics caught up",
+            Variant::Stuck => "first never started",
+            Variant::Unloaded => "no first burst",
         }
     }
 }
@@ -141,7 +177,7 @@ fn taskmanager(name: &str, job: &str, times: Times, variant: Variant) -> serde_j
     let start = times.start;
     let mut pod = objects::taskmanager(name, job, "2");
     pod["spec"]["nodeSelector"] = json!({POOL_LABEL: variant.pool()});
-    pod["metadata"]["labels"][VARIANT_LABEL] = json!(variant.pool());
+    pod["metadata"]["labels"][VARIANT_LABEL] = json!(variant.served_by().pool());
     pod["metadata"]["annotations"] = json!({
         "placement-test/cpu-cores": format!("{TM_CORES}"),
         "placement-test/scrape-seconds": format!("{}", times.scrape),
@@ -149,6 +185,9 @@ fn taskmanager(name: &str, job: &str, times: Times, variant: Variant) -> serde_j
         // kwok's jitter is the latest start, not a spread added to the delay.
         "pod-ready.stage.kwok.x-k8s.io/jitter-delay": format!("{}s", start + 2),
     });
+    if variant == Variant::Stuck && job == "first" {
+        pod["metadata"]["annotations"]["placement-test/waiting-reason"] = json!("ImagePullBackOff");
+    }
     pod
 }
 
@@ -277,7 +316,8 @@ async fn start(times: Times) -> (Cluster, BTreeMap<usize, Vec<usize>>) {
     setup.extra_config = config(times, "evidence", Variant::Evidence);
     let mut cluster = Cluster::start(setup).await;
     let url = cluster.prometheus.as_ref().expect("living").url();
-    let mut replicas = BTreeMap::from([(0, vec![0, 1])]);
+    // The installed webhook serves the evidence pool, the stuck one and the unloaded one.
+    let mut replicas = BTreeMap::from([(0, vec![0, 1]), (3, vec![0, 1]), (4, vec![0, 1])]);
     for (at, variant, rule) in [
         (1, Variant::FixedTtl, "ttl"),
         (2, Variant::CaughtUp, "evidence"),
@@ -294,9 +334,9 @@ async fn start(times: Times) -> (Cluster, BTreeMap<usize, Vec<usize>>) {
         replicas.insert(at, vec![index]);
     }
     for variant in Variant::ALL {
-        let labels = match variant {
+        let labels = match variant.served_by() {
             Variant::Evidence => json!({"placement-webhook.io/inject": "enabled"}),
-            _ => json!({VARIANT_LABEL: variant.pool()}),
+            other => json!({VARIANT_LABEL: other.pool()}),
         };
         objects::create_namespace_labelled(&cluster.admin, &variant.namespace(), labels).await;
     }
@@ -319,6 +359,8 @@ struct Before {
     counted_twice: f64,
     /// The TaskManagers' load of every pool neither shown nor charged, in cores.
     uncounted: f64,
+    /// What the deciding replica charges on this pool's nodes, in cores.
+    on_pool: f64,
 }
 
 /// What a variant's webhook counts of the first burst just before its second. Taken for every
@@ -352,7 +394,17 @@ async fn before(cluster: &Cluster, replicas: &[usize], variant: Variant, times: 
     // A replica charges every pod it sees steered, by any of the three webhooks, and its
     // gauges sum them over the cluster: the load it should count is that of every pool.
     let uncounted = (steered_load(cluster).await - charged).max(0.0);
+    let prefix = format!("{}-", variant.pool());
+    let on_pool = deciding_charges(cluster, replicas)
+        .await
+        .map_or(0.0, |(by_node, _)| {
+            (by_node.iter())
+                .filter(|(node, _)| node.starts_with(&prefix))
+                .map(|(_, cores)| cores)
+                .sum()
+        });
     Before {
+        on_pool,
         read,
         shown,
         ran,
@@ -422,7 +474,8 @@ async fn naming(cluster: &Cluster, variant: Variant, node: &str) -> (usize, Stri
 }
 
 /// The TaskManager load of every pool the metrics do not show yet: each TaskManager's cores
-/// less what its own cAdvisor series shows over the window.
+/// less what its own cAdvisor series shows over the window. A TaskManager that never starts
+/// carries none.
 async fn steered_load(cluster: &Cluster) -> f64 {
     let prometheus = cluster.prometheus.as_ref().expect("a living cluster");
     let mut load = 0.0;
@@ -434,7 +487,13 @@ async fn steered_load(cluster: &Cluster) -> f64 {
         .list(&kube::api::ListParams::default())
         .await
         .expect("list pods");
-        load += pods.items.len() as f64 * TM_CORES;
+        let starting = (pods.items.iter())
+            .filter(|p| {
+                (p.metadata.annotations.as_ref())
+                    .is_none_or(|a| !a.contains_key("placement-test/waiting-reason"))
+            })
+            .count();
+        load += starting as f64 * TM_CORES;
     }
     let shown = prometheus
         .query(&format!(
@@ -461,12 +520,20 @@ async fn run() -> Vec<Row> {
     wait_settled(&cluster, window, &expected).await;
 
     let first_at = Instant::now();
-    let firsts = join_all(
-        Variant::ALL
-            .iter()
-            .map(|v| burst(&cluster, *v, "first", times)),
-    )
+    let firsts = join_all(Variant::ALL.iter().map(|v| async {
+        match v {
+            Variant::Unloaded => vec![0; NODES],
+            _ => burst(&cluster, *v, "first", times).await,
+        }
+    }))
     .await;
+    // What the first burst loads each node with: nothing where it never started.
+    let loading: Vec<Vec<usize>> = (Variant::ALL.iter().zip(&firsts))
+        .map(|(v, first)| match v {
+            Variant::Stuck => vec![0; NODES],
+            _ => first.clone(),
+        })
+        .collect();
     // The variants due at the same moment take their measures first, then burst together.
     let mut gaps: Vec<u64> = Variant::ALL.iter().map(|v| v.gap(times)).collect();
     gaps.sort_unstable();
@@ -486,7 +553,7 @@ async fn run() -> Vec<Row> {
         )
         .await;
         let bursts = due.iter().zip(measured).map(|(&at, measured)| {
-            second_burst(&cluster, Variant::ALL[at], times, &firsts[at], measured)
+            second_burst(&cluster, Variant::ALL[at], times, &loading[at], measured)
         });
         rows.extend(join_all(bursts).await);
     }
@@ -499,7 +566,7 @@ async fn run() -> Vec<Row> {
 async fn a_second_burst_counts_the_first_until_the_metrics_show_it() {
     let rows = run().await;
     println!(
-        "{:<22} {:>9} {:>8} {:>7} {:>9} {:>12} {:>9} {:>13} {:>11}",
+        "{:<22} {:>9} {:>8} {:>7} {:>9} {:>12} {:>9} {:>13} {:>11} {:>9}",
         "second burst",
         "above TMs",
         "hottest",
@@ -508,11 +575,12 @@ async fn a_second_burst_counts_the_first_until_the_metrics_show_it() {
         "first shown",
         "charged",
         "counted twice",
-        "uncounted"
+        "uncounted",
+        "on pool"
     );
     for r in &rows {
         println!(
-            "{:<22} {:>+9.2} {:>8.3} {:>7.3} {:>8.0}s {:>11.0}% {:>9.1} {:>13.1} {:>11.1}",
+            "{:<22} {:>+9.2} {:>8.3} {:>7.3} {:>8.0}s {:>11.0}% {:>9.1} {:>13.1} {:>11.1} {:>9.1}",
             r.variant.name(),
             r.above,
             r.hottest,
@@ -521,7 +589,8 @@ async fn a_second_burst_counts_the_first_until_the_metrics_show_it() {
             r.before.shown * 100.0,
             r.before.charged,
             r.before.counted_twice,
-            r.before.uncounted
+            r.before.uncounted,
+            r.before.on_pool
         );
     }
     for r in &rows {
@@ -533,7 +602,8 @@ async fn a_second_burst_counts_the_first_until_the_metrics_show_it() {
             r.note
         );
     }
-    let [evidence, fixed, caught_up] = [&rows[0], &rows[1], &rows[2]];
+    let [evidence, fixed, caught_up, stuck, unloaded] =
+        [&rows[0], &rows[1], &rows[2], &rows[3], &rows[4]];
     assert!(
         evidence.above <= 1.0,
         "the second burst ends {:.2} TaskManagers above water-filling",
@@ -553,5 +623,18 @@ async fn a_second_burst_counts_the_first_until_the_metrics_show_it() {
     assert!(
         fixed.before.uncounted > evidence.before.uncounted,
         "the fixed ttl dropped charges the metrics did not show yet"
+    );
+    // Pods that never start hold no charge by the second burst, and it lands as on the same
+    // nodes with no first burst at all.
+    assert!(
+        stuck.before.on_pool < 1e-6,
+        "{:.1} cores still charged for TaskManagers that never started",
+        stuck.before.on_pool
+    );
+    assert!(
+        stuck.above - unloaded.above <= 0.5,
+        "{:.2} TaskManagers above after a first burst that never started, {:.2} with none",
+        stuck.above,
+        unloaded.above
     );
 }
