@@ -61,6 +61,7 @@ fn cluster(n: usize) -> LoadSnapshot {
         })
         .collect();
     LoadSnapshot {
+        window_samples: Default::default(),
         taken_at: None,
         pods: Vec::new(),
         nodes,

@@ -105,6 +105,7 @@ fn main() {
     let inventory = inventory_from(&arcs);
     drop(arcs);
     let snapshot = LoadSnapshot {
+        window_samples: Default::default(),
         taken_at: Some(SystemTime::now()),
         pods: Vec::new(),
         nodes: (0..nodes)

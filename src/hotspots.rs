@@ -387,6 +387,7 @@ mod tests {
     /// Three hot nodes (one per dimension), two cool ones; two jobs.
     fn cluster() -> LoadSnapshot {
         LoadSnapshot {
+            window_samples: Default::default(),
             taken_at: humantime::parse_rfc3339("2026-11-23T10:00:00Z").ok(),
             nodes: vec![
                 node("hot-cpu", 0.95, 100.0, 0.5),

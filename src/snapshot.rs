@@ -116,6 +116,11 @@ pub struct LoadSnapshot {
     pub nodes: Vec<NodeLoad>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pods: Vec<PodReading>,
+    /// How many samples each node's exporter series held over the rate window, where Prometheus
+    /// said: fewer than the window holds say the node's readings span only part of it (the
+    /// in-flight ledger reads its pods over the same part).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub window_samples: BTreeMap<String, f64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -209,6 +214,14 @@ impl LoadSnapshot {
                 return Err(invalid("pod readings must be finite and >= 0"));
             }
         }
+        if let Some((node, _)) =
+            (self.window_samples.iter()).find(|(_, n)| !(n.is_finite() && **n >= 1.0))
+        {
+            return Err(SnapshotError::Invalid {
+                node: node.clone(),
+                problem: "window_samples must count at least one sample",
+            });
+        }
         Ok(())
     }
 }
@@ -298,6 +311,7 @@ mod tests {
             r#"{"nodes":[{"name":"n1","cpu":0.5,"allocatable":{"cpu":"lots"}}]}"#,
             r#"{"nodes":[{"name":"n1","cpu":0.5,"requested":{"memory":"-1Gi"}}]}"#,
             r#"{"nodes":[],"pods":[{"namespace":"f","pod":"p","cpu_cores":1,"node":""}]}"#,
+            r#"{"nodes":[{"name":"n1","cpu":0.5}],"window_samples":{"n1":0}}"#,
         ] {
             assert!(LoadSnapshot::from_json(bad).is_err(), "accepted {bad}");
         }

@@ -56,6 +56,7 @@ pub fn check(data: &[u8]) -> bool {
         uname: optional(),
         pod_cpu: optional(),
         pod_network: optional(),
+        node_samples: optional(),
     };
     let taken_at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
     let Ok((snapshot, _report)) = build_snapshot(&readings, &mapping, Some(&ips), taken_at) else {
@@ -64,6 +65,11 @@ pub fn check(data: &[u8]) -> bool {
     if let Err(e) = snapshot.validate() {
         panic!("a snapshot built from Prometheus fails validation: {e}\n{snapshot:?}");
     }
+    assert!(
+        (snapshot.window_samples.values()).all(|n| n.is_finite() && *n >= 1.0),
+        "a node's sample count is not a count: {:?}",
+        snapshot.window_samples
+    );
     let names: BTreeSet<&str> = snapshot.nodes.iter().map(|n| n.name.as_str()).collect();
     assert_eq!(names.len(), snapshot.nodes.len(), "a node appears twice");
     assert!(

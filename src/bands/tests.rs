@@ -78,6 +78,7 @@ fn view_of(cpus: &[f64]) -> ClusterView {
 /// Nodes of (busy fraction, cores).
 fn sized_view_of(nodes: &[(f64, f64)]) -> ClusterView {
     let snapshot = LoadSnapshot {
+        window_samples: Default::default(),
         taken_at: None,
         pods: Vec::new(),
         nodes: nodes

@@ -525,6 +525,7 @@ mod tests {
         assert!(placed.iter().all(|p| p.namespace == "flink"));
 
         let mut snapshot = LoadSnapshot {
+            window_samples: Default::default(),
             taken_at: humantime::parse_rfc3339("2026-11-23T10:00:00Z").ok(),
             nodes: Vec::new(),
             pods: ["tm-1", "tm-2", "web-1", "steered"].map(reading).to_vec(),
@@ -729,6 +730,7 @@ mod tests {
                 })
                 .collect();
             let mut snapshot = LoadSnapshot {
+                window_samples: Default::default(),
                 taken_at: humantime::parse_rfc3339("2026-11-23T10:00:00Z").ok(),
                 nodes: Vec::new(),
                 pods: names

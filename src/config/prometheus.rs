@@ -89,6 +89,10 @@ pub struct QueryTemplates {
     pub(crate) pod_cpu: Option<String>,
     /// Receive + transmit bytes per second of each pod, labelled `namespace` and `pod`.
     pub(crate) pod_network: Option<String>,
+    /// How many samples each node's exporter series holds over the window: a node whose series
+    /// is younger than the window (it just joined, its exporter or Prometheus restarted) is read
+    /// over the span it has, and the in-flight ledger reads its pods over the same span.
+    pub(crate) node_samples: Option<String>,
 }
 
 impl Default for QueryTemplates {
@@ -138,6 +142,11 @@ impl Default for QueryTemplates {
                 r#"sum by (namespace, pod) (rate(container_network_receive_bytes_total{{extra_selector}interface!~"{exclude_devices}"}[{window}]))"#,
                 r#" + sum by (namespace, pod) (rate(container_network_transmit_bytes_total{{extra_selector}interface!~"{exclude_devices}"}[{window}]))"#
             ).into()),
+            // One series a node, from the exporter its CPU and network come from.
+            node_samples: Some(
+                "max by ({by}) (count_over_time(node_uname_info{{extra_selector}}[{window}]))"
+                    .into(),
+            ),
         }
     }
 }
@@ -212,6 +221,7 @@ impl QueryTemplates {
             ("uname", Some(&self.uname)),
             ("pod_cpu", self.pod_cpu.as_ref()),
             ("pod_network", self.pod_network.as_ref()),
+            ("node_samples", self.node_samples.as_ref()),
         ]
         .into_iter()
         .filter_map(|(name, t)| Some((name, t?.as_str())))

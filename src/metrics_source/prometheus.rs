@@ -39,6 +39,7 @@ pub struct QueryPlan {
     pub(crate) uname: Option<String>,
     pub(crate) pod_cpu: Option<String>,
     pub(crate) pod_network: Option<String>,
+    pub(crate) node_samples: Option<String>,
 }
 
 impl QueryPlan {
@@ -79,6 +80,12 @@ impl QueryPlan {
             pod_cpu: q.pod_cpu.as_deref().map(render),
             // Without CPU readings there is no estimate to add network to.
             pod_network: q.pod_cpu.as_ref().and(q.pod_network.as_deref()).map(render),
+            // Only the pods' readings are read over a node's span.
+            node_samples: q
+                .pod_cpu
+                .as_ref()
+                .and(q.node_samples.as_deref())
+                .map(render),
         }
     }
 
@@ -95,6 +102,7 @@ impl QueryPlan {
             ("uname", &self.uname),
             ("pod_cpu", &self.pod_cpu),
             ("pod_network", &self.pod_network),
+            ("node_samples", &self.node_samples),
         ] {
             if let Some(q) = q {
                 out.push((name, q.as_str()));
@@ -249,6 +257,7 @@ impl PrometheusSource {
                 "memory" => readings.memory = Some(series),
                 "pod_cpu" => readings.pod_cpu = Some(series),
                 "pod_network" => readings.pod_network = Some(series),
+                "node_samples" => readings.node_samples = Some(series),
                 _ => readings.uname = Some(series),
             }
         }
@@ -569,10 +578,14 @@ mod tests {
             plan.network
                 .contains(r#"device!~"lo|veth.*|cali.*|flannel.*|cni.*|docker.*""#)
         );
-        // Whatever the number of nodes and pods: five node queries, the uname join, and the
-        // running pods' CPU and network.
-        assert_eq!(plan.queries().len(), 8);
+        // Whatever the number of nodes and pods: five node queries, the uname join, the
+        // running pods' CPU and network, and the nodes' samples over the window.
+        assert_eq!(plan.queries().len(), 9);
         assert!(plan.pod_cpu.as_deref().is_some_and(|q| q.contains("[60s]")));
+        assert_eq!(
+            plan.node_samples.as_deref(),
+            Some("max by (instance) (count_over_time(node_uname_info[60s]))")
+        );
 
         config.node_mapping = NodeMapping::Label {
             name: "node".into(),
@@ -590,15 +603,14 @@ mod tests {
                 "cpu_cores",
                 "network_capacity",
                 "pod_cpu",
-                "pod_network"
+                "pod_network",
+                "node_samples"
             ]
         );
         config.queries.pod_cpu = None;
-        assert_eq!(
-            QueryPlan::new(&config).pod_network,
-            None,
-            "network alone estimates nothing"
-        );
+        let plan = QueryPlan::new(&config);
+        assert_eq!(plan.pod_network, None, "network alone estimates nothing");
+        assert_eq!(plan.node_samples, None, "no pod is read over a node's span");
     }
 
     #[test]
@@ -709,6 +721,6 @@ mod tests {
         // Not the encoded query.
         assert!(!text.contains("query="), "{text}");
         assert_eq!(refresh.failures.len(), refresh.queries_sent);
-        assert_eq!(refresh.queries_sent, 8);
+        assert_eq!(refresh.queries_sent, 9);
     }
 }

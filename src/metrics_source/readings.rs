@@ -84,6 +84,8 @@ pub struct Readings {
     /// CPU cores and network bytes per second of running pods, by `namespace` and `pod`.
     pub pod_cpu: Option<Vec<Series>>,
     pub pod_network: Option<Vec<Series>>,
+    /// Samples each node's exporter series holds over the rate window.
+    pub node_samples: Option<Vec<Series>>,
 }
 
 /// Why a refresh produced no snapshot.
@@ -177,10 +179,19 @@ pub fn build_snapshot(
             unmapped: report.unmapped_series,
         });
     }
+    let window_samples = readings
+        .node_samples
+        .as_deref()
+        .map(&mut per_node)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(_, n)| *n >= 1.0)
+        .collect();
     let snapshot = LoadSnapshot {
         taken_at: Some(taken_at),
         nodes,
         pods: pod_readings(readings, &mut report.non_finite_values),
+        window_samples,
     };
     Ok((snapshot, report))
 }
@@ -385,9 +396,12 @@ mod tests {
             uname: None,
             pod_cpu: None,
             pod_network: None,
+            node_samples: Some(by_node(&[("a", 3.0), ("c", f64::NAN), ("d", 0.0)])),
         };
         let (snap, report) =
             build_snapshot(&readings, &label_mapping(), None, SystemTime::UNIX_EPOCH).expect("ok");
+        let samples: Vec<_> = snap.window_samples.iter().collect();
+        assert_eq!(samples, [(&"a".to_string(), &3.0)]);
         let names: Vec<_> = snap.nodes.iter().map(|n| n.name.as_str()).collect();
         assert_eq!(names, ["a", "c"]);
         let a = &snap.nodes[0];
@@ -400,7 +414,7 @@ mod tests {
         let c = &snap.nodes[1];
         assert_eq!((c.cpu, c.network_bytes_per_second), (1.0, Some(0.0)));
         assert_eq!(c.cpu_capacity_cores, None);
-        assert_eq!(report.non_finite_values, 2);
+        assert_eq!(report.non_finite_values, 3);
         assert_eq!(report.incomplete_nodes, ["b", "d", "e"]);
         snap.validate().expect("snapshot is valid");
     }

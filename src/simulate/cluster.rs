@@ -246,6 +246,7 @@ mod tests {
     #[test]
     fn running_pods_count_on_their_nodes_only() {
         let snapshot = LoadSnapshot {
+            window_samples: Default::default(),
             nodes: vec![NodeLoad::new("a", 0.1), NodeLoad::new("b", 0.2)],
             ..LoadSnapshot::default()
         };
@@ -272,6 +273,7 @@ mod tests {
         // One zone, so the order is the listed nodes' order itself.
         let names: Vec<String> = (0..40).map(|i| format!("node-{i:02}")).collect();
         let snapshot = LoadSnapshot {
+            window_samples: Default::default(),
             nodes: names.iter().map(|n| NodeLoad::new(n, 0.5)).collect(),
             ..LoadSnapshot::default()
         };

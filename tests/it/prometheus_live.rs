@@ -131,16 +131,16 @@ async fn readings_match_the_exporter_under_each_node_mapping() {
     let inventory = inventory_of(&fleet);
 
     for (label, mapping, inventory, queries) in [
-        ("uname", NodeMapping::Uname, None, 8),
+        ("uname", NodeMapping::Uname, None, 9),
         (
             "label node",
             NodeMapping::Label {
                 name: "node".into(),
             },
             None,
-            7,
+            8,
         ),
-        ("internal_ip", NodeMapping::InternalIp, Some(&inventory), 7),
+        ("internal_ip", NodeMapping::InternalIp, Some(&inventory), 8),
     ] {
         let source = PrometheusSource::new(source_config(&prom.url(), mapping)).expect("source");
         assert_eq!(source.plan().queries().len(), queries, "{label}");
@@ -152,7 +152,8 @@ async fn readings_match_the_exporter_under_each_node_mapping() {
 
 /// Nodes whose series are a few seconds old, read over the shipped 2-minute window: the
 /// default queries read them by their slope, not by a rate that spreads a few seconds of
-/// increase over the whole window (CPU almost fully busy, network almost nothing).
+/// increase over the whole window (CPU almost fully busy, network almost nothing), and count
+/// the samples the window holds of each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_younger_than_the_rate_window_read_their_real_load() {
     let binary = prometheus::binary();
@@ -181,6 +182,16 @@ async fn nodes_younger_than_the_rate_window_read_their_real_load() {
         "the series are younger than half the window"
     );
     assert_matches_fleet(&snapshot, &fleet, "young series");
+    // Each node's samples over the window are counted, so its pods are read over the span its
+    // own readings cover (the in-flight ledger); a second's scrapes fill 120 of them.
+    for node in &fleet {
+        let samples = snapshot.window_samples.get(&node.name).copied();
+        assert!(
+            samples.is_some_and(|n| (4.0..119.0).contains(&n)),
+            "{}: {samples:?} samples over the window",
+            node.name
+        );
+    }
 }
 
 /// An exporter whose last scrape failed: Prometheus marks its series stale at once, so

@@ -110,6 +110,7 @@ fn embedded_cluster_json_equals_the_library_loop() {
 
 fn generated(nodes: usize) -> LoadSnapshot {
     LoadSnapshot {
+        window_samples: Default::default(),
         taken_at: None,
         pods: Vec::new(),
         nodes: (0..nodes)

@@ -87,6 +87,13 @@ impl HandoverPolicy {
     /// The fraction of the rate window a refresh taken at `taken_at` shows of a pod running
     /// since `started`: 0 when it has not started.
     fn shown_fraction(&self, started: Option<SystemTime>, taken_at: SystemTime) -> f64 {
+        self.shown_over(self.window, started, taken_at)
+    }
+
+    /// The fraction of a node's readings over the last `span` that a pod running since
+    /// `started` makes up, at a refresh taken at `taken_at`: 0 when it has not started, 1 when
+    /// it ran through the whole span.
+    fn shown_over(&self, span: Duration, started: Option<SystemTime>, taken_at: SystemTime) -> f64 {
         let Some(started) = started else {
             return 0.0;
         };
@@ -94,7 +101,22 @@ impl HandoverPolicy {
             .duration_since(started)
             .unwrap_or(Duration::ZERO)
             .saturating_sub(self.scrape);
-        (ran.as_secs_f64() / self.window.as_secs_f64().max(1e-3)).clamp(0.0, 1.0)
+        (ran.as_secs_f64() / span.as_secs_f64().max(1e-3)).clamp(0.0, 1.0)
+    }
+
+    /// What a node's readings span, from the `samples` its exporter's series holds over the
+    /// window: the whole window, unless the series is younger (a node that just joined, an
+    /// exporter or Prometheus restarted). Its CPU and network are then read by their slope over
+    /// that span (`deriv()`), and so are its pods here. One missed scrape does not make a
+    /// series young.
+    fn span(&self, samples: Option<f64>) -> Duration {
+        let scrape = self.scrape.as_secs_f64().max(1e-3);
+        match samples {
+            Some(n) if n + 1.0 < self.window.as_secs_f64() / scrape => {
+                self.window.min(self.scrape.mul_f64(n.max(1.0)))
+            }
+            _ => self.window,
+        }
     }
 }
 
@@ -134,6 +156,8 @@ pub(crate) struct Reading {
 pub(crate) struct Evidence {
     taken_at: Option<SystemTime>,
     pods: HashMap<String, Reading>,
+    /// Samples each node's exporter series holds over the rate window, by node name.
+    window_samples: HashMap<String, f64>,
 }
 
 impl Evidence {
@@ -146,7 +170,15 @@ impl Evidence {
         Evidence {
             taken_at: Some(taken_at),
             pods: pods.into_iter().collect(),
+            window_samples: HashMap::default(),
         }
+    }
+
+    /// Builder: the node `node`'s series held `samples` over the rate window.
+    #[cfg(test)]
+    pub(crate) fn with_samples(mut self, node: &str, samples: f64) -> Self {
+        self.window_samples.insert(node.into(), samples);
+        self
     }
 
     pub(crate) fn of(snapshot: &LoadSnapshot) -> Self {
@@ -164,6 +196,9 @@ impl Evidence {
                         },
                     )
                 })
+                .collect(),
+            window_samples: (snapshot.window_samples.iter())
+                .map(|(node, n)| (node.clone(), *n))
                 .collect(),
         }
     }
@@ -316,12 +351,25 @@ impl Ledger {
                 report.charged.add(entry.charged);
                 continue;
             }
+            // A bound entry's one share is its node. Its readings span the window, or less on
+            // a young series: the pod's reading, a rate over the whole window, is read over the
+            // same span, so the node and the pod show it alike.
+            let node = entry.shares.first().map(|share| share.parts().0);
+            let samples = node
+                .and_then(|n| self.node_names.get(usize::try_from(n).ok()?))
+                .and_then(|name| evidence.window_samples.get(&**name))
+                .copied();
+            let span = self.handover.span(samples);
+            let scale = self.handover.window.as_secs_f64() / span.as_secs_f64().max(1e-3);
             let reading = entry
                 .pod
                 .as_deref()
                 .and_then(|k| evidence.pods.get(k))
-                .copied();
-            let fraction = self.handover.shown_fraction(entry.started, taken_at);
+                .map(|r| Reading {
+                    cpu_cores: r.cpu_cores * scale,
+                    network_bytes_per_second: r.network_bytes_per_second.map(|b| b * scale),
+                });
+            let fraction = self.handover.shown_over(span, entry.started, taken_at);
             let not_started = entry.started.is_none()
                 && now.saturating_duration_since(entry.steered_at)
                     >= self.handover.not_started_after;
@@ -345,9 +393,8 @@ impl Ledger {
                         .max(0.0),
                 };
                 report.counted_twice.add(twice);
-                // A bound entry's one share is its node.
-                if let Some(share) = entry.shares.first() {
-                    twice_by_node.entry(share.parts().0).or_default().add(twice);
+                if let Some(node) = node {
+                    twice_by_node.entry(node).or_default().add(twice);
                 }
             }
             if charged != Some(entry.charged) {
@@ -503,6 +550,38 @@ mod tests {
             [],
             "a node with nothing charged is left out"
         );
+    }
+
+    #[test]
+    fn on_a_young_series_the_pod_is_read_over_the_span_its_node_is_read_over() {
+        // Window 120 s, scrapes every 30 s: the node's series holds 2 samples (Prometheus
+        // restarted a minute ago), so its CPU is its slope over 60 s.
+        let read = |cpu| Reading {
+            cpu_cores: cpu,
+            network_bytes_per_second: None,
+        };
+        // Running since before the restart: the node's slope shows it whole (over a full
+        // window, 90 s of its 120 s run would be shown), so its charge ends.
+        let (mut l, now) = bound(policy(), Some(Duration::from_secs(120)));
+        let young = evidence(now, Some(read(1.0))).with_samples("a", 2.0);
+        let report = l.read_evidence(&young, Instant::now());
+        assert_eq!((l.len(), report.counted_twice), (0, PodLoad::default()));
+        // Running for 60 s, 30 s of it scraped: half the 60 s span shows it, and its own rate
+        // over 120 s reads a quarter of its use; read over the node's span, half. Charged and
+        // shown add up to the estimate.
+        let (mut l, now) = bound(policy(), Some(Duration::from_secs(60)));
+        let young = evidence(now, Some(read(0.5))).with_samples("a", 2.0);
+        let report = l.read_evidence(&young, Instant::now());
+        assert!((cpu_on_a(&l) - 1.0).abs() < 1e-9, "{}", cpu_on_a(&l));
+        assert_eq!(report.counted_twice.cpu_cores, 0.0);
+        // Without the pod's reading, the part of the span it ran is shown.
+        let (mut l, now) = bound(policy(), Some(Duration::from_secs(60)));
+        l.read_evidence(&evidence(now, None).with_samples("a", 2.0), Instant::now());
+        assert!((cpu_on_a(&l) - 1.0).abs() < 1e-9, "{}", cpu_on_a(&l));
+        // A series with the window's samples but one (a missed scrape) spans the window.
+        let (mut l, now) = bound(policy(), Some(Duration::from_secs(60)));
+        l.read_evidence(&evidence(now, None).with_samples("a", 3.0), Instant::now());
+        assert!((cpu_on_a(&l) - 1.5).abs() < 1e-9, "{}", cpu_on_a(&l));
     }
 
     #[test]

@@ -84,6 +84,7 @@ fn all_named(decision: &Decision) -> Vec<String> {
 fn coolest_eligible_nodes_fill_the_tiers_in_order() {
     let cpus = [0.5, 0.1, 0.3, 0.2, 0.6, 0.4, 0.7, 0.05, 0.35, 0.45, 0.25];
     let snapshot = LoadSnapshot {
+        window_samples: Default::default(),
         taken_at: None,
         pods: Vec::new(),
         nodes: cpus
@@ -134,6 +135,7 @@ fn ineligible_and_hot_nodes_are_never_preferred() {
     saturated_nic.network_capacity_bytes_per_second = Some(1.25e9);
     let ok = node("ok", 0.5);
     let snapshot = LoadSnapshot {
+        window_samples: Default::default(),
         taken_at: None,
         pods: Vec::new(),
         nodes: vec![
@@ -176,6 +178,7 @@ fn tolerated_taints_keep_nodes_eligible() {
         effect: "NoSchedule".into(),
     });
     let snapshot = LoadSnapshot {
+        window_samples: Default::default(),
         taken_at: None,
         pods: Vec::new(),
         nodes: vec![tainted, node("plain", 0.5)],
@@ -195,6 +198,7 @@ fn pinning_rule_filters_and_is_returned() {
     let mut green = node("green-1", 0.1);
     Arc::make_mut(&mut green.labels).insert("pool".into(), "green".into());
     let snapshot = LoadSnapshot {
+        window_samples: Default::default(),
         taken_at: None,
         pods: Vec::new(),
         nodes: vec![blue, green],
@@ -222,6 +226,7 @@ fn pinning_rule_filters_and_is_returned() {
 #[test]
 fn inflight_load_moves_the_next_pod_elsewhere() {
     let snapshot = LoadSnapshot {
+        window_samples: Default::default(),
         taken_at: None,
         pods: Vec::new(),
         nodes: vec![node("a", 0.10), node("b", 0.12), node("c", 0.30)],
@@ -279,6 +284,7 @@ fn sized(name: &str, cpu: f64, cores: u32, requested: u32) -> NodeLoad {
 fn nodes_full_by_requests_are_never_preferred() {
     // The coolest node by real CPU has 1 core of requests left: the scheduler must skip it.
     let snapshot = LoadSnapshot {
+        window_samples: Default::default(),
         taken_at: None,
         pods: Vec::new(),
         nodes: vec![
@@ -298,6 +304,7 @@ fn nodes_full_by_requests_are_never_preferred() {
 fn requests_of_steered_pods_fill_a_node_before_they_are_bound() {
     // Room for 3 TaskManagers of 2 cores on the cool node.
     let snapshot = LoadSnapshot {
+        window_samples: Default::default(),
         taken_at: None,
         pods: Vec::new(),
         nodes: vec![sized("cool", 0.05, 16, 10), sized("warm", 0.50, 16, 0)],
@@ -329,6 +336,7 @@ fn a_node_the_pods_ahead_may_fill_passes_its_odds_to_the_next_tier() {
     // Room for 3 TaskManagers of 2 cores on the cool node; 4 pods still pending may land there
     // or on `spare`, evenly: 2 expected, and 3 or 4 (fill) with odds 5/16.
     let snapshot = LoadSnapshot {
+        window_samples: Default::default(),
         taken_at: None,
         pods: Vec::new(),
         nodes: vec![
@@ -376,6 +384,7 @@ fn a_network_heavy_pod_avoids_busy_nics_a_cpu_only_pod_does_not() {
     busy_cpu.network_bytes_per_second = Some(0.05 * nic);
     busy_cpu.network_capacity_bytes_per_second = Some(nic);
     let snapshot = LoadSnapshot {
+        window_samples: Default::default(),
         taken_at: None,
         pods: Vec::new(),
         nodes: vec![busy_nic, busy_cpu],
@@ -422,6 +431,7 @@ fn a_pod_is_ranked_halfway_through_its_own_load() {
     let heavy = demand_with_network(&p, &[], 5e7);
     let first = |cpu: f64| {
         let snapshot = LoadSnapshot {
+            window_samples: Default::default(),
             taken_at: None,
             pods: Vec::new(),
             nodes: vec![nic_bound.clone(), cpu_node("cpu", cpu)],
@@ -451,6 +461,7 @@ fn tier_one_covers_every_run_of_the_scheduler_order() {
         };
         for count in [50, 500, 5000] {
             let snapshot = LoadSnapshot {
+                window_samples: Default::default(),
                 taken_at: None,
                 pods: Vec::new(),
                 nodes: (0..count)
@@ -747,6 +758,7 @@ fn decide_as_a(
 /// The view of a snapshot of `nodes` alone.
 fn view_of(nodes: Vec<NodeLoad>, policy: &PlacementConfig) -> ClusterView {
     let snapshot = LoadSnapshot {
+        window_samples: Default::default(),
         taken_at: None,
         pods: Vec::new(),
         nodes,
@@ -784,7 +796,7 @@ proptest! {
             if *other_pool { Arc::make_mut(&mut n.labels).insert("node-pool".into(), "general".into()); }
             n
         }).collect();
-        let snapshot = LoadSnapshot { taken_at: None, nodes, pods: Vec::new() };
+        let snapshot = LoadSnapshot { taken_at: None, nodes, pods: Vec::new(), window_samples: Default::default() };
         // No tie band: the strict order is checked.
         let policy = PlacementConfig { tie_band: 0.0, ..PlacementConfig::default() };
         let view = ClusterView::build(&snapshot, None, &policy);
@@ -841,6 +853,7 @@ fn left_to_itself_the_pod_goes_where_requests_are_lowest() {
     // The scheduler's resource scores favour the least requested node, however hot it runs:
     // that is where an unsteered (observed) pod is charged, not where the webhook would steer.
     let snapshot = LoadSnapshot {
+        window_samples: Default::default(),
         taken_at: None,
         pods: Vec::new(),
         nodes: vec![
@@ -862,6 +875,7 @@ fn left_to_itself_the_pod_goes_where_requests_are_lowest() {
 
     // Two equal nodes share the pod.
     let snapshot = LoadSnapshot {
+        window_samples: Default::default(),
         taken_at: None,
         pods: Vec::new(),
         nodes: vec![sized("a", 0.3, 16, 4), sized("b", 0.6, 16, 4)],
@@ -875,6 +889,7 @@ fn left_to_itself_the_pod_goes_where_requests_are_lowest() {
 
     // No node fits: no landing.
     let snapshot = LoadSnapshot {
+        window_samples: Default::default(),
         taken_at: None,
         pods: Vec::new(),
         nodes: vec![sized("full", 0.01, 16, 15)],

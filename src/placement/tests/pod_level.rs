@@ -47,6 +47,7 @@ fn view() -> ClusterView {
 
 fn view_of(nodes: Vec<NodeLoad>) -> ClusterView {
     let snapshot = LoadSnapshot {
+        window_samples: Default::default(),
         taken_at: None,
         pods: Vec::new(),
         nodes,

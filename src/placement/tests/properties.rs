@@ -163,6 +163,7 @@ fn snapshot(nodes: &[GenNode]) -> LoadSnapshot {
         })
         .collect();
     LoadSnapshot {
+        window_samples: Default::default(),
         taken_at: None,
         pods: Vec::new(),
         nodes,

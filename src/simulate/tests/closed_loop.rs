@@ -85,6 +85,7 @@ pub(super) fn snapshot(specs: &[Spec]) -> LoadSnapshot {
         .find(|s| gcd(*s, n) == 1 && *s > n / 3)
         .unwrap_or(1);
     LoadSnapshot {
+        window_samples: Default::default(),
         taken_at: None,
         pods: Vec::new(),
         nodes: specs

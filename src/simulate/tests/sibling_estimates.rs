@@ -142,11 +142,13 @@ fn sibling_estimates_land_closer_to_ideal_than_requests() {
             configured_network: Some(0.0),
         };
         let base = LoadSnapshot {
+            window_samples: Default::default(),
             taken_at: None,
             nodes: nodes(0x51b1 + k as u64),
             pods: Vec::new(),
         };
         let measured = LoadSnapshot {
+            window_samples: Default::default(),
             pods: siblings(&app, s.cpu, s.network),
             ..base.clone()
         };

@@ -119,6 +119,7 @@ pub(super) fn zone_name(zone: usize) -> String {
 /// running pod's requests from `requested`; the webhook, from the pod watch).
 pub(super) fn snapshot(nodes: &[Node]) -> LoadSnapshot {
     LoadSnapshot {
+        window_samples: Default::default(),
         taken_at: Some(std::time::SystemTime::now()),
         pods: Vec::new(),
         nodes: nodes

@@ -115,6 +115,7 @@ pub(super) fn gen_op() -> impl Strategy<Value = Op> {
 
 pub(super) fn snapshot(nodes: &[GenNode]) -> LoadSnapshot {
     LoadSnapshot {
+        window_samples: Default::default(),
         taken_at: None,
         pods: Vec::new(),
         nodes: nodes
