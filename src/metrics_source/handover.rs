@@ -33,6 +33,8 @@ impl HandoverReader {
         );
         metrics.handover.publish_by_node(InflightByNode {
             rule: report.in_force.as_str(),
+            taken_at: (evidence.taken_at())
+                .map(|t| humantime::format_rfc3339_millis(t).to_string()),
             nodes: report
                 .by_node
                 .iter()

@@ -41,6 +41,10 @@ pub(crate) struct NodeCharges {
 pub(crate) struct InflightByNode {
     /// The handover rule in force; empty before the first refresh.
     pub(crate) rule: &'static str,
+    /// When the refresh these figures were computed at was taken (RFC 3339): what the metrics
+    /// showed then is what a decision reads beside the charges.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) taken_at: Option<String>,
     pub(crate) nodes: Vec<NodeCharges>,
 }
 
@@ -175,16 +179,18 @@ mod tests {
         };
         metrics.publish_by_node(InflightByNode {
             rule: "pod_readings",
+            taken_at: Some("2026-11-22T10:00:00.000Z".into()),
             nodes: vec![node("worker-1", 2.0), node("worker-7", 1.5)],
         });
         metrics.publish_by_node(InflightByNode {
             rule: "pod_readings",
+            taken_at: Some("2026-11-22T10:00:15.000Z".into()),
             nodes: vec![node("worker-7", 1.5)],
         });
         let json = serde_json::to_value(&*metrics.by_node()).expect("serialises");
         assert_eq!(
             json,
-            serde_json::json!({"rule": "pod_readings", "nodes": [{
+            serde_json::json!({"rule": "pod_readings", "taken_at": "2026-11-22T10:00:15.000Z", "nodes": [{
                 "node": "worker-7",
                 "charged": {"cpu_cores": 1.5, "network_bytes_per_second": 2e6},
                 "counted_twice": {"cpu_cores": 0.0, "network_bytes_per_second": 0.0}

@@ -32,8 +32,8 @@ use futures::future::join_all;
 
 use crate::fixture::{Cluster, Setup, serial};
 use crate::living::{
-    NodeUse, PodUse, above_bound, deciding_charges, hottest_landing, readings, targets,
-    wait_settled, water_filling,
+    NodeUse, PodUse, above_bound, busy_by_instance_at, deciding_inflight, hottest_landing,
+    readings, targets, wait_settled, water_filling,
 };
 use crate::support::kube::objects::{self, NodeSpec};
 use crate::support::rng::Rng;
@@ -361,12 +361,25 @@ struct Before {
     uncounted: f64,
     /// What the deciding replica charges on this pool's nodes, in cores.
     on_pool: f64,
+    /// On the node of the pool where each is largest: the first burst's load the node's
+    /// metrics show plus what the deciding replica charges there, beyond what its TaskManagers
+    /// really carry (`over`), and short of it (`under`), in cores. From the truth: each
+    /// TaskManager of the first burst uses its 2 cores once it starts (none if it never does).
+    over: f64,
+    under: f64,
+    /// The node counted most over: what it carries, shows and is charged.
+    over_node: String,
 }
 
 /// What a variant's webhook counts of the first burst just before its second. Taken for every
 /// variant due at that moment before any of them creates pods: a replica's gauges cover every
 /// pool, and pods another pool is creating then are not charged until its next refresh.
-async fn before(cluster: &Cluster, replicas: &[usize], variant: Variant, times: Times) -> Before {
+async fn before(
+    cluster: &Cluster,
+    replicas: &[usize],
+    (variant, first): (Variant, &[usize]),
+    times: Times,
+) -> Before {
     let window = Duration::from_secs(times.window);
     let nodes = nodes(variant);
     let read = readings(cluster, window)
@@ -395,16 +408,42 @@ async fn before(cluster: &Cluster, replicas: &[usize], variant: Variant, times: 
     // gauges sum them over the cluster: the load it should count is that of every pool.
     let uncounted = (steered_load(cluster).await - charged).max(0.0);
     let prefix = format!("{}-", variant.pool());
-    let on_pool = deciding_charges(cluster, replicas)
+    let (by_node, _, taken_at) = deciding_inflight(cluster, replicas)
         .await
-        .map_or(0.0, |(by_node, _)| {
-            (by_node.iter())
-                .filter(|(node, _)| node.starts_with(&prefix))
-                .map(|(_, cores)| cores)
-                .sum()
-        });
+        .expect("a deciding replica");
+    // What the metrics showed at the deciding replica's last refresh, beside its charges then.
+    let taken_at = taken_at.expect("the replica has refreshed");
+    let busy_then = busy_by_instance_at(cluster, window, taken_at).await;
+    let on_pool = (by_node.iter())
+        .filter(|(node, _)| node.starts_with(&prefix))
+        .map(|(_, cores)| cores)
+        .sum();
+    let (mut over, mut under, mut over_node) = (0.0f64, 0.0f64, String::new());
+    for ((spec, busy), &pods) in nodes.iter().zip(first) {
+        let cores = f64::from(spec.cores);
+        let instance = format!(
+            "{}:9100",
+            spec.internal_ip.as_deref().expect("an InternalIP")
+        );
+        let read_then = busy_then.get(&instance).copied();
+        let shown = (read_then.expect("every node read at the refresh") - busy) * cores;
+        let counted = shown + by_node.get(&spec.name).copied().unwrap_or(0.0);
+        let carried = pods as f64 * TM_CORES;
+        if counted - carried > over {
+            over = counted - carried;
+            over_node = format!(
+                "{}: {pods} TaskManagers carry {carried:.1}, shown {shown:.2}, charged {:.2}",
+                spec.name,
+                counted - shown
+            );
+        }
+        under = under.max(carried - counted);
+    }
     Before {
         on_pool,
+        over,
+        under,
+        over_node,
         read,
         shown,
         ran,
@@ -547,10 +586,10 @@ async fn run() -> Vec<Row> {
         let due: Vec<usize> = (0..Variant::ALL.len())
             .filter(|&at| Variant::ALL[at].gap(times) == gap)
             .collect();
-        let measured = join_all(
-            due.iter()
-                .map(|&at| before(&cluster, &replicas[&at], Variant::ALL[at], times)),
-        )
+        let measured = join_all(due.iter().map(|&at| {
+            let variant = (Variant::ALL[at], loading[at].as_slice());
+            before(&cluster, &replicas[&at], variant, times)
+        }))
         .await;
         let bursts = due.iter().zip(measured).map(|(&at, measured)| {
             second_burst(&cluster, Variant::ALL[at], times, &loading[at], measured)
@@ -566,7 +605,7 @@ async fn run() -> Vec<Row> {
 async fn a_second_burst_counts_the_first_until_the_metrics_show_it() {
     let rows = run().await;
     println!(
-        "{:<22} {:>9} {:>8} {:>7} {:>9} {:>12} {:>9} {:>13} {:>11} {:>9}",
+        "{:<22} {:>9} {:>8} {:>7} {:>9} {:>12} {:>9} {:>13} {:>11} {:>9} {:>9} {:>9}",
         "second burst",
         "above TMs",
         "hottest",
@@ -576,11 +615,13 @@ async fn a_second_burst_counts_the_first_until_the_metrics_show_it() {
         "charged",
         "counted twice",
         "uncounted",
-        "on pool"
+        "on pool",
+        "over",
+        "under"
     );
     for r in &rows {
         println!(
-            "{:<22} {:>+9.2} {:>8.3} {:>7.3} {:>8.0}s {:>11.0}% {:>9.1} {:>13.1} {:>11.1} {:>9.1}",
+            "{:<22} {:>+9.2} {:>8.3} {:>7.3} {:>8.0}s {:>11.0}% {:>9.1} {:>13.1} {:>11.1} {:>9.1} {:>9.2} {:>9.2}",
             r.variant.name(),
             r.above,
             r.hottest,
@@ -590,7 +631,16 @@ async fn a_second_burst_counts_the_first_until_the_metrics_show_it() {
             r.before.charged,
             r.before.counted_twice,
             r.before.uncounted,
-            r.before.on_pool
+            r.before.on_pool,
+            r.before.over,
+            r.before.under
+        );
+    }
+    for r in &rows {
+        println!(
+            "{}: counted most over on {}",
+            r.variant.name(),
+            r.before.over_node
         );
     }
     for r in &rows {
@@ -624,6 +674,18 @@ async fn a_second_burst_counts_the_first_until_the_metrics_show_it() {
         fixed.before.uncounted > evidence.before.uncounted,
         "the fixed ttl dropped charges the metrics did not show yet"
     );
+    // Per node, from the truth: what the metrics show plus what the webhook charges against
+    // what the first burst's TaskManagers carry, within one TaskManager's load either way
+    // wherever charges end on evidence. (The fixed ttl's charges end early by design.)
+    for r in [evidence, caught_up, stuck] {
+        assert!(
+            r.before.over <= TM_CORES && r.before.under <= TM_CORES,
+            "{}: a node counted {:.2} cores over and one {:.2} under what its TaskManagers carry",
+            r.variant.name(),
+            r.before.over,
+            r.before.under
+        );
+    }
     // Pods that never start hold no charge by the second burst, and it lands as on the same
     // nodes with no first burst at all.
     assert!(

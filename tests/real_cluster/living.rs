@@ -125,6 +125,28 @@ pub async fn readings(cluster: &Cluster, window: Duration) -> Option<BTreeMap<St
     )
 }
 
+/// Each node's CPU busy fraction by its exporter's `instance`, as the shipped query over a
+/// `window` read it `at` a past moment (a replica's last refresh): what a decision then read.
+pub async fn busy_by_instance_at(
+    cluster: &Cluster,
+    window: Duration,
+    at: std::time::SystemTime,
+) -> BTreeMap<String, f64> {
+    let prometheus = cluster.prometheus.as_ref().expect("a living cluster");
+    let config = PrometheusConfig {
+        rate_window: window,
+        ..PrometheusConfig::for_url(&prometheus.url())
+    };
+    let source = PrometheusSource::new(config).expect("source");
+    let cpu = (source.plan().queries().into_iter())
+        .find(|(name, _)| *name == "cpu")
+        .map(|(_, q)| q.to_string())
+        .expect("a cpu query");
+    (prometheus.query_at(&cpu, Some(at)).await.into_iter())
+        .filter_map(|(labels, busy)| Some((labels.get("instance")?.clone(), busy)))
+        .collect()
+}
+
 /// How long a node's reading counts for [`wait_settled`] when a later answer lacks the node.
 const RECENT_READING: Duration = Duration::from_secs(10);
 
@@ -302,10 +324,22 @@ async fn over_window_by_pod(
 /// its `/debug/inflight`: of `replicas` (indexes in `cluster.replicas`), the one charging the
 /// most (it holds the charges of the pods it decided). `None` without a replica.
 pub async fn deciding_charges(cluster: &Cluster, replicas: &[usize]) -> Option<(ByNode, ByNode)> {
+    let (charged, twice, _) = deciding_inflight(cluster, replicas).await?;
+    Some((charged, twice))
+}
+
+/// [`deciding_charges`], and when the refresh they were computed at was taken.
+pub async fn deciding_inflight(
+    cluster: &Cluster,
+    replicas: &[usize],
+) -> Option<(ByNode, ByNode, Option<std::time::SystemTime>)> {
     let ca = cluster.ca_pem();
-    let mut most: Option<(f64, ByNode, ByNode)> = None;
+    let mut most: Option<(f64, ByNode, ByNode, Option<std::time::SystemTime>)> = None;
     for &i in replicas {
         let doc = cluster.replicas[i].inflight(&ca).await;
+        let taken_at = doc["taken_at"].as_str().map(|t| {
+            humantime::parse_rfc3339_weak(t).unwrap_or_else(|e| panic!("taken_at {t:?}: {e}"))
+        });
         let (mut charged, mut twice) = (ByNode::new(), ByNode::new());
         for node in doc["nodes"].as_array().into_iter().flatten() {
             let name = node["node"].as_str().expect("node name").to_string();
@@ -314,9 +348,9 @@ pub async fn deciding_charges(cluster: &Cluster, replicas: &[usize]) -> Option<(
             twice.insert(name, cpu("counted_twice"));
         }
         let total: f64 = charged.values().sum();
-        if most.as_ref().is_none_or(|(t, _, _)| total > *t) {
-            most = Some((total, charged, twice));
+        if most.as_ref().is_none_or(|(t, ..)| total > *t) {
+            most = Some((total, charged, twice, taken_at));
         }
     }
-    most.map(|(_, charged, twice)| (charged, twice))
+    most.map(|(_, charged, twice, taken_at)| (charged, twice, taken_at))
 }

@@ -197,9 +197,26 @@ impl Prometheus {
 
     /// An instant query's vector: each series' labels and value.
     pub async fn query(&self, promql: &str) -> Vec<(BTreeMap<String, String>, f64)> {
+        self.query_at(promql, None).await
+    }
+
+    /// An instant query's vector evaluated `at` a past moment (`None`: now).
+    pub async fn query_at(
+        &self,
+        promql: &str,
+        at: Option<std::time::SystemTime>,
+    ) -> Vec<(BTreeMap<String, String>, f64)> {
+        let mut params = vec![("query", promql.to_string())];
+        if let Some(at) = at {
+            let seconds = at
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("after 1970")
+                .as_secs_f64();
+            params.push(("time", format!("{seconds:.3}")));
+        }
         let reply: serde_json::Value = reqwest::Client::new()
             .get(format!("{}/api/v1/query", self.url()))
-            .query(&[("query", promql)])
+            .query(&params)
             .send()
             .await
             .expect("prometheus answers")

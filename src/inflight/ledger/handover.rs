@@ -174,6 +174,11 @@ impl Evidence {
         }
     }
 
+    /// When the refresh was taken.
+    pub(crate) fn taken_at(&self) -> Option<SystemTime> {
+        self.taken_at
+    }
+
     /// Builder: the node `node`'s series held `samples` over the rate window.
     #[cfg(test)]
     pub(crate) fn with_samples(mut self, node: &str, samples: f64) -> Self {
