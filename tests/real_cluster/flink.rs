@@ -21,8 +21,8 @@ use kube::runtime::watcher;
 
 use crate::fixture::{Cluster, FLINK, Setup, decision, landing_in_order, preferred, serial};
 use crate::living::{
-    NodeUse, PodUse, above_bound, busy_fraction, deciding_charges, hottest_landing, readings,
-    shown_by_pod, wait_settled, water_filling, with_background,
+    NodeUse, PodUse, above_bound, busy_fraction, deciding_inflight, estimates_by_pod,
+    hottest_landing, readings, shown_by_pod_at, wait_settled, water_filling, with_background,
 };
 use crate::support::kube::objects::{NodeSpec, annotation};
 use crate::support::kube::webhook::{repo_path, sum};
@@ -443,34 +443,44 @@ fn flink_create_ms(log: &str) -> Vec<f64> {
     took
 }
 
-/// The installed webhook's in-flight accounting now, on the node where each is largest, in
-/// cores: TaskManager load that neither the node's metrics show (each live pod's own series)
-/// nor the deciding replica charges; charged beyond what the metrics miss (a deleted pod still
-/// charged, or an estimate above use); and what the replica says it counts twice.
+/// The installed webhook's in-flight accounting at the deciding replica's last refresh, on
+/// the node where each is largest, in cores: TaskManager load that neither the node's metrics
+/// showed (each live pod's own series) nor the deciding replica charged; charged beyond what
+/// the metrics missed (a deleted pod still charged, or an estimate above use); shown plus
+/// charged beyond what the live TaskManagers carry, each its use or its estimate where that is
+/// more (`over`: a double count, from the truth); and what the replica says it counts twice.
 #[derive(Debug, Clone, Copy)]
 struct Counted {
     nowhere: f64,
     beyond: f64,
+    over: f64,
     twice: f64,
 }
 
 async fn counted(cluster: &Cluster, installed: usize, seen: &Seen) -> Counted {
-    let shown = shown_by_pod(cluster, FLINK, Duration::from_secs(WINDOW)).await;
     let replicas: Vec<usize> = (0..installed).collect();
-    let (charged, twice) = deciding_charges(cluster, &replicas)
+    let (charged, twice, taken_at) = deciding_inflight(cluster, &replicas)
         .await
         .expect("an installed replica");
-    // Per node: what the metrics miss of its live TaskManagers, less what is charged there.
+    let taken_at = taken_at.expect("the replica has refreshed");
+    let shown = shown_by_pod_at(cluster, FLINK, Duration::from_secs(WINDOW), taken_at).await;
+    let estimates = estimates_by_pod(cluster, FLINK).await;
+    // Per node: what the metrics miss of its live TaskManagers, less what is charged there;
+    // and what is counted there beyond what they carry.
     let mut missed: BTreeMap<String, f64> = charged.iter().map(|(n, c)| (n.clone(), -c)).collect();
+    let mut over: BTreeMap<String, f64> = charged.clone();
     for (name, (pod, gone)) in seen.lock().expect("seen").iter() {
         if let (false, Some(node)) = (*gone, node_of(pod)) {
-            *missed.entry(node.to_string()).or_default() +=
-                TM_USES - shown.get(name).copied().unwrap_or(0.0);
+            let seen = shown.get(name).copied().unwrap_or(0.0);
+            *missed.entry(node.to_string()).or_default() += TM_USES - seen;
+            let carried = TM_USES.max(estimates.get(name).copied().unwrap_or(0.0));
+            *over.entry(node.to_string()).or_default() += seen - carried;
         }
     }
     Counted {
         nowhere: missed.values().copied().fold(0.0, f64::max),
         beyond: missed.values().map(|m| -m).fold(0.0, f64::max),
+        over: over.values().copied().fold(0.0, f64::max),
         twice: twice.values().copied().fold(0.0, f64::max),
     }
 }
@@ -1037,8 +1047,8 @@ async fn flinks_own_taskmanagers_are_steered_and_a_rescale_is_a_second_burst() {
     ] {
         println!(
             "  {when:<16} counted nowhere {:.2}, charged beyond what the metrics miss {:.2}, \
-             counted twice {:.2}",
-            c.nowhere, c.beyond, c.twice
+             beyond what the pods carry (use or estimate) {:.2}, counted twice (ledger) {:.2}",
+            c.nowhere, c.beyond, c.over, c.twice
         );
     }
     println!("the rescale's decisions:");
@@ -1048,13 +1058,14 @@ async fn flinks_own_taskmanagers_are_steered_and_a_rescale_is_a_second_burst() {
     println!("  test time: {:.1} s", test_started.elapsed().as_secs_f64());
 
     // The charges follow the pods: at the rescale and after Flink's replacements, no node has
-    // more than a TaskManager's load counted nowhere or counted twice.
+    // more than a TaskManager's load counted nowhere or counted twice, by the truth and by the
+    // ledger.
     for (when, c) in [
         ("at the rescale", at_rescale),
         ("after the churn", after_churn),
     ] {
         assert!(
-            c.nowhere <= TM_USES && c.twice <= TM_USES,
+            c.nowhere <= TM_USES && c.over <= TM_USES && c.twice <= TM_USES,
             "{when}: {c:?} cores on the worst node"
         );
     }

@@ -287,22 +287,53 @@ pub fn with_background(spec: &mut NodeSpec, cores: f64, busy: f64) {
 pub type ByNode = BTreeMap<String, f64>;
 
 /// TaskManager load the metrics show by pod in `namespace`: each pod's own cAdvisor series over
-/// the `window`, which the node series read alike.
-pub async fn shown_by_pod(cluster: &Cluster, namespace: &str, window: Duration) -> ByNode {
-    over_window_by_pod(cluster, "rate", namespace, window).await
+/// the `window`, which the node series read alike, as it read `at` a past moment (a replica's
+/// last refresh).
+pub async fn shown_by_pod_at(
+    cluster: &Cluster,
+    namespace: &str,
+    window: Duration,
+    at: std::time::SystemTime,
+) -> ByNode {
+    over_window_by_pod(cluster, ("rate", Some(at)), namespace, window).await
 }
 
 /// How many samples each pod's own cAdvisor series in `namespace` holds over the `window`: a
 /// pod that ran through the whole window has one a scrape, and fewer say Prometheus missed some
 /// of its scrapes (its rate then reads low whatever the webhook counts).
-pub async fn samples_by_pod(cluster: &Cluster, namespace: &str, window: Duration) -> ByNode {
-    over_window_by_pod(cluster, "count_over_time", namespace, window).await
+pub async fn samples_by_pod(
+    cluster: &Cluster,
+    namespace: &str,
+    window: Duration,
+    at: Option<std::time::SystemTime>,
+) -> ByNode {
+    over_window_by_pod(cluster, ("count_over_time", at), namespace, window).await
 }
 
-/// `function` over the `window` of each TaskManager's CPU series in `namespace`, by pod.
+/// The CPU cores each steered pod in `namespace` was estimated at, by pod, from its decision
+/// note (`cpu=`).
+pub async fn estimates_by_pod(cluster: &Cluster, namespace: &str) -> ByNode {
+    let pods =
+        kube::Api::<k8s_openapi::api::core::v1::Pod>::namespaced(cluster.admin.clone(), namespace)
+            .list(&kube::api::ListParams::default())
+            .await
+            .expect("list pods");
+    (pods.items.iter())
+        .filter_map(|pod| {
+            let note = crate::fixture::decision(pod)?;
+            let cpu = note
+                .split(' ')
+                .find_map(|field| field.strip_prefix("cpu="))?;
+            Some((pod.metadata.name.clone()?, cpu.parse().ok()?))
+        })
+        .collect()
+}
+
+/// `function` over the `window` of each TaskManager's CPU series in `namespace`, by pod, as
+/// it read at a moment (`None`: now).
 async fn over_window_by_pod(
     cluster: &Cluster,
-    function: &str,
+    (function, at): (&str, Option<std::time::SystemTime>),
     namespace: &str,
     window: Duration,
 ) -> ByNode {
@@ -313,22 +344,17 @@ async fn over_window_by_pod(
         window.as_secs()
     );
     prometheus
-        .query(&query)
+        .query_at(&query, at)
         .await
         .into_iter()
         .filter_map(|(labels, value)| Some((labels.get("pod")?.clone(), value)))
         .collect()
 }
 
-/// The deciding replica's CPU charged and counted twice by node, at its last refresh, from
-/// its `/debug/inflight`: of `replicas` (indexes in `cluster.replicas`), the one charging the
-/// most (it holds the charges of the pods it decided). `None` without a replica.
-pub async fn deciding_charges(cluster: &Cluster, replicas: &[usize]) -> Option<(ByNode, ByNode)> {
-    let (charged, twice, _) = deciding_inflight(cluster, replicas).await?;
-    Some((charged, twice))
-}
-
-/// [`deciding_charges`], and when the refresh they were computed at was taken.
+/// The deciding replica's CPU charged and counted twice by node, at its last refresh, and when
+/// that refresh was taken, from its `/debug/inflight`: of `replicas` (indexes in
+/// `cluster.replicas`), the one charging the most (it holds the charges of the pods it
+/// decided). `None` without a replica.
 pub async fn deciding_inflight(
     cluster: &Cluster,
     replicas: &[usize],
