@@ -213,7 +213,8 @@ pub enum SelectorOperator {
 pub struct PlacementConfig {
     pub weights: HeatWeights,
     pub hot: HotThresholds,
-    /// Preferred tiers, coolest first. Large weight gaps survive resource scoring (SCHEDULER.md).
+    /// Preferred tiers, coolest first. Large weight gaps survive resource scoring: the
+    /// scheduler counts NodeAffinity's score twice (docs/design.md, "How it works in depth").
     pub tiers: Vec<Tier>,
     pub avoid_hot: AvoidHot,
     pub node_match: NodeMatch,
@@ -271,7 +272,7 @@ impl Default for PlacementConfig {
             weights: HeatWeights::default(),
             hot: HotThresholds::default(),
             // One top node the resource scores cannot overturn (200 affinity points against
-            // at most 150), fallbacks far below it (SCHEDULER.md). Tier 1 grows by itself
+            // at most 150), fallbacks far below it. Tier 1 grows by itself
             // when the scheduler samples.
             tiers: vec![
                 Tier {

@@ -1,5 +1,6 @@
 //! JSONPatch construction: only `add` operations, parents created when missing, nothing that
-//! was there altered (KUBE_CONTRACT.md: a patch that fails to apply rejects the user's pod).
+//! was there altered: a mutating webhook's patch that fails to apply fails the creation of the
+//! user's pod, whatever the webhook's failure policy.
 
 use std::collections::BTreeMap;
 
@@ -9,13 +10,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
+use crate::well_known::DEFAULT_SCHEDULER_NAME;
+
 mod terms;
 
 pub use terms::{TermJson, band_terms, preferred_json, preferred_terms};
 
 const PREFERRED: &str = "preferredDuringSchedulingIgnoredDuringExecution";
 const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
-const DEFAULT_SCHEDULER: &str = "default-scheduler";
 
 /// Preferred terms to add: as k8s types, or as JSON borrowed from a decision (what the
 /// server writes: no copy of each node name first). Both write the same JSON.
@@ -163,7 +165,7 @@ pub fn build(pod: &Pod, changes: &Changes<'_>) -> Result<JsonPatch, PatchError> 
 
     if let Some(name) = changes.scheduler_name {
         let current = spec.scheduler_name.as_deref();
-        if current.is_none_or(|c| c.is_empty() || c == DEFAULT_SCHEDULER) {
+        if current.is_none_or(|c| c.is_empty() || c == DEFAULT_SCHEDULER_NAME) {
             ops.push(add(&["spec", "schedulerName"], name)?);
         }
     }
