@@ -10,8 +10,9 @@ use crate::config::scheduler::SchedulerConfig;
 use crate::placement::context::DecisionCtx;
 use crate::placement::eligible::affinity_sums::AffinitySumsCache;
 use crate::placement::eligible::constraints::{Ineligible, eligible_nodes};
+use crate::placement::eligible::groups_around::Surroundings;
 use crate::placement::eligible::per_job::within_bounds;
-use crate::placement::eligible::pod_level::{Around, Surroundings, restrict};
+use crate::placement::eligible::pod_level::{Around, restrict};
 use crate::placement::partition::partition_for;
 use crate::placement::replicas::replica::{Partition, Replica};
 

@@ -16,8 +16,7 @@ use crate::scheduler::pods::DEFAULT_HARD_POD_AFFINITY_WEIGHT;
 use crate::scheduler::pods::PodGroup;
 use crate::view::ClusterView;
 
-use crate::placement::eligible::groups_around::{self, view_domains};
-use crate::placement::eligible::pod_level::Surroundings;
+use crate::placement::eligible::groups_around::{self, Surroundings, view_domains};
 
 /// Kinds of pod kept; one more starts the set over (a steady webhook sees a few templates).
 const KINDS_KEPT: usize = 64;

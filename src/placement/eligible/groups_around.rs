@@ -11,6 +11,15 @@ use crate::scheduler::pods::PodGroup;
 use crate::view::ClusterView;
 use crate::view::memo::MemoKey;
 
+/// A pod among the pods the world places around it, in a view the world is aligned with:
+/// what the filters and scores that count pods read.
+#[derive(Clone, Copy)]
+pub(crate) struct Surroundings<'a> {
+    pub(crate) facts: &'a PodFacts<'a>,
+    pub(crate) view: &'a ClusterView,
+    pub(crate) world: &'a World,
+}
+
 /// The pod's terms may select pods of other namespaces.
 fn looks_beyond_namespace(facts: &PodFacts<'_>) -> bool {
     let terms = facts

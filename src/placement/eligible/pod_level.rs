@@ -24,8 +24,8 @@ use crate::view::ClusterView;
 use crate::placement::eligible::affinity_sums::AffinitySumsCache;
 use crate::placement::eligible::constraints::Ineligible;
 use crate::placement::eligible::groups_around::{
-    add_mirrored, around_affinity_score, for_each_bound_group, for_each_pending_group, reads_group,
-    view_domains,
+    Surroundings, add_mirrored, around_affinity_score, for_each_bound_group,
+    for_each_pending_group, reads_group, view_domains,
 };
 
 /// Whether the pod's eligibility depends on the pods around it: it has a `DoNotSchedule`
@@ -229,15 +229,6 @@ pub(crate) struct Restriction {
     /// The eligible nodes their filters refuse, with the filter's reason, in order:
     /// `review --explain` reads them back rather than filtering again.
     pub(crate) refused: Vec<(u32, Ineligible)>,
-}
-
-/// A pod among the pods the world places around it, in a view the world is aligned with:
-/// what the filters and scores that count pods read.
-#[derive(Clone, Copy)]
-pub(crate) struct Surroundings<'a> {
-    pub(crate) facts: &'a PodFacts<'a>,
-    pub(crate) view: &'a ClusterView,
-    pub(crate) world: &'a World,
 }
 
 /// `eligible` (view positions) less the nodes the filters that count other pods reject, and

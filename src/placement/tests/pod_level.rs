@@ -338,9 +338,8 @@ fn required_pod_affinity_with_no_match_anywhere_is_unresolvable_everywhere() {
 /// TaskManager kept apart from its job's others keeps off those nodes too.
 #[test]
 fn mirrored_pods_count_in_the_affinity_score() {
-    use crate::placement::eligible::pod_level::{
-        Around, Surroundings, around_affinity_scores, restrict,
-    };
+    use crate::placement::eligible::groups_around::Surroundings;
+    use crate::placement::eligible::pod_level::{Around, around_affinity_scores, restrict};
     let view = view();
     let world = aligned_world(&view);
     let tm = taskmanager(
@@ -459,9 +458,8 @@ fn another_replicas_nodes_count_their_owners_pod_in_the_affinity_score() {
 /// (taken as mirrored), one topology key and two.
 #[test]
 fn kept_nodes_match_the_normalised_scores() {
-    use crate::placement::eligible::pod_level::{
-        Around, Surroundings, around_affinity_scores, restrict,
-    };
+    use crate::placement::eligible::groups_around::Surroundings;
+    use crate::placement::eligible::pod_level::{Around, around_affinity_scores, restrict};
     use crate::scheduler::cycle::INTER_POD_AFFINITY_WEIGHT;
     let view = view();
     let world = aligned_world(&view);

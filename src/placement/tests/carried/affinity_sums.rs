@@ -13,10 +13,10 @@ use crate::config::PlacementConfig;
 use crate::config::scheduler::SchedulerConfig;
 use crate::inflight::ledger::Ledger;
 use crate::inflight::world::World;
+use crate::placement::eligible::groups_around::Surroundings;
 use crate::placement::eligible::groups_around::{
     add_mirrored, around_affinity_score, view_domains,
 };
-use crate::placement::eligible::pod_level::Surroundings;
 use crate::placement::{DecisionCtx, PodDemand, RankIndexes, decide};
 use crate::scheduler::PodGroup;
 use crate::view::ClusterView;
