@@ -85,16 +85,7 @@ pub(crate) struct Row {
     pub(crate) steered: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct JobSummary {
-    pub namespace: String,
-    pub job: String,
-    pub taskmanagers: usize,
-    pub on_hot_nodes: usize,
-    pub steered: usize,
-    pub steered_on_hot_nodes: usize,
-    pub on_nodes_without_readings: usize,
-}
+pub use crate::jobs::JobSummary;
 
 /// A job as the report names it: the Flink cluster id (`app` label) of its TaskManagers, or
 /// `owner:<uid>` for a steered pod without Flink's labels.

@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use serde::Serialize;
+
 use k8s_openapi::api::core::v1::Pod;
 
 /// The label Flink's native Kubernetes integration sets to the cluster id on every pod.
@@ -11,6 +13,18 @@ pub(crate) const APP_LABEL: &str = "app";
 /// `component: taskmanager` marks a TaskManager (`jobmanager` its JobManager).
 pub(crate) const COMPONENT_LABEL: &str = "component";
 pub(crate) const TASKMANAGER: &str = "taskmanager";
+
+/// One job's line of the hot-node report (`hotspots`), which the webhook also exports as gauges.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JobSummary {
+    pub namespace: String,
+    pub job: String,
+    pub taskmanagers: usize,
+    pub on_hot_nodes: usize,
+    pub steered: usize,
+    pub steered_on_hot_nodes: usize,
+    pub on_nodes_without_readings: usize,
+}
 
 /// A job: its namespace and either the Flink cluster id of its TaskManagers or the pods' owner.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -421,7 +421,7 @@ impl Metrics {
 
     /// Replaces the `taskmanagers_on_hot_nodes` series with one pair per job of `jobs`: a job
     /// no longer running disappears.
-    pub fn set_taskmanagers_on_hot_nodes(&self, jobs: &[crate::hotspots::JobSummary]) {
+    pub fn set_taskmanagers_on_hot_nodes(&self, jobs: &[crate::jobs::JobSummary]) {
         let _held = self
             .hot_jobs_lock
             .lock()
@@ -589,7 +589,7 @@ mod tests {
 
     #[test]
     fn hot_taskmanagers_by_job_replace_the_previous_set() {
-        use crate::hotspots::JobSummary;
+        use crate::jobs::JobSummary;
         let job = |name: &str, on_hot, steered_on_hot| JobSummary {
             namespace: "flink".into(),
             job: name.into(),

@@ -17,6 +17,7 @@ mod forwarding;
 mod fuzz_regressions;
 mod hardening;
 mod hotspots;
+mod layering;
 mod log_format;
 mod monitoring;
 mod prometheus_faults;
