@@ -283,7 +283,11 @@ impl Ledger {
 
     /// The bound pod `id` is `namespace/name` and its containers started at `started` (`None`:
     /// not running), or are `stuck` (see the module's doc): a pod that becomes stuck loses its
-    /// charge at once, and one that starts after being stuck is charged whole again.
+    /// charge at once, and one that starts after being stuck is charged whole again, from that
+    /// start. A pod that ran keeps its first start through a container's restart (and the
+    /// moment between the crash and it): the node's window still shows what it ran, so the
+    /// restart does not make its load new again. Its own reading, where the refresh has one,
+    /// shows what it stopped.
     pub(crate) fn started(
         &mut self,
         id: &str,
@@ -297,7 +301,10 @@ impl Ledger {
         if entry.pod.as_deref() != Some(pod) {
             entry.pod = Some(pod.into());
         }
-        entry.started = started;
+        entry.started = match (entry.started, started) {
+            (Some(first), _) if !stuck && !entry.stuck => Some(first),
+            _ => started,
+        };
         let was = entry.stuck;
         entry.stuck = stuck && started.is_none();
         if entry.bound && was != entry.stuck {
@@ -663,6 +670,29 @@ mod tests {
         // A crash loop after it ran is stuck too (the watch reports no running container).
         l.started("p", "flink/tm-1", None, true);
         assert_eq!(cpu_on_a(&l), 0.0);
+    }
+
+    #[test]
+    fn a_restarted_container_is_not_charged_anew_but_one_back_from_a_crash_loop_is() {
+        // Running for 90 s of a 120 s window (30 s scrapes): half shown, 1 of 2 cores charged.
+        let (mut l, now) = bound(policy(), Some(Duration::from_secs(90)));
+        let refresh = |l: &mut Ledger| l.read_evidence(&evidence(now, None), Instant::now());
+        refresh(&mut l);
+        assert!((cpu_on_a(&l) - 1.0).abs() < 1e-9, "{}", cpu_on_a(&l));
+        // Its container crashes and the kubelet restarts it at once: between the two, and
+        // after, it is charged as it was.
+        l.started("p", "flink/tm-1", None, false);
+        refresh(&mut l);
+        assert!((cpu_on_a(&l) - 1.0).abs() < 1e-9, "{}", cpu_on_a(&l));
+        l.started("p", "flink/tm-1", Some(now - Duration::from_secs(5)), false);
+        refresh(&mut l);
+        assert!((cpu_on_a(&l) - 1.0).abs() < 1e-9, "{}", cpu_on_a(&l));
+        // A crash loop sets it aside; once it runs again it is new: charged whole from then.
+        l.started("p", "flink/tm-1", None, true);
+        assert_eq!(cpu_on_a(&l), 0.0);
+        l.started("p", "flink/tm-1", Some(now - Duration::from_secs(5)), false);
+        refresh(&mut l);
+        assert_eq!(cpu_on_a(&l), 2.0);
     }
 
     #[test]
