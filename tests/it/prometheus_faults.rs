@@ -107,7 +107,10 @@ async fn query(
         Behaviour::Healthy | Behaviour::MemoryFails => {}
     }
     let nodes = |a: f64, b: f64, c: f64| vec![("n1", a), ("n2", b), ("n3", c)];
-    let body = if q.contains("node_uname_info") {
+    let body = if q.contains("count_over_time(node_uname_info") {
+        // The samples of each node over the window: n3's series is young.
+        vector(&nodes(8.0, 8.0, 2.0), "instance")
+    } else if q.contains("node_uname_info") {
         vector(&nodes(1.0, 1.0, 1.0), "instance")
     } else if q.contains("MemAvailable") {
         vector(&nodes(0.5, 0.6, 0.7), "instance")
@@ -162,8 +165,9 @@ async fn healthy_answers_build_a_snapshot_with_every_reading() {
     assert_eq!(n2.memory, Some(0.6));
     assert_eq!(n2.cpu_capacity_cores, Some(8.0));
     assert_eq!(report.incomplete_nodes, Vec::<String>::new());
-    assert_eq!(refresh.queries_sent, 8);
-    assert_eq!(fake.seen.lock().expect("seen").queries, 8);
+    assert_eq!(snapshot.window_samples.get("n3"), Some(&2.0));
+    assert_eq!(refresh.queries_sent, 9);
+    assert_eq!(fake.seen.lock().expect("seen").queries, 9);
 }
 
 #[tokio::test]
@@ -189,7 +193,7 @@ async fn every_fault_is_a_clear_refresh_error() {
         }
         assert_eq!(
             refresh.failures.len(),
-            8,
+            9,
             "{behaviour:?}: every query failed"
         );
         // Queries run at once: a slow Prometheus costs one timeout, not one per query.
@@ -234,9 +238,9 @@ async fn credentials_are_sent_and_re_read_each_refresh() {
     std::fs::write(&token, "second-token").expect("rotate");
     source.refresh(None).await.outcome.expect("refresh");
     let seen = std::mem::take(&mut fake.seen.lock().expect("seen").authorization);
-    assert_eq!(seen.len(), 16);
-    assert!(seen[..8].iter().all(|a| a == "Bearer first-token"));
-    assert!(seen[8..].iter().all(|a| a == "Bearer second-token"));
+    assert_eq!(seen.len(), 18);
+    assert!(seen[..9].iter().all(|a| a == "Bearer first-token"));
+    assert!(seen[9..].iter().all(|a| a == "Bearer second-token"));
 
     let password = dir.path().join("password");
     std::fs::write(&password, "s3cret").expect("password");
