@@ -1,7 +1,7 @@
 //! The webhook against a real control plane: etcd, kube-apiserver (RBAC on) and kube-scheduler
 //! of the pinned release (tests/kube), the webhook installed from deploy/ and running as its
-//! ServiceAccount; and the Helm chart against deploy/ (helm.rs, with the pinned helm). Under
-//! `CI=true` missing binaries fail these tests; elsewhere they skip.
+//! ServiceAccount; and the Helm chart against deploy/ (helm.rs, with the pinned helm). A missing
+//! binary fails the test, in CI and out, naming the command that builds it.
 //!
 //! Each test starts its own control plane; they run one at a time (a lock), since each
 //! apiserver takes a core while it starts and the machine may have only two.
@@ -26,6 +26,7 @@ mod install;
 mod lifecycle;
 mod live_metrics;
 mod living;
+mod lost_history;
 mod replicas;
 mod sample_window;
 mod scheduler_crash;

@@ -141,6 +141,17 @@ impl Prometheus {
         self.launch().await;
     }
 
+    /// Starts it again on the same port with no data, as a Prometheus without a persistent
+    /// volume comes back: every series begins anew.
+    pub async fn restart_empty(&mut self) {
+        self.stop();
+        let data = self.dir.path().join("data");
+        if data.exists() {
+            std::fs::remove_dir_all(&data).expect("remove prometheus data");
+        }
+        self.launch().await;
+    }
+
     async fn launch(&mut self) {
         let log = std::fs::File::create(self.dir.path().join("prometheus.log")).expect("log file");
         let child = Command::new(&self.binary)
