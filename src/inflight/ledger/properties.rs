@@ -93,10 +93,11 @@ impl Reference {
             .retain(|_, e| e.expires > now || (on_evidence && e.bound));
     }
 
+    /// A pod that ran keeps its first start through restarts (never stuck here).
     fn started(&mut self, id: &str, pod: &str, since: Option<SystemTime>) {
         if let Some(e) = self.entries.get_mut(id) {
             e.pod = Some(pod.to_string());
-            e.started = since;
+            e.started = e.started.or(since);
         }
     }
 
