@@ -22,7 +22,7 @@ use super::scheduler::{
 
 pub(crate) const API_VERSION: &str = "kubescheduler.config.k8s.io/v1";
 pub(crate) const KIND: &str = "KubeSchedulerConfiguration";
-pub(crate) use crate::well_known::DEFAULT_SCHEDULER_NAME;
+use crate::well_known::DEFAULT_SCHEDULER_NAME;
 
 const TAINT_TOLERATION: &str = "TaintToleration";
 const NODE_AFFINITY: &str = "NodeAffinity";

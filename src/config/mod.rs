@@ -467,7 +467,7 @@ impl Config {
             let profile = if config.mode.writes_scheduler_name() {
                 config.scheduler_name.as_str()
             } else {
-                kube_scheduler::DEFAULT_SCHEDULER_NAME
+                crate::well_known::DEFAULT_SCHEDULER_NAME
             };
             let from_file = kube_scheduler::load(file, profile)?;
             config.scheduler = with_explicit_scheduler_keys(from_file, &text)?;

@@ -19,6 +19,7 @@
 //! handed over as any other. Deleted, a pod loses its charge at once. Between refreshes nothing
 //! else changes: what the metrics show is what the last refresh read.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::config::{Config, HandoverRule};
@@ -157,7 +158,7 @@ pub(crate) struct Evidence {
     taken_at: Option<SystemTime>,
     pods: HashMap<String, Reading>,
     /// Samples each node's exporter series holds over the rate window, by node name.
-    window_samples: HashMap<String, f64>,
+    window_samples: BTreeMap<String, f64>,
 }
 
 impl Evidence {
@@ -170,7 +171,7 @@ impl Evidence {
         Evidence {
             taken_at: Some(taken_at),
             pods: pods.into_iter().collect(),
-            window_samples: HashMap::default(),
+            window_samples: BTreeMap::new(),
         }
     }
 
@@ -202,9 +203,7 @@ impl Evidence {
                     )
                 })
                 .collect(),
-            window_samples: (snapshot.window_samples.iter())
-                .map(|(node, n)| (node.clone(), *n))
-                .collect(),
+            window_samples: snapshot.window_samples.clone(),
         }
     }
 }
