@@ -36,7 +36,7 @@ use serde_json::json;
 
 use crate::fixture::{Cluster, Setup, decision, landing, serial};
 use crate::living::{
-    ByNode, NodeUse, PodUse, above_bound, busy_fraction, deciding_inflight, estimates_by_pod,
+    Inflight, NodeUse, PodUse, above_bound, busy_fraction, deciding_inflight, estimates_by_pod,
     hottest_landing, reserved_millicores, samples_by_pod, scrapes, shown_by_pod_at, targets,
     wait_settled, water_filling, with_background,
 };
@@ -438,21 +438,12 @@ struct Day {
 }
 
 impl Day {
-    /// The deciding replica's charges of the variant's webhook, and when its refresh was
-    /// taken (see [`deciding_inflight`]): from a refresh after the test last deleted
-    /// TaskManagers, so that both count the same pods.
-    async fn charges(&self, variant: Variant) -> Option<(ByNode, ByNode, SystemTime)> {
+    /// The deciding replica's charges of the variant's webhook (see [`deciding_inflight`]),
+    /// from a refresh after the test last deleted TaskManagers, so that both count the same
+    /// pods; `None` without a webhook.
+    async fn charges(&self, variant: Variant) -> Option<Inflight> {
         let replicas = self.replicas.get(&variant)?;
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let (charged, twice, taken_at) = deciding_inflight(&self.cluster, replicas).await?;
-            let taken_at = taken_at?;
-            if taken_at > self.deleted_at {
-                return Some((charged, twice, taken_at));
-            }
-            assert!(Instant::now() < deadline, "{variant:?}: no refresh in 60 s");
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+        Some(deciding_inflight(&self.cluster, replicas, self.deleted_at).await)
     }
 
     /// What the variant's decisions miss and count twice, on the node where each is largest,
@@ -462,7 +453,12 @@ impl Day {
     /// window but whose series misses scrapes in it is read low by Prometheus, not by the
     /// webhook: its shortfall is `unscraped`, apart.
     async fn counted(&self, variant: Variant) -> Counted {
-        let Some((charged, twice, taken_at)) = self.charges(variant).await else {
+        let Some(Inflight {
+            charged,
+            twice,
+            taken_at,
+        }) = self.charges(variant).await
+        else {
             return Counted::default();
         };
         let pool = &self.pools[&variant];
@@ -1066,14 +1062,12 @@ async fn a_day_of_bursts_on_a_living_cluster() {
         of(variant).filter_map(pick).fold(0.0, f64::max)
     };
     let twice = worst(Variant::Webhook, |r| r.counted.counted_twice);
-    let over = worst(Variant::Webhook, |r| r.counted.over);
-    let over_at = of(Variant::Webhook)
-        .max_by(|a, b| {
-            a.counted
-                .over
-                .unwrap_or(0.0)
-                .total_cmp(&b.counted.over.unwrap_or(0.0))
-        })
+    let over_row = of(Variant::Webhook).max_by(|a, b| {
+        let over = |r: &Row| r.counted.over.unwrap_or(0.0);
+        over(a).total_cmp(&over(b))
+    });
+    let over = over_row.and_then(|r| r.counted.over).unwrap_or(0.0);
+    let over_at = over_row
         .map(|r| format!("{}: {}", r.step, r.counted.over_node))
         .unwrap_or_default();
     for row in of(Variant::Webhook) {

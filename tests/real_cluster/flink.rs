@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -21,7 +21,7 @@ use kube::runtime::watcher;
 
 use crate::fixture::{Cluster, FLINK, Setup, decision, landing_in_order, preferred, serial};
 use crate::living::{
-    NodeUse, PodUse, above_bound, busy_fraction, deciding_inflight, estimates_by_pod,
+    Inflight, NodeUse, PodUse, above_bound, busy_fraction, deciding_inflight, estimates_by_pod,
     hottest_landing, readings, shown_by_pod_at, wait_settled, water_filling, with_background,
 };
 use crate::support::kube::objects::{NodeSpec, annotation};
@@ -459,10 +459,11 @@ struct Counted {
 
 async fn counted(cluster: &Cluster, installed: usize, seen: &Seen) -> Counted {
     let replicas: Vec<usize> = (0..installed).collect();
-    let (charged, twice, taken_at) = deciding_inflight(cluster, &replicas)
-        .await
-        .expect("an installed replica");
-    let taken_at = taken_at.expect("the replica has refreshed");
+    let Inflight {
+        charged,
+        twice,
+        taken_at,
+    } = deciding_inflight(cluster, &replicas, SystemTime::UNIX_EPOCH).await;
     let shown = shown_by_pod_at(cluster, FLINK, Duration::from_secs(WINDOW), taken_at).await;
     let estimates = estimates_by_pod(cluster, FLINK).await;
     // Per node: what the metrics miss of its live TaskManagers, less what is charged there;

@@ -24,7 +24,7 @@
 //! 120 s (300 s after a first burst that never starts) and 90 s.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::json;
 
@@ -32,8 +32,8 @@ use futures::future::join_all;
 
 use crate::fixture::{Cluster, Setup, serial};
 use crate::living::{
-    NodeUse, PodUse, above_bound, busy_by_instance_at, deciding_inflight, hottest_landing,
-    readings, targets, wait_settled, water_filling,
+    NodeUse, PodUse, above_bound, deciding_inflight, hottest_landing, readings,
+    shown_beyond_background_at, targets, wait_settled, water_filling,
 };
 use crate::support::kube::objects::{self, NodeSpec};
 use crate::support::rng::Rng;
@@ -186,7 +186,7 @@ fn taskmanager(name: &str, job: &str, times: Times, variant: Variant) -> serde_j
         "pod-ready.stage.kwok.x-k8s.io/jitter-delay": format!("{}s", start + 2),
     });
     if variant == Variant::Stuck && job == "first" {
-        pod["metadata"]["annotations"]["placement-test/waiting-reason"] = json!("ImagePullBackOff");
+        pod["metadata"]["annotations"][objects::WAITING_REASON] = json!("ImagePullBackOff");
     }
     pod
 }
@@ -407,27 +407,15 @@ async fn before(
     // A replica charges every pod it sees steered, by any of the three webhooks, and its
     // gauges sum them over the cluster: the load it should count is that of every pool.
     let uncounted = (steered_load(cluster).await - charged).max(0.0);
-    let prefix = format!("{}-", variant.pool());
-    let (by_node, _, taken_at) = deciding_inflight(cluster, replicas)
-        .await
-        .expect("a deciding replica");
+    let inflight = deciding_inflight(cluster, replicas, SystemTime::UNIX_EPOCH).await;
     // What the metrics showed at the deciding replica's last refresh, beside its charges then.
-    let taken_at = taken_at.expect("the replica has refreshed");
-    let busy_then = busy_by_instance_at(cluster, window, taken_at).await;
-    let on_pool = (by_node.iter())
-        .filter(|(node, _)| node.starts_with(&prefix))
-        .map(|(_, cores)| cores)
-        .sum();
-    let (mut over, mut under, mut over_node) = (0.0f64, 0.0f64, String::new());
-    for ((spec, busy), &pods) in nodes.iter().zip(first) {
-        let cores = f64::from(spec.cores);
-        let instance = format!(
-            "{}:9100",
-            spec.internal_ip.as_deref().expect("an InternalIP")
-        );
-        let read_then = busy_then.get(&instance).copied();
-        let shown = (read_then.expect("every node read at the refresh") - busy) * cores;
-        let counted = shown + by_node.get(&spec.name).copied().unwrap_or(0.0);
+    let shown_then = shown_beyond_background_at(cluster, window, inflight.taken_at, &nodes).await;
+    let (mut on_pool, mut over, mut under, mut over_node) = (0.0, 0.0f64, 0.0f64, String::new());
+    for ((spec, _), &pods) in nodes.iter().zip(first) {
+        let shown = shown_then[&spec.name];
+        let charged_here = inflight.charged.get(&spec.name).copied().unwrap_or(0.0);
+        on_pool += charged_here;
+        let counted = shown + charged_here;
         let carried = pods as f64 * TM_CORES;
         if counted - carried > over {
             over = counted - carried;
@@ -529,7 +517,7 @@ async fn steered_load(cluster: &Cluster) -> f64 {
         let starting = (pods.items.iter())
             .filter(|p| {
                 (p.metadata.annotations.as_ref())
-                    .is_none_or(|a| !a.contains_key("placement-test/waiting-reason"))
+                    .is_none_or(|a| !a.contains_key(objects::WAITING_REASON))
             })
             .count();
         load += starting as f64 * TM_CORES;

@@ -13,7 +13,7 @@ use kube::api::{DeleteParams, ListParams};
 use serde_json::json;
 
 use crate::fixture::{Cluster, FLINK, Setup, decision, serial};
-use crate::support::kube::objects::taskmanager;
+use crate::support::kube::objects::{self, taskmanager};
 
 const NODES: usize = 6;
 /// kwok's stages start the pod's containers this long after it was bound (at most `JITTER`).
@@ -135,7 +135,7 @@ async fn kwok_starts_a_steered_taskmanager_after_its_delay_and_removes_it_once_d
     let stuck_name = "wordcount-taskmanager-1-2";
     let mut stuck = taskmanager(stuck_name, "wordcount", "1");
     stuck["metadata"]["annotations"] = manifest["metadata"]["annotations"].clone();
-    stuck["metadata"]["annotations"]["placement-test/waiting-reason"] = json!("ImagePullBackOff");
+    stuck["metadata"]["annotations"][objects::WAITING_REASON] = json!("ImagePullBackOff");
     let stuck_created = Instant::now();
     cluster.create(FLINK, &stuck).await;
     let waiting = |pod: &Pod| -> Option<String> {

@@ -125,13 +125,15 @@ pub async fn readings(cluster: &Cluster, window: Duration) -> Option<BTreeMap<St
     )
 }
 
-/// Each node's CPU busy fraction by its exporter's `instance`, as the shipped query over a
-/// `window` read it `at` a past moment (a replica's last refresh): what a decision then read.
-pub async fn busy_by_instance_at(
+/// The cores each of `nodes` (spec, background busy fraction) showed beyond its background, as
+/// the shipped CPU query over a `window` read it `at` a past moment (a replica's last refresh):
+/// what a decision then read of its pods. Every node must have been read.
+pub async fn shown_beyond_background_at(
     cluster: &Cluster,
     window: Duration,
     at: std::time::SystemTime,
-) -> BTreeMap<String, f64> {
+    nodes: &[(NodeSpec, f64)],
+) -> ByNode {
     let prometheus = cluster.prometheus.as_ref().expect("a living cluster");
     let config = PrometheusConfig {
         rate_window: window,
@@ -142,8 +144,19 @@ pub async fn busy_by_instance_at(
         .find(|(name, _)| *name == "cpu")
         .map(|(_, q)| q.to_string())
         .expect("a cpu query");
-    (prometheus.query_at(&cpu, Some(at)).await.into_iter())
+    let by_instance: BTreeMap<String, f64> = (prometheus.query_at(&cpu, Some(at)).await)
+        .into_iter()
         .filter_map(|(labels, busy)| Some((labels.get("instance")?.clone(), busy)))
+        .collect();
+    nodes
+        .iter()
+        .map(|(spec, busy)| {
+            let ip = spec.internal_ip.as_deref().expect("an InternalIP");
+            let Some(read) = by_instance.get(&format!("{ip}:9100")) else {
+                panic!("{} not read at {at:?}: {by_instance:?}", spec.name);
+            };
+            (spec.name.clone(), (read - busy) * f64::from(spec.cores))
+        })
         .collect()
 }
 
@@ -351,14 +364,39 @@ async fn over_window_by_pod(
         .collect()
 }
 
-/// The deciding replica's CPU charged and counted twice by node, at its last refresh, and when
-/// that refresh was taken, from its `/debug/inflight`: of `replicas` (indexes in
-/// `cluster.replicas`), the one charging the most (it holds the charges of the pods it
-/// decided). `None` without a replica.
+/// The deciding replica's CPU charged and counted twice by node at a refresh, from its
+/// `/debug/inflight`, and when that refresh was taken.
+pub struct Inflight {
+    pub charged: ByNode,
+    pub twice: ByNode,
+    pub taken_at: std::time::SystemTime,
+}
+
+/// The [`Inflight`] of the first refresh taken after `after` (waited for, 90 s at most): of
+/// `replicas` (indexes in `cluster.replicas`), the one charging the most (it holds the charges
+/// of the pods it decided).
 pub async fn deciding_inflight(
     cluster: &Cluster,
     replicas: &[usize],
-) -> Option<(ByNode, ByNode, Option<std::time::SystemTime>)> {
+    after: std::time::SystemTime,
+) -> Inflight {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        if let Some(inflight) = deciding_inflight_now(cluster, replicas).await
+            && inflight.taken_at > after
+        {
+            return inflight;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no refresh of replicas {replicas:?} after {after:?} in 90 s"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The deciding replica's last [`Inflight`]; `None` before it has refreshed.
+async fn deciding_inflight_now(cluster: &Cluster, replicas: &[usize]) -> Option<Inflight> {
     let ca = cluster.ca_pem();
     let mut most: Option<(f64, ByNode, ByNode, Option<std::time::SystemTime>)> = None;
     for &i in replicas {
@@ -378,5 +416,10 @@ pub async fn deciding_inflight(
             most = Some((total, charged, twice, taken_at));
         }
     }
-    most.map(|(_, charged, twice, taken_at)| (charged, twice, taken_at))
+    let (_, charged, twice, taken_at) = most?;
+    Some(Inflight {
+        charged,
+        twice,
+        taken_at: taken_at?,
+    })
 }

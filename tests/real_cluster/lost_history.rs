@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::json;
 
 use crate::fixture::{Cluster, FLINK, Setup, serial};
-use crate::living::{busy_by_instance_at, deciding_inflight, wait_settled, with_background};
+use crate::living::{deciding_inflight, shown_beyond_background_at, wait_settled, with_background};
 use crate::support::kube::objects::{self, NodeSpec};
 
 const NODES: usize = 20;
@@ -85,21 +85,9 @@ async fn a_prometheus_that_lost_its_data_counts_no_running_taskmanager_twice() {
     // The first refresh after three scrapes of the new data: each node's series spans 15 s of
     // the 60 s window, and the TaskManagers have run through all of it.
     let due = restarted + Duration::from_secs(3 * u64::from(SCRAPE));
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let (charged, taken_at) = loop {
-        if let Some((charged, _, Some(taken_at))) = deciding_inflight(&cluster, &[0]).await
-            && taken_at >= due
-        {
-            break (charged, taken_at);
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no refresh after the restart\n{}",
-            cluster.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
-    let busy_then = busy_by_instance_at(&cluster, window, taken_at).await;
+    let inflight = deciding_inflight(&cluster, &[0], due).await;
+    let shown_then =
+        shown_beyond_background_at(&cluster, window, inflight.taken_at, &nodes()).await;
     let mut on = [0usize; NODES];
     for node in bound.values() {
         let i: usize = (node.strip_prefix("node-"))
@@ -109,16 +97,9 @@ async fn a_prometheus_that_lost_its_data_counts_no_running_taskmanager_twice() {
     }
     let (mut over, mut under) = (0.0f64, 0.0f64);
     println!("node      carried  shown  charged   (cores, at the refresh after the restart)");
-    for (i, (spec, busy)) in nodes().iter().enumerate() {
-        let instance = format!(
-            "{}:9100",
-            spec.internal_ip.as_deref().expect("an InternalIP")
-        );
-        let Some(read) = busy_then.get(&instance) else {
-            panic!("{} not read after the restart: {busy_then:?}", spec.name);
-        };
-        let shown = (read - busy) * f64::from(CORES);
-        let here = charged.get(&spec.name).copied().unwrap_or(0.0);
+    for (i, (spec, _)) in nodes().iter().enumerate() {
+        let shown = shown_then[&spec.name];
+        let here = inflight.charged.get(&spec.name).copied().unwrap_or(0.0);
         let carried = on[i] as f64 * TM_CORES;
         println!("{}  {carried:>7.1}  {shown:>5.2}  {here:>7.2}", spec.name);
         over = over.max(shown + here - carried);

@@ -9,6 +9,11 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
+/// A pod annotated with this never runs: kwok's `pod-waiting` stage (tests/kube/kwok/stages.yaml)
+/// holds its containers waiting with the annotation's value as their reason
+/// (`ImagePullBackOff`, `CrashLoopBackOff`, ...).
+pub const WAITING_REASON: &str = "placement-test/waiting-reason";
+
 /// One Node to create: name, zone, allocatable CPU cores.
 #[derive(Clone, Debug)]
 pub struct NodeSpec {
