@@ -32,8 +32,8 @@ use futures::future::join_all;
 
 use crate::fixture::{Cluster, Setup, serial};
 use crate::living::{
-    NodeUse, PodUse, above_bound, deciding_inflight, hottest_landing, readings,
-    shown_beyond_background_at, targets, wait_settled, water_filling,
+    NodeUse, PodUse, above_bound, counted_against_truth, deciding_inflight, hottest_landing,
+    readings, shown_beyond_background_at, targets, wait_settled, water_filling,
 };
 use crate::support::kube::objects::{self, NodeSpec};
 use crate::support::rng::Rng;
@@ -363,8 +363,9 @@ struct Before {
     on_pool: f64,
     /// On the node of the pool where each is largest: the first burst's load the node's
     /// metrics show plus what the deciding replica charges there, beyond what its TaskManagers
-    /// really carry (`over`), and short of it (`under`), in cores. From the truth: each
-    /// TaskManager of the first burst uses its 2 cores once it starts (none if it never does).
+    /// really carry or the metrics show, whichever is more (`over`), and short of what they
+    /// carry (`under`), in cores ([`counted_against_truth`]). From the truth: each TaskManager
+    /// of the first burst uses its 2 cores once it starts (none if it never does).
     over: f64,
     under: f64,
     /// The node counted most over: what it carries, shows and is charged.
@@ -415,17 +416,16 @@ async fn before(
         let shown = shown_then[&spec.name];
         let charged_here = inflight.charged.get(&spec.name).copied().unwrap_or(0.0);
         on_pool += charged_here;
-        let counted = shown + charged_here;
         let carried = pods as f64 * TM_CORES;
-        if counted - carried > over {
-            over = counted - carried;
+        let (over_here, under_here) = counted_against_truth(shown, charged_here, carried);
+        if over_here > over {
+            over = over_here;
             over_node = format!(
-                "{}: {pods} TaskManagers carry {carried:.1}, shown {shown:.2}, charged {:.2}",
+                "{}: {pods} TaskManagers carry {carried:.1}, shown {shown:.2}, charged {charged_here:.2}",
                 spec.name,
-                counted - shown
             );
         }
-        under = under.max(carried - counted);
+        under = under.max(under_here);
     }
     Before {
         on_pool,

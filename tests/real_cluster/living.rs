@@ -160,6 +160,18 @@ pub async fn shown_beyond_background_at(
         .collect()
 }
 
+/// A node's load counted against what its TaskManagers really carry (`carried`, cores), from
+/// what its metrics showed beyond its background (`shown`) and what the webhook charged there:
+/// (over, under). Over is what the charge adds beyond the load the metrics miss. A node the
+/// exporter reads above what its pods carry (kwok credits a node's CPU counter high now and
+/// then, see [`wait_settled`]) is not counted over for that: the webhook reads what a node
+/// exporter says, and only its charge can count a TaskManager twice.
+pub fn counted_against_truth(shown: f64, charged: f64, carried: f64) -> (f64, f64) {
+    let over = shown + charged - carried.max(shown);
+    let under = carried - shown - charged;
+    (over, under)
+}
+
 /// How long a node's reading counts for [`wait_settled`] when a later answer lacks the node.
 const RECENT_READING: Duration = Duration::from_secs(10);
 

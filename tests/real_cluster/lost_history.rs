@@ -11,7 +11,10 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::json;
 
 use crate::fixture::{Cluster, FLINK, Setup, serial};
-use crate::living::{deciding_inflight, shown_beyond_background_at, wait_settled, with_background};
+use crate::living::{
+    counted_against_truth, deciding_inflight, shown_beyond_background_at, wait_settled,
+    with_background,
+};
 use crate::support::kube::objects::{self, NodeSpec};
 
 const NODES: usize = 20;
@@ -102,8 +105,9 @@ async fn a_prometheus_that_lost_its_data_counts_no_running_taskmanager_twice() {
         let here = inflight.charged.get(&spec.name).copied().unwrap_or(0.0);
         let carried = on[i] as f64 * TM_CORES;
         println!("{}  {carried:>7.1}  {shown:>5.2}  {here:>7.2}", spec.name);
-        over = over.max(shown + here - carried);
-        under = under.max(carried - shown - here);
+        let (over_here, under_here) = counted_against_truth(shown, here, carried);
+        over = over.max(over_here);
+        under = under.max(under_here);
     }
     println!(
         "after Prometheus lost its data: at most {over:.2} cores counted over and {under:.2} under \
