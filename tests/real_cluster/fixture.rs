@@ -102,6 +102,11 @@ pub struct Setup {
     /// and `{prometheus}` in `extra_config` is its URL (the replicas read it instead of the
     /// snapshot file). Every node needs its `internal_ip`.
     pub living: Option<u32>,
+    /// kube-controller-manager's controllers to run (e.g. `deployment-controller`), started
+    /// once the nodes exist; empty: no controller-manager.
+    pub controllers: Vec<&'static str>,
+    /// Its extra flags.
+    pub controller_manager_args: Vec<String>,
 }
 
 impl Setup {
@@ -127,6 +132,8 @@ impl Setup {
             running: Vec::new(),
             late_nodes: Vec::new(),
             living: None,
+            controllers: Vec::new(),
+            controller_manager_args: Vec::new(),
         }
     }
 }
@@ -147,11 +154,20 @@ pub struct Cluster {
     pub prometheus: Option<Prometheus>,
     /// Held: kwok stops when the cluster is dropped.
     pub kwok: Option<Process>,
+    /// Held: kube-controller-manager, when the setup names controllers.
+    pub controller_manager: Option<Process>,
     // Last: dropped after the replicas, so they never see their apiserver vanish first.
     pub plane: ControlPlane,
 }
 
 impl Cluster {
+    /// The end of kube-controller-manager's log, for a failure's message.
+    pub fn controller_manager_log_tail(&self, lines: usize) -> String {
+        self.controller_manager
+            .as_ref()
+            .map_or_else(|| "no controller-manager".into(), |p| p.log_tail(lines))
+    }
+
     /// Starts everything and waits until every replica is ready.
     pub async fn start(setup: Setup) -> Cluster {
         let plane = ControlPlane::start(Options {
@@ -166,6 +182,9 @@ impl Cluster {
             objects::create_namespace(&admin, "running", false).await;
             objects::create_many(&admin, "running", &setup.running, 32).await;
         }
+        let controller_manager = (!setup.controllers.is_empty()).then(|| {
+            plane.spawn_controller_manager(&setup.controllers, &setup.controller_manager_args)
+        });
         let (kwok, prometheus, extra_config) = match setup.living {
             Some(scrape) => {
                 let binary = crate::support::prometheus::binary();
@@ -231,6 +250,7 @@ impl Cluster {
             hosts: None,
             prometheus,
             kwok,
+            controller_manager,
             plane,
         };
         match &setup.snapshot {

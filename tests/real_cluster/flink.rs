@@ -187,6 +187,58 @@ fn watch_taskmanagers(cluster: &Cluster) -> (Seen, tokio::task::JoinHandle<()>) 
     (seen, task)
 }
 
+/// The JobManager's pod, made from the Deployment Flink's client created by its ReplicaSet
+/// (the controller-manager's controllers), once kwok runs it: 60 s at most.
+async fn jobmanager_pod(cluster: &Cluster) -> Pod {
+    let api = Api::<Pod>::namespaced(cluster.admin.clone(), FLINK);
+    let selector = ListParams::default().labels(&format!("app={CLUSTER_ID},component=jobmanager"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let pods = api.list(&selector).await.expect("list pods").items;
+        let running =
+            |p: &Pod| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+        if let [pod] = pods.as_slice()
+            && running(pod)
+        {
+            return pod.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no running JobManager pod 60 s after the Deployment: {} pods\n{}",
+            pods.len(),
+            cluster.controller_manager_log_tail(30)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Deletes the JobManager's Deployment, as Flink's documentation stops a session cluster, and
+/// waits (60 s at most) until the garbage collector has taken every pod of the cluster: the
+/// JobManager's and the TaskManagers', owned by the Deployment. How many were left to take.
+async fn stop_session(cluster: &Cluster) -> usize {
+    let pods = Api::<Pod>::namespaced(cluster.admin.clone(), FLINK);
+    let selector = ListParams::default().labels(&format!("app={CLUSTER_ID}"));
+    let before = pods.list(&selector).await.expect("list pods").items.len();
+    Api::<Deployment>::namespaced(cluster.admin.clone(), FLINK)
+        .delete(CLUSTER_ID, &kube::api::DeleteParams::default())
+        .await
+        .expect("delete the JobManager's Deployment");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = pods.list(&selector).await.expect("list pods").items;
+        if left.is_empty() {
+            return before;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} of the session's pods left 60 s after its Deployment was deleted\n{}",
+            left.len(),
+            cluster.controller_manager_log_tail(30)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// The TaskManager pods the watch has seen so far.
 #[derive(Debug, Clone, Copy)]
 struct Counts {
@@ -620,6 +672,14 @@ async fn flinks_own_taskmanagers_are_steered_and_a_rescale_is_a_second_burst() {
         .map(|n| (n.spec.clone(), n.background))
         .collect();
     setup.replicas = 2;
+    // Real controllers for what Flink's client creates: the JobManager's Deployment makes its
+    // pod (which the webhook must leave alone), and deleting the Deployment takes every object
+    // it owns, the TaskManagers too.
+    setup.controllers = vec![
+        "deployment-controller",
+        "replicaset-controller",
+        "garbage-collector-controller",
+    ];
     // A living cluster: kwok runs the pods (Flink starts a pod's registration timeout once it
     // is scheduled, and kwok removes the pods Flink deletes) and serves their CPU, which a real
     // Prometheus scrapes and the webhook reads with the shipped queries.
@@ -666,6 +726,7 @@ async fn flinks_own_taskmanagers_are_steered_and_a_rescale_is_a_second_burst() {
     let started = Instant::now();
     flink.run(&["up"]);
     let up = started.elapsed();
+    let jobmanager = jobmanager_pod(&cluster).await;
 
     let started = Instant::now();
     flink.run(&["submit", &FIRST.to_string()]);
@@ -800,6 +861,8 @@ async fn flinks_own_taskmanagers_are_steered_and_a_rescale_is_a_second_burst() {
         "apiserver_admission_webhook_admission_duration_seconds_count",
         &[("name", WEBHOOK), ("type", "admit")],
     );
+    // The JobManager's pod, made by its ReplicaSet, is not among them: the registration's
+    // object selector keeps every pod but a TaskManager from the webhook.
     let asked = requested.union(&seen.keys().cloned().collect()).count();
     assert!(
         calls >= seen.len() as f64 && calls <= asked as f64,
@@ -843,7 +906,12 @@ async fn flinks_own_taskmanagers_are_steered_and_a_rescale_is_a_second_burst() {
         / installed_sum("placement_webhook_review_duration_seconds_count", &[]).max(1.0);
     let forwarded = installed_sum(FORWARDS, &[("result", "answered")]);
 
-    // What Flink's client created for the JobManager carries nothing of the webhook.
+    // What Flink's client created for the JobManager, and the pod its Deployment made, carry
+    // nothing of the webhook.
+    let jobmanager: Pod = Api::<Pod>::namespaced(cluster.admin.clone(), FLINK)
+        .get(jobmanager.metadata.name.as_deref().expect("a name"))
+        .await
+        .expect("the JobManager's pod");
     let selector = ListParams::default().labels(&format!("app={CLUSTER_ID}"));
     let deployments = Api::<Deployment>::namespaced(cluster.admin.clone(), FLINK)
         .list(&selector)
@@ -903,6 +971,7 @@ async fn flinks_own_taskmanagers_are_steered_and_a_rescale_is_a_second_burst() {
                 .iter()
                 .map(|s| serde_json::to_string(s).expect("json")),
         )
+        .chain([serde_json::to_string(&jobmanager).expect("json")])
         .filter(|text| text.contains("placement-webhook.io"))
         .collect();
     assert!(touched.is_empty(), "the webhook's mark on {touched:?}");
@@ -914,6 +983,23 @@ async fn flinks_own_taskmanagers_are_steered_and_a_rescale_is_a_second_burst() {
     assert!(
         jm_affinity.is_none(),
         "the JobManager's pod template got affinity"
+    );
+    let jm_spec = jobmanager.spec.as_ref().expect("a spec");
+    assert!(
+        jm_spec.affinity.is_none()
+            && jm_spec.scheduler_name.as_deref() == Some("default-scheduler"),
+        "the JobManager's pod got affinity or another scheduler: {jm_spec:?}"
+    );
+
+    // Stopped as Flink's documentation says: the Deployment deleted, and the garbage collector
+    // takes what it owns. The deciding replica's next refresh charges nothing.
+    let stopping = SystemTime::now();
+    let collected = stop_session(&cluster).await;
+    let after_stop = deciding_inflight(&cluster, &[0, 1], stopping).await;
+    let still_charged: f64 = after_stop.charged.values().sum();
+    assert!(
+        still_charged < 1e-6,
+        "{still_charged:.2} cores charged after the session's pods were collected"
     );
 
     // Where the scheduler put them against where each decision said first.
@@ -979,7 +1065,12 @@ async fn flinks_own_taskmanagers_are_steered_and_a_rescale_is_a_second_burst() {
     );
     println!(
         "  JobManager objects: Deployment {deployment_names:?}, ConfigMaps {config_map_names:?}, \
-         Services {service_names:?}"
+         Services {service_names:?}; its pod {} (not sent to the webhook, unchanged)",
+        jobmanager.metadata.name.as_deref().unwrap_or("-")
+    );
+    println!(
+        "  {:<52} {:>10}",
+        "pods the garbage collector took with the Deployment", collected
     );
     if let Some((name, (pod, _))) = seen.iter().next() {
         let spec = pod.spec.as_ref();

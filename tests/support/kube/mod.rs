@@ -3,8 +3,10 @@
 //! loopback ports, as controller-runtime's envtest does. Stopped by pid when dropped, pass or
 //! fail.
 //!
-//! There is no kubelet and no controller-manager: Nodes are API objects with a status written at
-//! create, pods bound by the scheduler stay Pending, and objects are deleted with grace 0.
+//! There is no kubelet: Nodes are API objects with a status written at create, pods bound by the
+//! scheduler stay Pending, and objects are deleted with grace 0, unless a test starts kwok (nodes
+//! and pods that start) or kube-controller-manager (Deployments, the garbage collector, the node
+//! lifecycle controller).
 
 #![allow(dead_code)]
 
@@ -30,10 +32,11 @@ use process::Process;
 pub const KUBERNETES_VERSION: &str = "v1.36.3";
 /// The admin's bearer token (group system:masters).
 const ADMIN_TOKEN: &str = "admin-token";
-const BINARIES: [&str; 7] = [
+const BINARIES: [&str; 8] = [
     "etcd",
     "helm",
     "kube-apiserver",
+    "kube-controller-manager",
     "kube-scheduler",
     "kubectl",
     "mutator",
@@ -338,6 +341,27 @@ impl ControlPlane {
             ],
             &[],
             self.dir.path().join(format!("{name}.log")),
+        )
+    }
+
+    /// Starts kube-controller-manager as the cluster admin with only `controllers` (its names,
+    /// e.g. `deployment-controller`) and `extra` flags, no leader election and no serving port;
+    /// stopped when dropped.
+    pub fn spawn_controller_manager(&self, controllers: &[&str], extra: &[String]) -> Process {
+        let mut args = vec![
+            format!("--kubeconfig={}", self.admin_kubeconfig().display()),
+            format!("--controllers={}", controllers.join(",")),
+            "--leader-elect=false".into(),
+            "--secure-port=0".into(),
+            "--v=1".into(),
+        ];
+        args.extend(extra.iter().cloned());
+        Process::spawn(
+            "kube-controller-manager",
+            &self.bin.join("kube-controller-manager"),
+            &args,
+            &[],
+            self.dir.path().join("controller-manager.log"),
         )
     }
 
