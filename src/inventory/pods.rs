@@ -221,7 +221,11 @@ fn apply_steered(
     } = event;
     let node = occupied_node(pod, deleted);
     world.charges.heard(&note.id);
-    if deleted || is_finished(pod) {
+    // A pod being deleted (scaled down, evicted from a lost node) is leaving: its load ends
+    // with its containers, and on a node that never answers again it may stay so for ever.
+    // Its requests still hold the node until it is gone, as the scheduler counts them.
+    let leaving = pod.metadata.deletion_timestamp.is_some();
+    if deleted || leaving || is_finished(pod) {
         if world.charges.contains(&note.id) {
             world.charges.forget(&note.id);
             return PodEffect::Forgotten;
@@ -580,6 +584,27 @@ mod tests {
             .container_statuses
             .as_mut()
             .expect("container statuses")[0]
+    }
+
+    #[test]
+    fn a_pod_being_deleted_is_charged_nothing_though_its_requests_hold_the_node() {
+        let mut l = World::new(Ledger::new(TTL));
+        let mut bound = pod(Some(NOTE), Some("worker-1"), "Running", 3);
+        apply(&mut l, &bound, false);
+        assert_eq!(cpu(&l, "worker-1"), 2.0);
+        bound.0.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::try_from(bound.1).unwrap(),
+            ));
+        assert_eq!(apply(&mut l, &bound, false), PodEffect::Forgotten);
+        assert_eq!(cpu(&l, "worker-1"), 0.0, "its charge ends as it leaves");
+        assert_eq!(bound_milli_cpu(&l, "worker-1"), 2000, "its request stays");
+        assert_eq!(
+            apply(&mut l, &bound, false),
+            PodEffect::Ignored,
+            "and is not charged again"
+        );
+        assert_eq!(cpu(&l, "worker-1"), 0.0);
     }
 
     #[test]

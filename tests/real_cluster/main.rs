@@ -27,6 +27,7 @@ mod lifecycle;
 mod live_metrics;
 mod living;
 mod lost_history;
+mod lost_node;
 mod replicas;
 mod sample_window;
 mod scheduler_crash;

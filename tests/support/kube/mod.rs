@@ -261,6 +261,17 @@ impl ControlPlane {
         self.spawn_kwok_with(&["stages.yaml"]).0
     }
 
+    /// [`Self::spawn_kwok`] for the nodes `label_selector` selects only, renewing their Leases
+    /// every quarter of `lease_seconds`: a node labelled out of the selection stops answering,
+    /// as a node whose kubelet is gone (its Lease lapses, its pods are left as they are).
+    pub fn spawn_kwok_managing(&self, label_selector: &str, lease_seconds: u32) -> Process {
+        let manage = [
+            format!("--manage-nodes-with-label-selector={label_selector}"),
+            format!("--node-lease-duration-seconds={lease_seconds}"),
+        ];
+        self.spawn_kwok_configured(&["stages.yaml"], &manage).0
+    }
+
     /// [`Self::spawn_kwok`] that also serves each node's node-exporter and cAdvisor metrics,
     /// following its pods (tests/kube/kwok/metrics.yaml), at the address returned; waits until
     /// that answers.
@@ -290,14 +301,22 @@ impl ControlPlane {
     /// kwok with these files of tests/kube/kwok as `--config`, and the address its server
     /// listens on.
     fn spawn_kwok_with(&self, configs: &[&str]) -> (Process, SocketAddr) {
+        let manage = [
+            "--manage-all-nodes=true".to_string(),
+            "--node-lease-duration-seconds=40".into(),
+        ];
+        self.spawn_kwok_configured(configs, &manage)
+    }
+
+    /// kwok with `configs` and `manage` (which nodes, their Leases).
+    fn spawn_kwok_configured(&self, configs: &[&str], manage: &[String]) -> (Process, SocketAddr) {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/kube/kwok");
         let address = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let mut args = vec![
             format!("--kubeconfig={}", self.admin_kubeconfig().display()),
-            "--manage-all-nodes=true".into(),
-            "--node-lease-duration-seconds=40".into(),
             format!("--server-address={address}"),
         ];
+        args.extend(manage.iter().cloned());
         args.extend(
             configs
                 .iter()
