@@ -478,6 +478,34 @@ pub fn landing_in_order(note: &str) -> Vec<(String, u32)> {
         .collect()
 }
 
+/// Polls `check` every 200 ms until it answers `Some`, for `limit` at most.
+pub async fn wait_for<T, F: std::future::Future<Output = Option<T>>>(
+    what: &str,
+    limit: Duration,
+    check: impl FnMut() -> F,
+) -> T {
+    wait_for_or(what, limit, String::new, check).await
+}
+
+/// [`wait_for`], failing with what `context` says then (a process's log, say).
+pub async fn wait_for_or<T, F: std::future::Future<Output = Option<T>>>(
+    what: &str,
+    limit: Duration,
+    context: impl FnOnce() -> String,
+    mut check: impl FnMut() -> F,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(found) = check().await {
+            return found;
+        }
+        if Instant::now() >= deadline {
+            panic!("{what} after {limit:?}\n{}", context());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// The decision annotation of a pod, if the webhook wrote one.
 pub fn decision(pod: &Pod) -> Option<&str> {
     objects::annotation(pod, "placement-webhook.io/decision")

@@ -19,7 +19,9 @@ use kube::Api;
 use kube::api::ListParams;
 use kube::runtime::watcher;
 
-use crate::fixture::{Cluster, FLINK, Setup, decision, landing_in_order, preferred, serial};
+use crate::fixture::{
+    Cluster, FLINK, Setup, decision, landing_in_order, preferred, serial, wait_for_or,
+};
 use crate::living::{
     Inflight, NodeUse, PodUse, above_bound, busy_fraction, deciding_inflight, estimates_by_pod,
     hottest_landing, readings, shown_by_pod_at, wait_settled, water_filling, with_background,
@@ -192,24 +194,20 @@ fn watch_taskmanagers(cluster: &Cluster) -> (Seen, tokio::task::JoinHandle<()>) 
 async fn jobmanager_pod(cluster: &Cluster) -> Pod {
     let api = Api::<Pod>::namespaced(cluster.admin.clone(), FLINK);
     let selector = ListParams::default().labels(&format!("app={CLUSTER_ID},component=jobmanager"));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let pods = api.list(&selector).await.expect("list pods").items;
-        let running =
-            |p: &Pod| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
-        if let [pod] = pods.as_slice()
-            && running(pod)
-        {
-            return pod.clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no running JobManager pod 60 s after the Deployment: {} pods\n{}",
-            pods.len(),
-            cluster.controller_manager_log_tail(30)
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let running = |p: &Pod| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+    wait_for_or(
+        "no running JobManager pod from its Deployment",
+        Duration::from_secs(60),
+        || cluster.controller_manager_log_tail(30),
+        || async {
+            let pods = api.list(&selector).await.expect("list pods").items;
+            match pods.as_slice() {
+                [pod] if running(pod) => Some(pod.clone()),
+                _ => None,
+            }
+        },
+    )
+    .await
 }
 
 /// Deletes the JobManager's Deployment, as Flink's documentation stops a session cluster, and
@@ -223,20 +221,17 @@ async fn stop_session(cluster: &Cluster) -> usize {
         .delete(CLUSTER_ID, &kube::api::DeleteParams::default())
         .await
         .expect("delete the JobManager's Deployment");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let left = pods.list(&selector).await.expect("list pods").items;
-        if left.is_empty() {
-            return before;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} of the session's pods left 60 s after its Deployment was deleted\n{}",
-            left.len(),
-            cluster.controller_manager_log_tail(30)
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    wait_for_or(
+        "the session's pods left after its Deployment was deleted",
+        Duration::from_secs(60),
+        || cluster.controller_manager_log_tail(30),
+        || async {
+            let left = pods.list(&selector).await.expect("list pods").items;
+            left.is_empty().then_some(())
+        },
+    )
+    .await;
+    before
 }
 
 /// The TaskManager pods the watch has seen so far.

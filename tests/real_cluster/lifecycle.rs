@@ -12,7 +12,7 @@ use kube::Api;
 use kube::api::{DeleteParams, ListParams};
 use serde_json::json;
 
-use crate::fixture::{Cluster, FLINK, Setup, decision, serial};
+use crate::fixture::{Cluster, FLINK, Setup, decision, serial, wait_for};
 use crate::support::kube::objects::{self, taskmanager};
 
 const NODES: usize = 6;
@@ -28,22 +28,6 @@ fn condition(
         .into_iter()
         .flatten()
         .any(|c| c.type_ == kind && c.status == "True")
-}
-
-/// Polls `check` every 200 ms until it answers `Some`, for `limit` at most.
-async fn wait_for<T, F: std::future::Future<Output = Option<T>>>(
-    what: &str,
-    limit: Duration,
-    mut check: impl FnMut() -> F,
-) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(found) = check().await {
-            return found;
-        }
-        assert!(Instant::now() < deadline, "{what} after {limit:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,9 +12,8 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use crate::fixture::{Cluster, FLINK, Setup, decision, landing, serial};
+use crate::fixture::{Cluster, FLINK, Setup, decision, landing, serial, wait_for, wait_for_or};
 use crate::support::kube::objects::taskmanager;
-use crate::support::kube::process::Process;
 
 const NODES: usize = 12;
 const BURST: usize = 24;
@@ -26,28 +25,6 @@ const LEASE_SECONDS: u32 = 8;
 const GRACE_SECONDS: u32 = 12;
 /// How long a pod tolerates an unreachable node (the apiserver's default toleration).
 const TOLERATION_SECONDS: u32 = 2;
-
-/// Polls `check` every 500 ms until it answers `Some`, for `limit` at most; failing, shows the
-/// end of `log` (the controller-manager's, once it runs).
-async fn wait_for<T, F: std::future::Future<Output = Option<T>>>(
-    what: &str,
-    limit: Duration,
-    log: Option<&Process>,
-    mut check: impl FnMut() -> F,
-) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(found) = check().await {
-            return found;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what} after {limit:?}\n{}",
-            log.map_or_else(String::new, |p| p.log_tail(40))
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
 
 /// `count` TaskManagers of `job`, with the default grace period, started by kwok this long
 /// after they are bound.
@@ -82,7 +59,6 @@ async fn charged_on(cluster: &Cluster, node: &str) -> f64 {
     let doc = wait_for(
         "the snapshot never read again",
         Duration::from_secs(30),
-        None,
         || async {
             let doc = cluster.replicas[0].inflight(&ca).await;
             (doc["taken_at"] != before).then_some(doc)
@@ -112,7 +88,6 @@ async fn a_lost_node_is_tainted_and_evicted_by_the_controllers_and_steered_aroun
     wait_for(
         "not every node has a Lease",
         Duration::from_secs(60),
-        None,
         || async {
             let n = leases
                 .list(&ListParams::default())
@@ -174,18 +149,18 @@ async fn a_lost_node_is_tainted_and_evicted_by_the_controllers_and_steered_aroun
         not_ready && tainted
     };
     let limit = Duration::from_secs(u64::from(GRACE_SECONDS) + 60);
-    wait_for(
+    wait_for_or(
         "the silent node never not Ready and tainted",
         limit,
-        Some(&controllers),
+        || controllers.log_tail(40),
         || async { unreachable(&nodes.get(&lost).await.expect("node")).then_some(()) },
     )
     .await;
     let tainted_after = silenced.elapsed();
-    let evicted = wait_for(
+    let evicted = wait_for_or(
         "its TaskManagers never evicted",
         Duration::from_secs(60),
-        Some(&controllers),
+        || controllers.log_tail(40),
         || async {
             let items = pods.list(&ListParams::default()).await.expect("pods").items;
             let on_lost: Vec<&Pod> = (items.iter())
