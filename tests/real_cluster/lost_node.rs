@@ -5,7 +5,7 @@
 //! steers their replacements around the node, which it still reads as cool.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
@@ -13,6 +13,7 @@ use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use crate::fixture::{Cluster, FLINK, Setup, decision, landing, serial, wait_for, wait_for_or};
+use crate::living::deciding_inflight;
 use crate::support::kube::objects::taskmanager;
 
 const NODES: usize = 12;
@@ -51,24 +52,12 @@ fn names(pods: &[Pod]) -> Vec<String> {
 /// The replica's charge on `node`, in cores, at a refresh taken now: the snapshot file is
 /// written again (a new `taken_at`), and `/debug/inflight` read once the replica has read it.
 async fn charged_on(cluster: &Cluster, node: &str) -> f64 {
-    let ca = cluster.ca_pem();
-    let before = cluster.replicas[0].inflight(&ca).await["taken_at"].clone();
-    // The snapshot's time is in whole seconds: a new second, a new file.
+    let asked = SystemTime::now();
+    // The snapshot's time is in whole seconds: a second later, it is after `asked`.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     cluster.write_snapshot();
-    let doc = wait_for(
-        "the snapshot never read again",
-        Duration::from_secs(30),
-        || async {
-            let doc = cluster.replicas[0].inflight(&ca).await;
-            (doc["taken_at"] != before).then_some(doc)
-        },
-    )
-    .await;
-    (doc["nodes"].as_array().into_iter().flatten())
-        .filter(|n| n["node"].as_str() == Some(node))
-        .filter_map(|n| n["charged"]["cpu_cores"].as_f64())
-        .sum()
+    let inflight = deciding_inflight(cluster, &[0], asked).await;
+    inflight.charged.get(node).copied().unwrap_or(0.0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
