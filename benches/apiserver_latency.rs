@@ -1,8 +1,9 @@
 //! End-to-end admission latency through a real kube-apiserver (v1.36.3, tests/kube): pod CREATE
 //! at fixed rates on a cluster of `NODES` nodes and `RUNNING` running pods, with
 //!
-//! - this webhook as installed: deploy/ applied, 2 replicas forwarding to the decider behind a
-//!   per-connection balancer, one EndpointSlice each, under its ServiceAccount's RBAC;
+//! - this webhook as installed: deploy/ applied, 2 replicas, the Service reaching the Lease's
+//!   holder only (a balancer following its EndpointSlice, as kube-proxy does), under its
+//!   ServiceAccount's RBAC;
 //! - `examples/minimal_webhook.rs` registered the same way (2 replicas behind a balancer, the
 //!   same registration: URL, selectors, timeout);
 //! - no webhook (the registration deleted).

@@ -13,9 +13,10 @@ use tracing::{info, warn};
 use crate::admission::Admission;
 use crate::config::{Config, LeaseRef};
 use crate::inflight::world::World;
+use crate::inventory::election::Candidate;
 use crate::inventory::lease::SchedulerLease;
 use crate::inventory::node_bands::NodeBands;
-use crate::inventory::replicas::{Identity, Member};
+use crate::inventory::replicas::{Identity, Member, replicas_service, watch_replicas};
 use crate::metrics_source::file::spawn_file_source;
 use crate::metrics_source::prometheus::{PrometheusSource, spawn_refresher};
 use crate::placement::Peers;
@@ -161,13 +162,24 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
         }
         _ => None,
     };
-    let membership = identity.map(|identity| {
-        Arc::new(Membership {
-            identity,
-            peers: peers.clone(),
-            forwarder: forwarder.clone(),
-        })
+    let candidate = identity.as_ref().and_then(|identity| {
+        let address = std::env::var("POD_IP").ok().filter(|a| !a.is_empty());
+        match (config.election.enabled, address) {
+            (true, Some(address)) => Some(Candidate {
+                identity: identity.clone(),
+                address,
+                port: config.listen.port(),
+                settings: config.election.clone(),
+            }),
+            (true, None) => {
+                info!("POD_IP unset: this replica does not stand for the deciding replica's Lease");
+                None
+            }
+            (false, _) => None,
+        }
     });
+    let membership = identity
+        .map(|identity| Arc::new(Membership::new(identity, peers.clone(), forwarder.clone())));
     // Routing by `spec.schedulerName` waits on the routed scheduler's Lease, which only a
     // cluster can tell.
     let lease = match (&config.scheduler_lease, config.mode.writes_scheduler_name()) {
@@ -190,6 +202,7 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
             world.clone(),
             Watched {
                 membership: membership.clone(),
+                candidate,
                 lease: lease.clone(),
                 default_lease: config.default_scheduler_lease.clone(),
                 heat_bands: config.placement.heat_bands.enabled.then(|| config.clone()),
@@ -241,26 +254,72 @@ pub async fn start(config: Config, options: StartOptions) -> anyhow::Result<Runn
     })
 }
 
-/// Who this replica is, and what follows the live replicas: the node partition its own
-/// decisions use, and where it forwards reviews.
+/// Who this replica is, and what follows the replicas: the node partition its own decisions
+/// use, and where it forwards the reviews that reach it while another replica decides.
 struct Membership {
     identity: Identity,
     peers: Arc<Peers>,
     forwarder: Option<Arc<Forwarder>>,
+    /// What the watches last said: the live replicas (`<service>-replicas`) and the members of
+    /// the Service the apiserver calls (the deciding replica). `None` until listed.
+    heard: std::sync::Mutex<Heard>,
+}
+
+#[derive(Default)]
+struct Heard {
+    live: Option<Vec<Member>>,
+    serving: Option<Vec<Member>>,
 }
 
 impl Membership {
+    fn new(identity: Identity, peers: Arc<Peers>, forwarder: Option<Arc<Forwarder>>) -> Self {
+        Membership {
+            identity,
+            peers,
+            forwarder,
+            heard: std::sync::Mutex::default(),
+        }
+    }
+
+    /// `members` as both lists at once, as where one Service selects every replica.
     fn publish(&self, members: &[Member]) {
-        // Only while reviews are forwarded is there a decider.
-        let decider = self
-            .forwarder
-            .as_ref()
-            .and(Member::decider(members))
+        self.hear(|heard| {
+            heard.live = Some(members.to_vec());
+            heard.serving = Some(members.to_vec());
+        });
+    }
+
+    fn publish_live(&self, members: &[Member]) {
+        self.hear(|heard| heard.live = Some(members.to_vec()));
+    }
+
+    fn publish_serving(&self, members: &[Member]) {
+        self.hear(|heard| heard.serving = Some(members.to_vec()));
+    }
+
+    fn hear(&self, update: impl FnOnce(&mut Heard)) {
+        let mut heard = self.heard.lock().unwrap_or_else(|e| e.into_inner());
+        update(&mut heard);
+        // Until the Service's members are listed, nobody is known to decide.
+        let Some(serving) = heard.serving.as_deref() else {
+            return;
+        };
+        // The Service's one endpoint decides (the Lease's holder wrote it there). Where the
+        // Service selects every replica, the lowest-named decides only while the others
+        // forward to it.
+        let decider = (self.forwarder.is_some() || serving.len() == 1)
+            .then(|| Member::decider(serving))
+            .flatten()
             .map(|d| d.name.as_str());
-        let names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
+        let mut names: Vec<String> = (heard.live.iter().flatten())
+            .chain(serving)
+            .map(|m| m.name.clone())
+            .collect();
+        names.sort();
+        names.dedup();
         self.peers.publish(&self.identity.pod, &names, decider);
         if let Some(forwarder) = &self.forwarder {
-            forwarder.follow(members);
+            forwarder.follow(serving);
         }
     }
 }
@@ -270,6 +329,8 @@ impl Membership {
 /// The optional watches: the replicas' EndpointSlices and the routed scheduler's Lease.
 struct Watched {
     membership: Option<Arc<Membership>>,
+    /// This replica standing for the deciding replica's Lease.
+    candidate: Option<Candidate>,
     lease: Option<(LeaseRef, Arc<SchedulerLease>)>,
     /// The default scheduler's leader Lease: when its node list was taken.
     default_lease: Option<LeaseRef>,
@@ -295,6 +356,7 @@ fn spawn_cluster_watches(
         let heat_store = store.clone();
         let Watched {
             membership,
+            candidate,
             lease,
             default_lease,
             heat_bands,
@@ -347,11 +409,39 @@ fn spawn_cluster_watches(
         let replicas = {
             let (client, stopped) = (client.clone(), stopped.clone());
             async move {
-                if let Some(membership) = membership {
-                    crate::inventory::replicas::watch_replicas(
+                let Some(membership) = membership else {
+                    return;
+                };
+                let Identity {
+                    namespace, service, ..
+                } = &membership.identity;
+                let live = replicas_service(service);
+                tokio::join!(
+                    watch_replicas(
+                        client.clone(),
+                        namespace,
+                        &live,
+                        |members: &[Member]| membership.publish_live(members),
+                        wait_for(stopped.clone()),
+                    ),
+                    watch_replicas(
                         client,
-                        &membership.identity,
-                        |members: &[Member]| membership.publish(members),
+                        namespace,
+                        service,
+                        |members: &[Member]| membership.publish_serving(members),
+                        wait_for(stopped),
+                    ),
+                );
+            }
+        };
+        let election = {
+            let (client, stopped) = (client.clone(), stopped.clone());
+            async move {
+                if let Some(candidate) = candidate {
+                    crate::inventory::election::stand(
+                        client,
+                        candidate,
+                        |_holding| {},
                         wait_for(stopped),
                     )
                     .await;
@@ -360,6 +450,7 @@ fn spawn_cluster_watches(
         };
         tokio::join!(
             replicas,
+            election,
             heat_bands,
             lease,
             default_lease,
@@ -412,17 +503,17 @@ mod tests {
     fn membership(me: &str, forwarding: bool) -> Membership {
         crate::install_crypto_provider();
         let tls = ServerTls::new(CertSource::SelfSigned, None).expect("self-signed TLS");
-        Membership {
-            identity: Identity {
+        Membership::new(
+            Identity {
                 pod: me.into(),
                 namespace: "placement-webhook".into(),
                 service: "placement-webhook".into(),
             },
-            peers: Arc::default(),
-            forwarder: forwarding.then(|| {
+            Arc::default(),
+            forwarding.then(|| {
                 Arc::new(Forwarder::new(me, &tls, ForwardConfig::default()).expect("forwarder"))
             }),
-        }
+        )
     }
 
     fn members() -> Vec<Member> {
@@ -474,5 +565,41 @@ mod tests {
         let second = membership("webhook-b", false);
         second.publish(&members());
         assert!(second.peers.defers_to_another());
+    }
+
+    #[test]
+    fn the_replica_the_service_names_decides_and_the_live_others_forward_to_it() {
+        // The Lease's holder, webhook-b, is the Service's one endpoint; both are live.
+        let serving = vec![members()[1].clone()];
+        let holder = membership("webhook-b", true);
+        holder.publish_live(&members());
+        assert!(
+            !holder.peers.known(),
+            "known before the Service's members are listed"
+        );
+        holder.publish_serving(&serving);
+        assert!(holder.peers.alone());
+        assert!(holder.forwarder.as_ref().is_some_and(|f| f.decides_here()));
+        assert!(!holder.peers.defers_to_another());
+
+        let standby = membership("webhook-a", true);
+        standby.publish_serving(&serving);
+        standby.publish_live(&members());
+        assert!(!standby.peers.alone());
+        assert!(
+            standby
+                .forwarder
+                .as_ref()
+                .is_some_and(|f| !f.decides_here())
+        );
+        assert!(standby.peers.defers_to_another(), "two band writers");
+        let set = standby.peers.set().expect("a share for its own decisions");
+        assert_eq!(set.members(), ["webhook-a", "webhook-b"]);
+
+        // Without forwarding the holder still decides as one: the Service sends it every review.
+        let unforwarded = membership("webhook-b", false);
+        unforwarded.publish_live(&members());
+        unforwarded.publish_serving(&serving);
+        assert!(unforwarded.peers.alone());
     }
 }

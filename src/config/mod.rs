@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub(crate) mod election;
 pub(crate) mod forward;
 pub(crate) mod heat_bands;
 pub(crate) mod inflight;
@@ -19,6 +20,7 @@ use prometheus::PrometheusConfig;
 
 pub mod scheduler;
 
+pub(crate) use election::ElectionConfig;
 pub(crate) use forward::ForwardConfig;
 pub use heat_bands::HeatBands;
 pub(crate) use inflight::{
@@ -98,10 +100,13 @@ pub struct Config {
     /// scheduler listed at its start (their order: `scheduler.listed_node_order`) and which
     /// joined later (appended in the order they joined). `null`: every node as listed.
     pub default_scheduler_lease: Option<LeaseRef>,
-    /// The webhook's own Service: the pods behind its ready endpoints are the live replicas,
-    /// which share the nodes out among themselves (this pod is `POD_NAME` in `POD_NAMESPACE`).
+    /// The webhook's own Service, which the apiserver calls: its one endpoint is the deciding
+    /// replica. The live replicas are the ready pods behind `<service>-replicas` (this pod is
+    /// `POD_NAME` in `POD_NAMESPACE`).
     pub service: String,
-    /// Reviews sent on to one deciding replica of `service`.
+    /// Which replica decides: the holder of the Lease `<service>-decider`.
+    pub election: ElectionConfig,
+    /// Reviews that reach another replica (during a takeover) sent on to the deciding one.
     pub forward: ForwardConfig,
 }
 
@@ -126,6 +131,7 @@ impl Default for Config {
             scheduler_lease: None,
             default_scheduler_lease: Some(LeaseRef::named("kube-system", "kube-scheduler")),
             service: "placement-webhook".into(),
+            election: ElectionConfig::default(),
             forward: ForwardConfig::default(),
         }
     }
@@ -600,6 +606,9 @@ impl Config {
             problems.push(format!("prometheus: {e}"));
         }
         problems.extend(self.scheduler.problems());
+        if self.election.enabled {
+            problems.extend(self.election.problems());
+        }
         if self.forward.enabled && self.forward.timeout.is_zero() {
             problems.push("forward.timeout must be above 0 while forward.enabled".into());
         }

@@ -4,6 +4,7 @@
 pub use crate::facts::{Inventory, NodeFacts};
 
 pub mod client;
+pub(crate) mod election;
 pub mod lease;
 pub mod listing;
 pub(crate) mod namespaces;

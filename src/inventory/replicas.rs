@@ -1,7 +1,9 @@
-//! The live replicas of this webhook, from its own Service's EndpointSlices (read-only), and
-//! this replica's name from the downward API (`POD_NAME`, `POD_NAMESPACE`). Handed to the
-//! caller on every change (the app turns them into the decisions' replica set); while either is
-//! unknown, decisions go on as if this replica were alone.
+//! The replicas of this webhook from the EndpointSlices of two Services (read-only): the live
+//! ones behind `<service>-replicas`, and the deciding one behind `<service>` (see
+//! [`super::election`]); and this replica's name from the downward API (`POD_NAME`,
+//! `POD_NAMESPACE`). Handed to the caller on every change (the app turns them into the
+//! decisions' replica set and the forwarding target); while either is unknown, decisions go on
+//! as if this replica were alone.
 
 use std::future::Future;
 
@@ -43,8 +45,9 @@ pub struct Member {
 }
 
 impl Member {
-    /// The member every replica forwards its reviews to: the lowest-named one that can be
-    /// reached. All replicas that know the same members pick the same one.
+    /// Of the webhook Service's members, the one that decides: the only one the deciding
+    /// replica's slice names (or, where a Service selects every replica, the lowest-named one
+    /// that can be reached: all replicas that know the same members pick the same one).
     pub(crate) fn decider(members: &[Member]) -> Option<&Member> {
         members
             .iter()
@@ -96,19 +99,25 @@ pub(crate) fn members_of<'a>(slices: impl IntoIterator<Item = &'a EndpointSlice>
     members
 }
 
-/// Watches the Service's EndpointSlices and hands the ready members to `publish` whenever they
-/// change, until `shutdown`. Watch errors are retried with backoff; the last members keep
-/// serving meanwhile.
-#[tracing::instrument(name = "replica_watch", skip_all, fields(service = %identity.service))]
+/// The Service whose endpoints are the live replicas, beside `service` (which the apiserver
+/// calls, and whose one endpoint is the deciding replica).
+pub(crate) fn replicas_service(service: &str) -> String {
+    format!("{service}-replicas")
+}
+
+/// Watches the EndpointSlices of `service` in `namespace` and hands the ready members to
+/// `publish` whenever they change, until `shutdown`. Watch errors are retried with backoff; the
+/// last members keep serving meanwhile.
+#[tracing::instrument(name = "replica_watch", skip_all, fields(service = %service))]
 pub(crate) async fn watch_replicas(
     client: Client,
-    identity: &Identity,
+    namespace: &str,
+    service: &str,
     publish: impl Fn(&[Member]) + Send,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    let api = Api::<EndpointSlice>::namespaced(client, &identity.namespace);
-    let config =
-        watcher::Config::default().labels(&format!("{SERVICE_LABEL}={}", identity.service));
+    let api = Api::<EndpointSlice>::namespaced(client, namespace);
+    let config = watcher::Config::default().labels(&format!("{SERVICE_LABEL}={service}"));
     let (reader, writer) = reflector::store::<EndpointSlice>();
     let events = watcher::watcher(api, config)
         .default_backoff()

@@ -268,11 +268,16 @@ async fn forward_or_answer(
         } => {
             state.metrics.count_forward("answered");
             let mut response = (status, body).into_response();
+            let headers = response.headers_mut();
             if let Some(content_type) = content_type {
-                response
-                    .headers_mut()
-                    .insert(header::CONTENT_TYPE, content_type);
+                headers.insert(header::CONTENT_TYPE, content_type);
             }
+            // The apiserver's next review opens a new connection, which the Service sends to
+            // the deciding replica: a connection kept from before a takeover forwards once.
+            headers.insert(
+                header::CONNECTION,
+                header::HeaderValue::from_static("close"),
+            );
             return response;
         }
         Forwarded::NotSent => None,

@@ -77,7 +77,7 @@ fn check_webhook_registration(docs: &[Value]) {
     let config = one(docs, "MutatingWebhookConfiguration");
     let webhooks = config["webhooks"].as_array().expect("webhooks");
     assert_eq!(webhooks.len(), 1);
-    let service = one(docs, "Service");
+    let service = named(docs, "Service", Some(NAMESPACE), "placement-webhook");
     for hook in webhooks {
         assert_eq!(
             hook["failurePolicy"], "Ignore",
@@ -215,8 +215,14 @@ fn check_rbac(docs: &[Value]) {
     for (namespace, rules) in [
         (
             NAMESPACE,
+            // Reads the replicas' slices; writes two objects by name: the deciding replica's
+            // Lease and the Service's slice its holder fills.
             json!([{"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
-                    "verbs": ["get", "list", "watch"]}]),
+                    "verbs": ["get", "list", "watch"]},
+                   {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+                    "resourceNames": ["placement-webhook-decider"], "verbs": ["patch"]},
+                   {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                    "resourceNames": ["placement-webhook-decider"], "verbs": ["get", "patch"]}]),
         ),
         (
             "kube-system",
@@ -332,15 +338,46 @@ fn check_deployment(docs: &[Value]) -> &Value {
     assert!(mount.get("subPath").is_none(), "subPath never sees updates");
     assert_eq!(mount["readOnly"], true);
 
-    let service = one(docs, "Service");
+    // The Service the apiserver calls selects nothing: its one EndpointSlice is the deciding
+    // replica's, written by the holder of the Lease of the same name (created empty here).
+    let service = named(docs, "Service", Some(NAMESPACE), "placement-webhook");
     assert_eq!(
         service["spec"]["ports"],
-        json!([{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}])
+        json!([{"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"}])
     );
+    assert!(service["spec"].get("selector").is_none(), "{service}");
+    let slice = one(docs, "EndpointSlice");
+    assert_eq!(slice["metadata"]["name"], "placement-webhook-decider");
+    assert_eq!(
+        slice["metadata"]["labels"]["kubernetes.io/service-name"],
+        "placement-webhook"
+    );
+    assert_eq!(
+        slice["ports"][0]["name"],
+        service["spec"]["ports"][0]["name"]
+    );
+    assert_eq!(slice["endpoints"], json!([]));
+    let lease = one(docs, "Lease");
+    assert_eq!(lease["metadata"]["name"], "placement-webhook-decider");
+    // The live replicas: a headless Service selecting the webhook's pods.
+    let replicas = named(
+        docs,
+        "Service",
+        Some(NAMESPACE),
+        "placement-webhook-replicas",
+    );
+    assert_eq!(replicas["spec"]["clusterIP"], "None");
     let labels = &deployment["spec"]["template"]["metadata"]["labels"];
-    for (k, v) in service["spec"]["selector"].as_object().expect("selector") {
+    for (k, v) in replicas["spec"]["selector"].as_object().expect("selector") {
         assert_eq!(&labels[k], v, "Service selects the webhook pods");
     }
+    let env = c["env"].as_array().expect("env");
+    assert!(
+        env.iter()
+            .any(|e| e["name"] == "POD_IP"
+                && e["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"),
+        "POD_IP from the downward API"
+    );
 
     let pdb = one(docs, "PodDisruptionBudget");
     assert_eq!(pdb["spec"]["minAvailable"], 1);
@@ -521,7 +558,13 @@ fn monitoring_overlay_scrapes_the_webhook_service() {
     let monitor = one(&monitoring, "ServiceMonitor");
     assert_eq!(monitor["apiVersion"], "monitoring.coreos.com/v1");
     assert_eq!(monitor["metadata"]["namespace"], NAMESPACE);
-    let service = one(&base, "Service");
+    // Every replica is scraped: the headless Service, not the one the apiserver calls.
+    let service = named(
+        &base,
+        "Service",
+        Some(NAMESPACE),
+        "placement-webhook-replicas",
+    );
     for (k, v) in monitor["spec"]["selector"]["matchLabels"]
         .as_object()
         .expect("selector")

@@ -210,12 +210,29 @@ fn latency_alert_fires_under_the_webhook_timeout() {
 
 #[test]
 fn down_alert_watches_the_job_the_service_monitor_scrapes() {
-    // The Prometheus Operator names a ServiceMonitor's job after the Service, unless jobLabel
-    // says otherwise.
-    let service = yaml("deploy/base/service.yaml");
+    // The Prometheus Operator names a ServiceMonitor's job after the value of the scraped
+    // Service's `jobLabel` label (after the Service's name without one).
     let monitor = yaml("deploy/monitoring/servicemonitor.yaml");
-    assert!(monitor["spec"].get("jobLabel").is_none());
-    let job = service["metadata"]["name"].as_str().expect("Service name");
+    let text =
+        std::fs::read_to_string(repo_path("deploy/base/service.yaml")).expect("service.yaml");
+    let services: Vec<Value> = serde_saphyr::from_multiple(&text).expect("YAML");
+    let selector = monitor["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .expect("selector");
+    let scraped: Vec<&Value> = services
+        .iter()
+        .filter(|d| d["kind"] == "Service")
+        .filter(|d| {
+            selector
+                .iter()
+                .all(|(k, v)| &d["metadata"]["labels"][k] == v)
+        })
+        .collect();
+    assert_eq!(scraped.len(), 1, "the ServiceMonitor selects one Service");
+    let label = monitor["spec"]["jobLabel"].as_str().expect("jobLabel");
+    let job = scraped[0]["metadata"]["labels"][label]
+        .as_str()
+        .expect("the job label on the Service");
     let rules = yaml(RULES);
     let down = alert_rules(&rules)
         .into_iter()

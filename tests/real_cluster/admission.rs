@@ -327,6 +327,7 @@ async fn a_webhook_down_slow_or_untrusted_never_blocks_a_pod() {
             kubeconfig: &cluster.webhook_kubeconfig,
             port: Some(port),
             hosts: None,
+            pod_address: None,
         },
     );
     replica.wait_ready(&other.ca_pem()).await;

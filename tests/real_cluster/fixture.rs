@@ -2,15 +2,15 @@
 //! webhook's replicas running as its ServiceAccount, and a namespace labelled for injection.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::Client;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::{Api, Client};
 use serde_json::json;
 
-use crate::balancer::Balancer;
+use crate::balancer::{Balancer, endpoint_port};
 use crate::support::kube::objects::{self, NodeSpec};
 use crate::support::kube::process::Process;
 use crate::support::kube::webhook::{
@@ -22,6 +22,9 @@ use crate::support::prometheus::{KwokTargets, Prometheus};
 /// The name the replicas' EndpointSlices give (FQDN: validation refuses loopback IPs); their
 /// hosts file maps it to 127.0.0.1.
 pub const REPLICAS_HOST: &str = "replicas.placement-webhook.test";
+
+/// The installed Service's one EndpointSlice, which the deciding replica writes.
+pub const DECIDER_SLICE: &str = "placement-webhook-decider";
 
 /// The namespace labelled `placement-webhook.io/inject=enabled` the tests create pods in.
 pub const FLINK: &str = "flink";
@@ -215,11 +218,7 @@ impl Cluster {
         let certs = ServingCerts::generate(plane.dir.path());
         let ports: Vec<u16> = (0..setup.replicas).map(|_| free_port()).collect();
         let balancer = if setup.replicas > 1 {
-            let backends: Vec<SocketAddr> = ports
-                .iter()
-                .map(|p| SocketAddr::from(([127, 0, 0, 1], *p)))
-                .collect();
-            Some(Balancer::start(backends).await)
+            Some(Balancer::following(admin.clone(), NAMESPACE, DECIDER_SLICE).await)
         } else {
             None
         };
@@ -267,6 +266,7 @@ impl Cluster {
             )
             .expect("write hosts");
             cluster.hosts = Some(hosts);
+            cluster.serve_decider_by_name();
             cluster.publish_endpoints(&ports).await;
         }
         for (i, port) in ports.iter().enumerate() {
@@ -274,6 +274,9 @@ impl Cluster {
         }
         for replica in &mut cluster.replicas {
             replica.wait_ready(&cluster.certs.ca_pem()).await;
+        }
+        if setup.replicas > 1 {
+            cluster.wait_for_decider(None).await;
         }
         if !setup.late_nodes.is_empty() {
             let specs: Vec<NodeSpec> = setup.late_nodes.iter().map(|(n, _)| n.clone()).collect();
@@ -315,6 +318,7 @@ impl Cluster {
                 kubeconfig: &self.webhook_kubeconfig,
                 port: Some(port),
                 hosts,
+                pod_address: hosts.map(|_| REPLICAS_HOST),
             },
         )
     }
@@ -344,12 +348,59 @@ impl Cluster {
         self.replicas.len() - 1
     }
 
-    /// One EndpointSlice per replica (ports are per slice), addressed by a name that resolves to
-    /// loopback: EndpointSlice validation refuses loopback IPs.
+    /// The live replicas, as the EndpointSlice controller keeps them for the headless Service
+    /// `placement-webhook-replicas`: one slice per replica (ports are per slice), addressed by a
+    /// name that resolves to loopback (EndpointSlice validation refuses loopback IPs).
     async fn publish_endpoints(&self, ports: &[u16]) {
         for (i, port) in ports.iter().enumerate() {
             let pod = format!("placement-webhook-{i}");
-            self.publish_endpoint("placement-webhook", &pod, *port);
+            self.publish_endpoint("placement-webhook-replicas", &pod, *port);
+        }
+    }
+
+    /// The installed Service's slice, as an FQDN slice: the replicas write `REPLICAS_HOST` (their
+    /// `POD_IP` here) into it, which an IPv4 slice refuses. Labels and name as installed.
+    fn serve_decider_by_name(&self) {
+        self.plane
+            .kubectl(&["delete", "endpointslice", "-n", NAMESPACE, DECIDER_SLICE]);
+        let slice = json!({
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": DECIDER_SLICE,
+                "namespace": NAMESPACE,
+                "labels": {
+                    "kubernetes.io/service-name": "placement-webhook",
+                    "endpointslice.kubernetes.io/managed-by": "placement-webhook",
+                },
+            },
+            "addressType": "FQDN",
+            "endpoints": [],
+        });
+        self.plane.kubectl_with_input(
+            &["apply", "--server-side", "--field-manager=test", "-f", "-"],
+            Some(&slice.to_string()),
+        );
+    }
+
+    /// The replica the Service's slice names (the Lease's holder), waiting until it names one
+    /// other than `not` (at most 30 s). Its index in `replicas`.
+    pub async fn wait_for_decider(&self, not: Option<usize>) -> usize {
+        let slices = Api::<EndpointSlice>::namespaced(self.admin.clone(), NAMESPACE);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let slice = slices.get(DECIDER_SLICE).await.ok();
+            let port = slice.as_ref().and_then(endpoint_port);
+            let named = port.and_then(|port| self.replicas.iter().position(|r| r.port == port));
+            if let Some(i) = named.filter(|i| Some(*i) != not) {
+                return i;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no deciding replica in the Service's slice after 30 s: {slice:?}\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 

@@ -149,6 +149,17 @@ async fn the_webhook_needs_no_more_than_the_shipped_rbac() {
         ),
         // The heat bands (the policy holds it to their label: real_cluster::heat_bands).
         ("patch", "nodes", "default"),
+        // Which replica decides, and the Service's one endpoint its holder writes.
+        (
+            "patch",
+            "leases.coordination.k8s.io/placement-webhook-decider",
+            NAMESPACE,
+        ),
+        (
+            "patch",
+            "endpointslices.discovery.k8s.io/placement-webhook-decider",
+            NAMESPACE,
+        ),
     ] {
         assert!(can(verb, resource, namespace), "cannot {verb} {resource}");
     }
@@ -169,6 +180,41 @@ async fn the_webhook_needs_no_more_than_the_shipped_rbac() {
             "update",
             "leases.coordination.k8s.io/kube-scheduler",
             "kube-system",
+        ),
+        // The two named writes in its namespace, and no more.
+        ("create", "leases.coordination.k8s.io", NAMESPACE),
+        ("patch", "leases.coordination.k8s.io/other", NAMESPACE),
+        (
+            "update",
+            "leases.coordination.k8s.io/placement-webhook-decider",
+            NAMESPACE,
+        ),
+        (
+            "delete",
+            "leases.coordination.k8s.io/placement-webhook-decider",
+            NAMESPACE,
+        ),
+        ("create", "endpointslices.discovery.k8s.io", NAMESPACE),
+        (
+            "patch",
+            "endpointslices.discovery.k8s.io/placement-webhook-replicas-abc",
+            NAMESPACE,
+        ),
+        (
+            "update",
+            "endpointslices.discovery.k8s.io/placement-webhook-decider",
+            NAMESPACE,
+        ),
+        (
+            "delete",
+            "endpointslices.discovery.k8s.io/placement-webhook-decider",
+            NAMESPACE,
+        ),
+        ("patch", "services", NAMESPACE),
+        (
+            "patch",
+            "endpointslices.discovery.k8s.io/placement-webhook-decider",
+            FLINK,
         ),
     ] {
         assert!(

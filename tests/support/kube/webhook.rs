@@ -255,6 +255,8 @@ pub struct ReplicaOptions<'a> {
     /// Run with this file as its `/etc/hosts` (a private mount namespace), as a pod runs with
     /// the hosts file its kubelet writes: the names in the replicas' EndpointSlices resolve.
     pub hosts: Option<&'a Path>,
+    /// Its `POD_IP`: where the Service reaches it while it holds the deciding replica's Lease.
+    pub pod_address: Option<&'a str>,
 }
 
 impl Replica {
@@ -297,21 +299,27 @@ impl Replica {
             }
             None => binary(),
         };
+        let mut env = vec![
+            (
+                "KUBECONFIG".into(),
+                options.kubeconfig.display().to_string(),
+            ),
+            ("POD_NAME".into(), options.name.to_string()),
+            ("POD_NAMESPACE".into(), NAMESPACE.into()),
+            // The watcher's own debug lines name the errors it restarts on (410 Gone).
+            ("RUST_LOG".into(), "info,kube_runtime::watcher=debug".into()),
+            ("NO_COLOR".into(), "1".into()),
+        ];
+        // Several replicas: each stands for the deciding replica's Lease, and its holder writes
+        // where it serves into the Service's slice (a name its hosts file resolves).
+        if let Some(address) = options.pod_address {
+            env.push(("POD_IP".into(), address.to_string()));
+        }
         let process = Process::spawn(
             options.name,
             &program,
             &args,
-            &[
-                (
-                    "KUBECONFIG".into(),
-                    options.kubeconfig.display().to_string(),
-                ),
-                ("POD_NAME".into(), options.name.to_string()),
-                ("POD_NAMESPACE".into(), NAMESPACE.into()),
-                // The watcher's own debug lines name the errors it restarts on (410 Gone).
-                ("RUST_LOG".into(), "info,kube_runtime::watcher=debug".into()),
-                ("NO_COLOR".into(), "1".into()),
-            ],
+            &env,
             dir.join(format!("{}.log", options.name)),
         );
         Replica {
