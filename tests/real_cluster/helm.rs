@@ -672,6 +672,7 @@ async fn helm_renderings_are_accepted_by_the_apiserver() {
     ]);
     let installed = |selector: &str| -> BTreeSet<String> {
         let kinds = "serviceaccounts,configmaps,services,deployments.apps,\
+                     endpointslices.discovery.k8s.io,leases.coordination.k8s.io,\
                      poddisruptionbudgets.policy,roles.rbac.authorization.k8s.io,\
                      rolebindings.rbac.authorization.k8s.io,\
                      clusterroles.rbac.authorization.k8s.io,\
