@@ -438,13 +438,7 @@ fn spawn_cluster_watches(
             let (client, stopped) = (client.clone(), stopped.clone());
             async move {
                 if let Some(candidate) = candidate {
-                    crate::inventory::election::stand(
-                        client,
-                        candidate,
-                        |_holding| {},
-                        wait_for(stopped),
-                    )
-                    .await;
+                    crate::inventory::election::stand(client, candidate, wait_for(stopped)).await;
                 }
             }
         };

@@ -84,12 +84,11 @@ impl Candidate {
 }
 
 /// Stands for the Lease until `shutdown`: while this replica holds it, keeps the Service's slice
-/// naming it. `on_change` hears whether it holds the Lease. At shutdown the Lease is released.
+/// naming it. At shutdown the Lease is released.
 #[tracing::instrument(name = "election", skip_all, fields(lease = %candidate.object_name()))]
 pub(crate) async fn stand(
     client: Client,
     candidate: Candidate,
-    on_change: impl Fn(bool) + Send,
     shutdown: impl Future<Output = ()> + Send,
 ) {
     let mut shutdown = std::pin::pin!(shutdown);
@@ -111,7 +110,6 @@ pub(crate) async fn stand(
                 }
                 held = *holding.borrow_and_update();
                 info!(holding = held, "deciding replica: lease {}", if held { "taken" } else { "lost" });
-                on_change(held);
                 if held {
                     publish(&slices, &candidate).await;
                 }
@@ -121,7 +119,6 @@ pub(crate) async fn stand(
     }
     // Dropping the receiver makes the manager release the Lease if it holds it.
     drop(holding);
-    on_change(false);
     let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
 }
 
@@ -157,11 +154,10 @@ async fn publish(slices: &Api<EndpointSlice>, candidate: &Candidate) {
             return;
         }
     }
-    let params = PatchParams::default();
     let patch = Patch::Merge(candidate.slice_patch());
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
-        ..params
+        ..PatchParams::default()
     };
     match slices.patch(&name, &params, &patch).await {
         Ok(_) => info!(slice = %name, address = %candidate.address, port = candidate.port,
